@@ -112,3 +112,36 @@ def write_unlabeled(folder: Path, seed: int = 0) -> Path:
     wiki.mkdir(parents=True, exist_ok=True)
     (wiki / "wiki1m_for_simcse.txt").write_text("\n".join(pool[::-1]) + "\nthe cut off li")
     return folder
+
+
+def write_senteval(folder: Path, n: int = 40, seed: int = 0) -> Path:
+    """Small CR (two files, one class each) and MRPC (BOM, header, pairs) folders in SentEval's formats.
+
+    The classes differ in their words (positive sentences use the first half of the vocabulary), so a
+    classifier can learn them even on a tiny random model.
+    """
+    import random
+
+    rnd = random.Random(seed)
+    half = len(WORDS) // 2
+
+    def sentence(cls: int) -> str:
+        pool = WORDS[:half] if cls else WORDS[half:]
+        return " ".join(rnd.choice(pool) for _ in range(rnd.randint(3, 8))) + " ."
+
+    cr = folder / "senteval" / "CR"
+    cr.mkdir(parents=True, exist_ok=True)
+    (cr / "custrev.pos").write_text("".join(f"{sentence(1)} \n" for _ in range(n // 2)), encoding="latin-1")
+    (cr / "custrev.neg").write_text("".join(f"{sentence(0)} \n" for _ in range(n - n // 2)), encoding="latin-1")
+    mrpc = folder / "senteval" / "MRPC"
+    mrpc.mkdir(parents=True, exist_ok=True)
+    header = "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+    for part, m in (("train", n), ("test", n // 2)):
+        rows = []
+        for i in range(m):
+            label = i % 2
+            a = sentence(rnd.randint(0, 1))
+            b = a if label else sentence(rnd.randint(0, 1))
+            rows.append(f"{label}\t{i}\t{i + 1000}\t{a}\t{b}\n")
+        (mrpc / f"msr_paraphrase_{part}.txt").write_text(header + "".join(rows), encoding="utf-8")
+    return folder

@@ -105,3 +105,69 @@ def test_train_then_retrieval_on_tiny_model(tiny_bert, env, capsys):
     assert ret["results"][0]["mrr@10"] == ret["results"][1]["mrr@10"]  # exact and flat agree
     assert main(["train", "--model", str(tiny_bert), "--train-data", str(env / "none.txt"),
                  "--data-dir", str(data), "--steps", "1", "--output", str(out), "-q"]) == 2
+
+
+def test_transfer_end_to_end_and_resume(tiny_bert, env, capsys):
+    from conftest import write_senteval
+
+    data = write_senteval(env / "data", n=60)
+    out = env / "out"
+    args = ["transfer", "--model", str(tiny_bert), "--data-dir", str(data), "--tasks", "CR", "mrpc",
+            "--outer-splits", "3", "--inner-splits", "2", "--jobs", "1", "--output", str(out), "-q"]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert "cr" in printed and "lc" in printed
+    summary = json.loads((out / "transfer-tiny-bert.json").read_text())
+    cr = summary["tasks"]["cr"]
+    assert cr["n_examples"] == 60 and summary["tasks"]["mrpc"]["n_examples"] == 90
+    # the tiny BERT's checkpoint holds pooler weights, so LC + MLP runs (random weights, but stored ones)
+    assert set(cr["result"]["summary"]) == {"cls", "last", "last_four", "random", "lc", "lc_mlp"}
+    assert cr["head"] == "trained pooler head"
+    assert summary["protocol"]["classifier"]["C"] == 10 and "regularization parameter 10" in summary["protocol"]["classifier"]["note"]
+    assert len(cr["result"]["splits"]) == 3 and cr["result"]["splits"][0]["seed"] == 0
+    md = (out / "transfer-tiny-bert.md").read_text()
+    assert "| method | CR | MRPC | avg |" in md and "Relative error reduction" in md
+    # cut the CR run back to one finished split, as if interrupted: the next run computes only the rest
+    state = out / "transfer-tiny-bert-cr.json"
+    cut = json.loads(state.read_text())
+    cut["result"]["splits"] = cut["result"]["splits"][:1]
+    cut["complete"] = False
+    state.write_text(json.dumps(cut))
+    assert main(args) == 0
+    again = json.loads((out / "transfer-tiny-bert.json").read_text())
+    assert again["tasks"]["cr"]["result"]["summary"] == cr["result"]["summary"]
+    assert again["tasks"]["cr"]["result"]["splits"][0]["seconds"] == cut["result"]["splits"][0]["seconds"]  # reused
+    state.write_text("{not json")
+    assert main(args) == 2
+    assert "delete it" in capsys.readouterr().err
+    assert main(["transfer", "--model", str(tiny_bert), "--data-dir", str(data), "--tasks", "cr", "sst9", "-q"]) == 2
+    assert "Unknown transfer task 'sst9'" in capsys.readouterr().err
+
+
+def test_ablate_end_to_end(tiny_bert, env, capsys):
+    from conftest import write_senteval
+
+    data = write_senteval(write_stsb(env / "data", n_pairs=20), n=64)
+    out = env / "abl"
+    args = ["ablate", "--model", str(tiny_bert), "--data-dir", str(data), "--sts", "stsb", "--tasks", "cr",
+            "--limited-tasks", "cr", "--max-denominator", "4", "--limited-seeds", "2", "--splits", "2",
+            "--dev-size", "8", "--outer-splits", "2", "--inner-splits", "2", "--jobs", "1", "--output", str(out), "-q"]
+    assert main(args) == 0
+    result = json.loads((out / "ablations-tiny-bert.json").read_text())
+    sts = result["sts"]["stsb"]["result"]
+    assert set(sts["by_size"]) == {"1", "2", "3"} and set(sts["without"]) == {"0", "1", "2"}
+    assert len(sts["best"]) == 2
+    # the best subset of any size is at least as good on dev as each size's best, so it is one of them
+    for k, choice in enumerate(sts["choices"]):
+        assert choice["best"] in choice["by_size"].values()
+    lim = result["limited"]["cr"]["result"]
+    assert list(lim) == ["0.5", "0.25"] and len(lim["0.5"]["lc"]) == 2
+    assert lim["0.25"]["n_train"] < lim["0.5"]["n_train"]
+    for name in ("n_layers_sts", "exclude_sts", "n_layers_transfer", "exclude_transfer", "limited"):
+        assert (out / f"ablations-tiny-bert-{name}.png").is_file()
+    md = (out / "ablations-tiny-bert.md").read_text()
+    assert "(a) Number of layers N, STS" in md and "(c) Limited training data" in md and "| 1/4 |" in md
+    parts = json.loads((out / "ablations-tiny-bert.parts.json").read_text())
+    assert set(parts) == {"sts:stsb", "transfer:cr", "limited:cr"}
+    assert main(args) == 0  # every part reused
+    assert json.loads((out / "ablations-tiny-bert.json").read_text())["sts"] == result["sts"]

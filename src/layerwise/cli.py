@@ -8,12 +8,14 @@ import sys
 
 from .contrastive.poolers import POOLER_KINDS
 from .contrastive.train import OBJECTIVES
+from .data.senteval import TRANSFER_TASKS
 from .data.sts import STS_DATASETS
 from .metrics import AGGREGATIONS
 from .lattemix.config import MODEL_KINDS
 from .models import BUILTIN_MODELS, DEFAULT_MODEL
 
 STS_CHOICES = list(STS_DATASETS)
+DEFAULT_TRANSFER = ("mr", "cr", "subj", "sst2", "sst5", "trec", "mrpc")  # the seven tasks in the shared data
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
@@ -24,15 +26,17 @@ def _add_common(p: argparse.ArgumentParser) -> None:
                         "(default test, the SemEval-2014 4927 pairs); STS12-16 are test only")
 
 
-def _add_encoder_options(p: argparse.ArgumentParser) -> None:
+def _add_encoder_options(p: argparse.ArgumentParser, *, aggregation: bool = True) -> None:
     p.add_argument("--model", default=DEFAULT_MODEL,
                    help=f"built-in name ({', '.join(BUILTIN_MODELS)}) or a local Hugging Face folder "
                         f"(default: {DEFAULT_MODEL})")
     p.add_argument("--data-dir", default=None,
-                   help="data folder holding sts/, nli/, unlabeled/ (default: $LAYERWISE_DATA; STS-B is built in)")
-    p.add_argument("--aggregation", default="all", choices=AGGREGATIONS,
-                   help="how STS12-16 subsets are combined: all pairs at once (all), size-weighted (wmean) "
-                        "or plain mean (mean) of per-subset Spearman (default: all)")
+                   help="data folder holding sts/, senteval/, nli/, unlabeled/ (default: $LAYERWISE_DATA; "
+                        "STS-B is built in)")
+    if aggregation:
+        p.add_argument("--aggregation", default="all", choices=AGGREGATIONS,
+                       help="how STS12-16 subsets are combined: all pairs at once (all), size-weighted (wmean) "
+                            "or plain mean (mean) of per-subset Spearman (default: all)")
     p.add_argument("--output", default="runs", help="folder for results JSON, markdown and plot (default: runs)")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--max-length", type=int, default=256)
@@ -70,6 +74,40 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("layers", help="per-layer analysis: each hidden state's STS score alone")
     _add_common(p)
+
+    p = sub.add_parser("transfer", help="BERT-LC on SentEval transfer tasks: logistic regression on layer combinations")
+    _add_encoder_options(p, aggregation=False)
+    p.add_argument("--tasks", nargs="+", default=list(DEFAULT_TRANSFER),
+                   help=f"transfer tasks among {', '.join(TRANSFER_TASKS)}, case-insensitive "
+                        f"(default: {' '.join(DEFAULT_TRANSFER)}; MPQA is not in the shared data)")
+    p.add_argument("--outer-splits", type=int, default=10, help="seeded 85/15 train-dev/test splits (default 10)")
+    p.add_argument("--inner-splits", type=int, default=10, help="seeded 82/18 splits choosing the subset (default 10)")
+    p.add_argument("--max-layers", type=int, default=None,
+                   help="largest subset (default: 4 up to 13 hidden states, else 3)")
+    p.add_argument("--shortlist", type=int, default=1,
+                   help="subsets re-scored by SAGA inner CV after the ridge screen (default 1: the ridge choice; "
+                        "0: every subset, the exhaustive and slow reference)")
+    p.add_argument("--ridge-alpha", type=float, default=1e-3, help="ridge screen penalty x mean feature variance")
+    p.add_argument("--seed", type=int, default=0, help="outer split k uses seed + k (default 0)")
+    p.add_argument("--jobs", type=int, default=2, help="parallel classifier fits (threads, default 2)")
+    p.add_argument("--no-head", action="store_true", help="skip LC + MLP (the checkpoint's pooler head)")
+
+    p = sub.add_parser("ablate", help="BERT-LC ablations: number of layers, excluding a layer, limited data")
+    _add_encoder_options(p)
+    p.add_argument("--sts", nargs="*", default=["stsb", "sickr"], choices=STS_CHOICES, help="STS sets for (a) and (b)")
+    p.add_argument("--tasks", nargs="*", default=["mr", "cr", "subj", "trec"],
+                   help="transfer tasks for (a) and (b) (default: mr cr subj trec)")
+    p.add_argument("--limited-tasks", nargs="*", default=["mr", "subj", "trec"],
+                   help="transfer tasks for (c) limited data (default: mr subj trec)")
+    p.add_argument("--max-denominator", type=int, default=256,
+                   help="(c) keeps 1/2, 1/4 ... 1/max-denominator of train-dev (default 256)")
+    p.add_argument("--limited-seeds", type=int, default=10)
+    p.add_argument("--splits", type=int, default=5, help="STS dev/test splits (default 5)")
+    p.add_argument("--dev-size", type=int, default=350, help="STS dev pairs per split (default 350)")
+    p.add_argument("--outer-splits", type=int, default=10)
+    p.add_argument("--inner-splits", type=int, default=10)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--jobs", type=int, default=2)
 
     p = sub.add_parser("lattemix", help="Latte-Mix: train token VAEs, zero-shot STS against poolings")
     _add_encoder_options(p)
@@ -221,6 +259,44 @@ def _run_contrastive(args, command) -> int:
     return 0
 
 
+def _run_transfer(args, command) -> int:
+    from .reports import fmt
+
+    if args.command == "transfer":
+        from .transfer_experiments import run_transfer_tasks, write_transfer_outputs
+
+        if args.shortlist < 0:
+            raise ValueError(f"--shortlist must be 0 (exhaustive) or positive, got {args.shortlist}")
+        result = run_transfer_tasks(
+            args.model, args.tasks, output=args.output, data_dir=args.data_dir, n_outer=args.outer_splits,
+            n_inner=args.inner_splits, max_layers=args.max_layers, shortlist=args.shortlist or None, seed=args.seed,
+            n_jobs=args.jobs, ridge_alpha=args.ridge_alpha, head=not args.no_head,
+            encoder_options=_encoder_options(args), command=command,
+        )
+        paths = write_transfer_outputs(result, args.output)
+        print(f"model {result['model']['name']} | test accuracy x100, mean ± std over {args.outer_splits} outer splits")
+        for task, t in result["tasks"].items():
+            cells = "  ".join(f"{m} {fmt(v['mean'], v['std'])}" for m, v in t["result"]["summary"].items())
+            print(f"  {task:5s} {cells}  ({t['encode_seconds']:.0f}s encode, {t['protocol_seconds']:.0f}s protocol)")
+    else:
+        from .ablation_experiments import run_ablations, write_ablation_outputs
+
+        if args.max_denominator < 2:
+            raise ValueError(f"--max-denominator must be at least 2, got {args.max_denominator}")
+        k = int(args.max_denominator).bit_length() - 1
+        result = run_ablations(
+            args.model, sts=args.sts, tasks=args.tasks, limited_tasks=args.limited_tasks,
+            fractions=[1 / 2**i for i in range(1, k + 1)], limited_seeds=args.limited_seeds,
+            aggregation=args.aggregation, n_splits=args.splits, dev_size=args.dev_size, n_outer=args.outer_splits,
+            n_inner=args.inner_splits, seed=args.seed, n_jobs=args.jobs, output=args.output,
+            data_dir=args.data_dir, encoder_options=_encoder_options(args), command=command,
+        )
+        paths = write_ablation_outputs(result, args.output)
+    for kind, path in paths.items():
+        print(f"wrote {kind}: {path}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -242,6 +318,8 @@ def main(argv: list[str] | None = None) -> int:
             return _run_lattemix(args, command)
         if args.command in ("train", "retrieval"):
             return _run_contrastive(args, command)
+        if args.command in ("transfer", "ablate"):
+            return _run_transfer(args, command)
         common = dict(data_dir=args.data_dir, split=args.split, aggregation=args.aggregation,
                       encoder_options=_encoder_options(args))
         if args.command == "search":

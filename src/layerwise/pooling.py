@@ -14,6 +14,7 @@ from .layers import LayerStack, validate_layers
 
 __all__ = [
     "Pooling",
+    "apply_head",
     "baseline_poolings",
     "cls_pooling",
     "head_pooling",
@@ -57,11 +58,16 @@ def head_pooling(stack: LayerStack, layers, weight: np.ndarray, bias: np.ndarray
 
     ``weight`` (d, d) and ``bias`` (d,) come from :meth:`layerwise.LayerEncoder.pooler_head`.
     """
-    x = layer_mean(stack, layers, kind=kind).astype(np.float64)
+    return apply_head(layer_mean(stack, layers, kind=kind), weight, bias)
+
+
+def apply_head(x: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    """tanh(x W^T + b) for vectors ``x`` (n, d) and a pooler head ``weight`` (d, d), ``bias`` (d,): float32 (n, d)."""
     w = np.asarray(weight, dtype=np.float64)
-    if w.shape != (stack.dim, stack.dim) or np.shape(bias) != (stack.dim,):
-        raise ValueError(f"head of shape {w.shape} / {np.shape(bias)} does not fit d={stack.dim}")
-    return np.tanh(x @ w.T + np.asarray(bias, dtype=np.float64)).astype(np.float32)
+    d = x.shape[-1]
+    if w.shape != (d, d) or np.shape(bias) != (d,):
+        raise ValueError(f"head of shape {w.shape} / {np.shape(bias)} does not fit d={d}")
+    return np.tanh(x.astype(np.float64) @ w.T + np.asarray(bias, dtype=np.float64)).astype(np.float32)
 
 
 def scalar_mix(stack: LayerStack, weights, *, gamma: float = 1.0, kind: str = "mean") -> np.ndarray:

@@ -9,11 +9,12 @@ import platform
 import shlex
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["environment", "write_json", "write_text", "plot_per_layer", "fmt"]
+__all__ = ["environment", "write_json", "write_text", "plot_per_layer", "plot_lines", "fmt"]
 
 
 def environment(command: list[str] | None = None) -> dict:
@@ -142,6 +143,56 @@ def plot_per_layer(
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="best")
+    return _save_figure(fig, path)
+
+
+def plot_lines(
+    series: dict[str, tuple[Sequence[float], Sequence[float], Sequence[float] | None]],
+    path: str | os.PathLike,
+    *,
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    xticks: Sequence[float] | None = None,
+    xticklabels: Sequence[str] | None = None,
+    log2_x: bool = False,
+    zero_line: bool = False,
+) -> Path:
+    """One line per series ``label -> (x, y, yerr or None)`` with error bands; written atomically as PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=120)
+    for label, (x, y, err) in series.items():
+        x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+        style = "--" if "last" in label and "LC" not in label else "-"
+        line = ax.plot(x, y, style, marker="o", markersize=4, label=label)[0]
+        if err is not None:
+            e = np.asarray(err, dtype=float)
+            ax.fill_between(x, y - e, y + e, alpha=0.15, color=line.get_color())
+    if log2_x:
+        ax.set_xscale("log", base=2)
+    if xticks is not None:
+        ax.set_xticks(list(xticks))
+        if xticklabels is not None:
+            ax.set_xticklabels(list(xticklabels))
+    if zero_line:
+        ax.axhline(0.0, color="black", linewidth=0.8)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="best", ncol=2 if len(series) > 6 else 1)
+    return _save_figure(fig, path)
+
+
+def _save_figure(fig, path: Path) -> Path:
+    """Write a matplotlib figure as PNG atomically (a cut-off run never leaves half a file) and close it."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.stem}.tmp.png")

@@ -62,7 +62,7 @@ from .sts import _index_array, _lines, _read_text, resolve_data_dir
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TRANSFER_TASKS", "TransferData", "available_transfer", "load_transfer"]
+__all__ = ["TRANSFER_TASKS", "TransferData", "available_transfer", "canonical_task", "display_name", "load_transfer"]
 
 #: Canonical task names, in reporting order.
 TRANSFER_TASKS: tuple[str, ...] = ("mr", "cr", "subj", "mpqa", "sst2", "sst5", "trec", "mrpc")
@@ -307,6 +307,16 @@ def load_transfer(name: str, *, data_dir: str | os.PathLike[str] | None = None) 
 
 # ----------------------------------------------------------------------------------------------
 # Names and indices
+
+
+def canonical_task(name: str) -> str:
+    """The canonical key of a task name (``"SST-2"`` -> ``"sst2"``); unknown names raise ValueError with a hint."""
+    return _canonical_name(name)
+
+
+def display_name(name: str) -> str:
+    """The usual spelling of a task for tables (``"sst2"`` -> ``"SST-2"``); unknown names raise ValueError."""
+    return _SPECS[_canonical_name(name)].display
 
 
 def _canonical_name(name: str) -> str:

@@ -1,0 +1,189 @@
+"""The BERT-LC ablations (Hosseini et al. 2023, appendices D-E), for STS and for transfer tasks.
+
+(a) number of layers: for each size N the best subset of N hidden states is chosen on dev and scored on test;
+(b) excluding a layer: the best subset that avoids hidden state l, against the best with every layer allowed;
+(c) limited data (transfer): train-dev cut to 1/2, 1/4 ... with the test part fixed, LC against last-layer mean.
+
+The same splits as the main protocols are used (STS: ``split_indices`` with seed + k; transfer: stratified
+outer splits with seed + k), so the "all layers allowed" row matches the main protocol's LC when the size
+caps agree. Subset choices come from the same fast selections as the main runs: the exact Gram-based
+Spearman search for STS, the closed-form ridge screen for transfer (whose accuracy cost against
+exhaustive SAGA is measured in ``docs/results/transfer.md``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..layers import LayerStack
+from ..pooling import layer_mean
+from ..search import LayerSubsetSearch
+from .protocol import split_indices
+from .sts import sts_scores
+from .transfer import (
+    RidgeScreen,
+    TransferFeatures,
+    all_subsets,
+    inner_splits,
+    logreg_accuracy,
+    outer_splits,
+    _parallel,
+)
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["ablate_sts", "ablate_transfer", "limited_data", "LIMITED_FRACTIONS"]
+
+LIMITED_FRACTIONS = tuple(1 / 2**k for k in range(1, 9))  # 1/2 ... 1/256
+
+
+def _by_size_and_without(masks: np.ndarray, scores: np.ndarray) -> tuple[dict, dict, tuple]:
+    """From per-subset dev scores: best subset of each size, best subset avoiding each layer, best overall."""
+    sizes = masks.sum(1)
+    layers_of = lambda i: tuple(int(x) for x in np.flatnonzero(masks[i]))  # noqa: E731
+    best = layers_of(int(np.argmax(scores)))
+    by_size = {}
+    for k in range(1, int(sizes.max()) + 1):
+        idx = np.flatnonzero(sizes == k)
+        by_size[k] = layers_of(int(idx[np.argmax(scores[idx])]))
+    without = {}
+    for layer in range(masks.shape[1]):
+        idx = np.flatnonzero(~masks[:, layer])
+        if len(idx):
+            without[layer] = layers_of(int(idx[np.argmax(scores[idx])]))
+    return by_size, without, best
+
+
+def ablate_sts(
+    stack1: LayerStack,
+    stack2: LayerStack,
+    gold: np.ndarray,
+    *,
+    groups: np.ndarray | None = None,
+    aggregation: str = "all",
+    n_splits: int = 5,
+    dev_size: int = 350,
+    seed: int = 0,
+) -> dict:
+    """Ablations (a) and (b) on an STS set: test Spearman x100 per split of the dev-chosen subsets.
+
+    Every subset is searched (no size cap up to 13 hidden states; beyond that the search's default cap).
+    Returns ``{"best": [...], "by_size": {N: [...]}, "without": {l: [...]}, "choices": [...]}`` (lists over splits).
+    """
+    gold = np.asarray(gold, dtype=np.float64)
+    n = len(gold)
+    groups = None if groups is None else np.asarray(groups)
+    out: dict = {"best": [], "by_size": {}, "without": {}, "choices": []}
+    for k in range(n_splits):
+        dev, test = split_indices(n, dev_size=dev_size, seed=seed + k)
+        search = LayerSubsetSearch(aggregation=aggregation, show_progress=False).fit(
+            stack1.mean[dev], stack2.mean[dev], gold[dev], groups=None if groups is None else groups[dev])
+        by_size, without, best = _by_size_and_without(search.masks_, search.scores_)
+        t1, t2 = stack1.take(test), stack2.take(test)
+        g_test = None if groups is None else groups[test]
+        memo: dict[tuple, float] = {}
+
+        def score(layers: tuple) -> float:
+            if layers not in memo:
+                memo[layers] = sts_scores(layer_mean(t1, layers), layer_mean(t2, layers), gold[test],
+                                          groups=g_test, aggregation=aggregation)["spearman"]
+            return memo[layers]
+
+        out["best"].append(score(best))
+        for size, layers in by_size.items():
+            out["by_size"].setdefault(size, []).append(score(layers))
+        for layer, layers in without.items():
+            out["without"].setdefault(layer, []).append(score(layers))
+        out["choices"].append({"best": list(best), "by_size": {s: list(v) for s, v in by_size.items()},
+                               "without": {s: list(v) for s, v in without.items()}})
+    return out
+
+
+def ablate_transfer(
+    data: TransferFeatures,
+    *,
+    n_outer: int = 10,
+    n_inner: int = 10,
+    seed: int = 0,
+    max_layers: int | None = None,
+    n_jobs: int = 1,
+) -> dict:
+    """Ablations (a) and (b) on a transfer task: test accuracy x100 per outer split of the inner-CV choices.
+
+    ``max_layers`` None searches every subset up to 13 hidden states (else subsets of at most 4).
+    """
+    n_states = data.n_states
+    cap = (n_states if n_states <= 13 else 4) if max_layers is None else int(max_layers)
+    subsets = all_subsets(n_states, cap)
+    masks = np.zeros((len(subsets), n_states), dtype=bool)
+    for i, s in enumerate(subsets):
+        masks[i, list(s)] = True
+    out: dict = {"best": [], "by_size": {}, "without": {}, "choices": [], "max_layers": cap}
+    for k, (td, te) in enumerate(outer_splits(data.labels, n_splits=n_outer, seed=seed)):
+        splits = inner_splits(data.labels[td], n_splits=n_inner, seed=seed + k)
+        screen = RidgeScreen(data).scores(td, splits, subsets).mean(1)
+        by_size, without, best = _by_size_and_without(masks, screen)
+        unique = sorted({best, *by_size.values(), *without.values()})
+        accs = _parallel([
+            (lambda s=s: 100 * logreg_accuracy(data.features(s, rows=td), data.labels[td],
+                                               data.features(s, rows=te), data.labels[te], seed=seed + k))
+            for s in unique], n_jobs)
+        acc = dict(zip(unique, accs))
+        out["best"].append(acc[best])
+        for size, layers in by_size.items():
+            out["by_size"].setdefault(size, []).append(acc[layers])
+        for layer, layers in without.items():
+            out["without"].setdefault(layer, []).append(acc[layers])
+        out["choices"].append({"best": list(best), "by_size": {s: list(v) for s, v in by_size.items()},
+                               "without": {s: list(v) for s, v in without.items()}})
+    return out
+
+
+def limited_data(
+    data: TransferFeatures,
+    *,
+    fractions: Sequence[float] = LIMITED_FRACTIONS,
+    seeds: Sequence[int] = tuple(range(10)),
+    n_inner: int = 10,
+    max_layers: int | None = None,
+    n_jobs: int = 1,
+    progress=None,
+) -> dict:
+    """Ablation (c): for each seed one stratified 85/15 split; the train-dev part is cut to each fraction (the
+    first ``round(f * n)`` of one seeded permutation, so smaller sets are inside larger ones, at least
+    2 examples), the test part stays fixed. LC is chosen on the cut part by the inner ridge screen; LC and
+    last-layer mean are fitted with the paper's classifier on the cut part.
+
+    Returns ``{fraction: {"n_train": int, "lc": [...], "last": [...], "layers": [...]}}`` (x100, per seed).
+    """
+    from .transfer import default_max_layers
+
+    n_states = data.n_states
+    subsets = all_subsets(n_states, default_max_layers(n_states) if max_layers is None else max_layers)
+    last = (n_states - 1,)
+    out: dict = {}
+    for seed in seeds:
+        td, te = outer_splits(data.labels, n_splits=1, seed=seed)[0]
+        perm = np.random.default_rng(seed).permutation(td)
+        for f in fractions:
+            if not 0 < f <= 1:
+                raise ValueError(f"fractions must lie in (0, 1], got {f}")
+            rows = np.sort(perm[:max(2, int(round(f * len(td))))])
+            splits = inner_splits(data.labels[rows], n_splits=n_inner, seed=seed)
+            splits = [(a, b) for a, b in splits if len(a) and len(b)]
+            screen = RidgeScreen(data).scores(rows, splits, subsets).mean(1)
+            lc = subsets[int(np.argmax(screen))]
+            accs = _parallel([
+                (lambda s=s: 100 * logreg_accuracy(data.features(s, rows=rows), data.labels[rows],
+                                                   data.features(s, rows=te), data.labels[te], seed=seed))
+                for s in (lc, last)], n_jobs)
+            rec = out.setdefault(f, {"n_train": len(rows), "lc": [], "last": [], "layers": []})
+            rec["lc"].append(accs[0])
+            rec["last"].append(accs[1])
+            rec["layers"].append(list(lc))
+            if progress is not None:
+                progress.update(1)
+    return out

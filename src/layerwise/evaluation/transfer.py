@@ -1,0 +1,514 @@
+"""The BERT-LC transfer protocol: layer combination as features for a logistic-regression classifier.
+
+Protocol (Hosseini et al. 2023, section 4), for one task with all of its files pooled:
+
+1. ``n_outer`` seeded, stratified outer splits: 85 % train-dev / 15 % test (split ``k`` uses ``seed + k``).
+2. On train-dev, ``n_inner`` seeded, stratified 82 % / 18 % splits score every layer subset of at most
+   ``max_layers`` hidden states by its mean held-out accuracy; the best subset is LC's choice.
+3. The classifier is scikit-learn's ``LogisticRegression(solver="saga", tol=0.01, max_iter=200, C=10)``
+   (C = 10 is our reading of the paper's "regularization parameter 10"), fitted on all of train-dev for
+   every method and scored on the test part.
+
+Scoring ~10^3 subsets x 10 inner splits with SAGA is ~10^4 fits per outer split. The fast path here scores
+them all with a **closed-form ridge classifier** (one-hot targets, intercept, L2 penalty) built from Gram
+blocks: for single-sentence tasks the Gram matrix of a layer mean is a sum of per-layer-pair blocks of
+one Gram matrix of the concatenated layers, so every subset and every inner split costs one small
+``d x d`` solve. The ``shortlist`` best subsets by that score then get the real SAGA inner cross-validation
+and the best of those is chosen (``shortlist=1``: the ridge choice is taken as it is; ``shortlist=None``:
+exhaustive SAGA over every subset, the slow reference). What the shortcut costs is measured, not assumed:
+see ``scripts/transfer_results.py --shortcut-check``.
+
+Pair tasks (MRPC) use SentEval's features ``[u, v, |u - v|, u * v]`` of the two sentences' combinations;
+those are not linear in the layers, so their Gram matrices are computed per subset (slower, same result).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import torch
+
+from ..layers import LayerStack, validate_layers
+from ..pooling import apply_head, named_selections, random_layers
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "CLASSIFIER",
+    "TransferFeatures",
+    "RidgeScreen",
+    "all_subsets",
+    "default_max_layers",
+    "fit_logreg",
+    "logreg_accuracy",
+    "outer_splits",
+    "inner_splits",
+    "pair_features",
+    "relative_error_reduction",
+    "run_transfer",
+    "TransferSplit",
+    "TransferResult",
+]
+
+# scikit-learn LogisticRegression arguments of the paper's classifier. C = 10 is our reading of the
+# paper's "regularization parameter 10" (scikit-learn's C is the inverse of the penalty strength).
+CLASSIFIER = {"solver": "saga", "tol": 0.01, "max_iter": 200, "C": 10.0}
+DEFAULT_RIDGE_ALPHA = 1e-3  # penalty relative to the mean feature variance (scale-free), see RidgeScreen
+
+
+def default_max_layers(n_states: int) -> int:
+    """The paper's subset-size cap for classifiers: 4 for models with at most 13 hidden states, else 3."""
+    return 4 if n_states <= 13 else 3
+
+
+def all_subsets(n_states: int, max_layers: int) -> list[tuple[int, ...]]:
+    """Every non-empty subset of ``range(n_states)`` with at most ``max_layers`` members, by size then lexically."""
+    if not 1 <= max_layers:
+        raise ValueError(f"max_layers must be at least 1, got {max_layers}")
+    return [c for k in range(1, min(max_layers, n_states) + 1) for c in itertools.combinations(range(n_states), k)]
+
+
+def pair_features(u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """SentEval's pair features ``[u, v, |u - v|, u * v]``: (n, 4d) from two (n, d) arrays."""
+    if u.shape != v.shape:
+        raise ValueError(f"pair_features needs equal shapes, got {u.shape} and {v.shape}")
+    return np.concatenate([u, v, np.abs(u - v), u * v], axis=1)
+
+
+def relative_error_reduction(acc_method: float, acc_baseline: float) -> float:
+    """(A_M - A_B) / (1 - A_B) for accuracies in [0, 1]: the share of the baseline's errors the method removes.
+
+    Negative when the method is worse; undefined (nan) when the baseline makes no errors.
+    """
+    if not (0.0 <= acc_method <= 1.0 and 0.0 <= acc_baseline <= 1.0):
+        raise ValueError(f"accuracies must lie in [0, 1], got {acc_method} and {acc_baseline}")
+    if acc_baseline == 1.0:
+        return float("nan")
+    return (acc_method - acc_baseline) / (1.0 - acc_baseline)
+
+
+# ----------------------------------------------------------------------------------------------
+# Features
+
+
+@dataclass(frozen=True)
+class TransferFeatures:
+    """Per-layer vectors of one task's examples and their labels.
+
+    ``first`` (and, for pair tasks, ``second``) are layer stacks of n examples; ``labels`` (n,) ints in
+    ``0 .. n_classes - 1``. ``head`` is the checkpoint's trained pooler head ``(weight, bias)`` for LC + MLP,
+    or None.
+    """
+
+    first: LayerStack
+    labels: np.ndarray
+    n_classes: int
+    second: LayerStack | None = None
+    head: tuple[np.ndarray, np.ndarray] | None = None
+
+    def __post_init__(self) -> None:
+        labels = np.asarray(self.labels, dtype=np.int64)
+        object.__setattr__(self, "labels", labels)
+        n = len(self.first)
+        if n == 0:
+            raise ValueError("TransferFeatures needs at least one example")
+        if labels.shape != (n,):
+            raise ValueError(f"{labels.shape[0] if labels.ndim else 0} labels for {n} encoded examples")
+        if self.second is not None and (len(self.second) != n or self.second.mean.shape != self.first.mean.shape):
+            raise ValueError(f"second stack of shape {self.second.mean.shape} does not match {self.first.mean.shape}")
+        if labels.min() < 0 or labels.max() >= self.n_classes:
+            raise ValueError(f"labels must lie in [0, {self.n_classes}), got {labels.min()}..{labels.max()}")
+
+    def __len__(self) -> int:
+        return len(self.first)
+
+    @property
+    def n_states(self) -> int:
+        return self.first.n_states
+
+    @property
+    def is_pair(self) -> bool:
+        return self.second is not None
+
+    def take(self, idx) -> "TransferFeatures":
+        idx = np.asarray(idx, dtype=np.int64)
+        return TransferFeatures(
+            first=self.first.take(idx), labels=self.labels[idx], n_classes=self.n_classes,
+            second=None if self.second is None else self.second.take(idx), head=self.head,
+        )
+
+    def features(self, layers, kind: str = "mean", *, head: bool = False, rows=None) -> np.ndarray:
+        """Classifier input of the combination of ``layers`` (``kind`` "mean" or "cls") for ``rows`` (default
+        all): (n_rows, d), or (n_rows, 4d) for pair tasks. ``head=True`` feeds it through the pooler head (LC + MLP).
+        """
+        layers = list(validate_layers(layers, self.n_states))
+        if head and self.head is None:
+            raise ValueError("this model has no trained pooler head: LC + MLP is not available")
+        if kind not in ("mean", "cls"):
+            raise ValueError(f"unknown kind {kind!r}; valid: 'mean', 'cls'")
+        rows = np.arange(len(self)) if rows is None else np.asarray(rows, dtype=np.int64)
+
+        def one(stack: LayerStack) -> np.ndarray:
+            src = stack.mean if kind == "mean" else stack.cls
+            x = src[np.ix_(rows, layers)].mean(axis=1)
+            return apply_head(x, *self.head) if head else x
+
+        u = one(self.first)
+        return u if self.second is None else pair_features(u, one(self.second))
+
+
+# ----------------------------------------------------------------------------------------------
+# Splits
+
+
+def _stratify(labels: np.ndarray, test_fraction: float) -> np.ndarray | None:
+    """Labels to stratify on, or None when a class is too small for a stratified split."""
+    counts = np.bincount(labels)
+    counts = counts[counts > 0]
+    n_test = math.ceil(test_fraction * len(labels))
+    if counts.min() < 2 or n_test < len(counts) or len(labels) - n_test < len(counts):
+        return None
+    return labels
+
+
+def outer_splits(labels: np.ndarray, *, n_splits: int, test_fraction: float = 0.15, seed: int = 0):
+    """``(train_dev, test)`` index arrays of ``n_splits`` seeded stratified splits (split k: ``seed + k``)."""
+    from sklearn.model_selection import train_test_split
+
+    labels = np.asarray(labels)
+    idx = np.arange(len(labels))
+    out = []
+    for k in range(n_splits):
+        tr, te = train_test_split(idx, test_size=test_fraction, random_state=seed + k,
+                                  stratify=_stratify(labels, test_fraction))
+        out.append((np.sort(tr), np.sort(te)))
+    return out
+
+
+def inner_splits(labels: np.ndarray, *, n_splits: int, dev_fraction: float = 0.18, seed: int = 0):
+    """``n_splits`` seeded stratified 82/18 splits of positions ``0 .. len(labels)-1``: list of (train, dev)."""
+    from sklearn.model_selection import ShuffleSplit, StratifiedShuffleSplit
+
+    labels = np.asarray(labels)
+    strat = _stratify(labels, dev_fraction)
+    if strat is None:
+        splitter = ShuffleSplit(n_splits=n_splits, test_size=dev_fraction, random_state=seed)
+        it = splitter.split(labels)
+    else:
+        splitter = StratifiedShuffleSplit(n_splits=n_splits, test_size=dev_fraction, random_state=seed)
+        it = splitter.split(np.zeros(len(labels)), labels)
+    return [(np.sort(a), np.sort(b)) for a, b in it]
+
+
+# ----------------------------------------------------------------------------------------------
+# The classifier
+
+
+def fit_logreg(x: np.ndarray, y: np.ndarray, *, seed: int = 0, **overrides):
+    """The paper's classifier fitted on ``x`` (n, p), ``y`` (n,): scikit-learn's LogisticRegression (SAGA).
+
+    A training part with a single class cannot be fitted by scikit-learn; a constant predictor of that
+    class is returned instead (it happens only with tiny training sets in the limited-data ablation).
+    """
+    from sklearn.dummy import DummyClassifier
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.linear_model import LogisticRegression
+
+    if len(np.unique(y)) < 2:
+        return DummyClassifier(strategy="most_frequent").fit(x, y)
+    params = {**CLASSIFIER, **overrides}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # SAGA at tol 0.01 / 200 iterations, as the paper
+        return LogisticRegression(random_state=seed, **params).fit(x, y)
+
+
+def logreg_accuracy(x_train, y_train, x_test, y_test, *, seed: int = 0) -> float:
+    """Test accuracy (0..1) of :func:`fit_logreg` trained on the training part."""
+    return float(fit_logreg(x_train, y_train, seed=seed).score(x_test, y_test))
+
+
+def _parallel(jobs: list, n_jobs: int) -> list:
+    """Run zero-argument callables, in threads when n_jobs > 1 (SAGA releases the GIL)."""
+    if n_jobs <= 1 or len(jobs) <= 1:
+        return [job() for job in jobs]
+    from joblib import Parallel, delayed
+
+    return Parallel(n_jobs=n_jobs, prefer="threads")(delayed(job)() for job in jobs)
+
+
+# ----------------------------------------------------------------------------------------------
+# Closed-form ridge screen
+
+
+class RidgeScreen:
+    """Held-out accuracy of a closed-form ridge classifier for every layer subset and every split.
+
+    For a subset S the features are ``x_S = mean_{l in S} x_l`` (single-sentence tasks) or
+    ``pair_features`` of the two sentences' ``x_S`` (pair tasks). The classifier regresses one-hot labels
+    with an intercept: ``W = (X_c^T X_c + a I)^{-1} X_c^T Y_c`` on centred training features, predicting the
+    arg-max column. The penalty is scale-free: ``a = alpha * trace(X_c^T X_c) / p`` (p features).
+
+    Single-sentence tasks never build ``x_S``: the Gram matrix of the concatenated layers ``[x_0 .. x_L]``
+    is computed once per part (train-dev, and the held-out part of each split, subtracted to get the
+    training part), and ``X_S^T X_S`` is the sum of its ``|S|^2`` blocks over ``|S|^2``.
+    The slow twin the tests compare with is scikit-learn's ``Ridge`` on explicitly built features.
+    """
+
+    def __init__(self, data: TransferFeatures, *, alpha: float = DEFAULT_RIDGE_ALPHA, kind: str = "mean",
+                 chunk_bytes: float = 6e8):
+        self.chunk_bytes = chunk_bytes
+        if alpha <= 0:
+            raise ValueError(f"alpha must be positive, got {alpha}")
+        self.data = data
+        self.alpha = float(alpha)
+        self.kind = kind
+
+    @staticmethod
+    def _stats(x: torch.Tensor, y: torch.Tensor) -> tuple:
+        return x.T @ x, x.sum(0), x.T @ y, y.sum(0), x.shape[0]
+
+    def scores(self, rows: np.ndarray, splits: Sequence[tuple[np.ndarray, np.ndarray]],
+               subsets: Sequence[tuple[int, ...]]) -> np.ndarray:
+        """Accuracy (0..1) of shape (len(subsets), len(splits)); split positions index into ``rows``."""
+        rows = np.asarray(rows, dtype=np.int64)
+        data = self.data
+        y = torch.nn.functional.one_hot(torch.from_numpy(data.labels[rows]), data.n_classes).double()
+        out = np.zeros((len(subsets), len(splits)))
+        if data.is_pair:
+            for i, s in enumerate(subsets):
+                x = torch.from_numpy(data.features(s, self.kind, rows=rows)).double()
+                total = self._stats(x, y)
+                for j, (_, dev) in enumerate(splits):
+                    out[i, j] = self._accuracy(total, self._stats(x[dev], y[dev]), x[dev], y[dev])
+            return out
+        src = data.first.mean if self.kind == "mean" else data.first.cls
+        n_states, d = src.shape[1], src.shape[2]
+        x_all = torch.from_numpy(np.ascontiguousarray(src[rows])).double()  # (n, K, d)
+        flat = x_all.reshape(len(rows), n_states * d)
+        total = self._stats(flat, y)
+        member = torch.zeros(len(subsets), n_states, dtype=torch.float64)
+        for i, sub in enumerate(subsets):
+            member[i, list(sub)] = 1.0
+        member /= member.sum(1, keepdim=True)  # row i: the averaging weights of subset i
+        chunk = max(1, int(self.chunk_bytes // (8 * d * d * 3)))
+        for j, (_, dev) in enumerate(splits):
+            held = self._stats(flat[dev], y[dev])
+            g, sx, xy, ys, n = (a - b for a, b in zip(total, held))
+            blocks = g.view(n_states, d, n_states, d).permute(0, 2, 1, 3).reshape(n_states * n_states, d * d)
+            x_dev, y_dev = x_all[dev], y[dev].argmax(1)
+            for c0 in range(0, len(subsets), chunk):
+                m = member[c0:c0 + chunk]
+                gs = ((m[:, :, None] * m[:, None, :]).reshape(len(m), -1) @ blocks).view(len(m), d, d)
+                ss = m @ sx.view(n_states, d)
+                xys = torch.einsum("bk,kdc->bdc", m, xy.view(n_states, d, -1))
+                w, b = self.solve(gs, ss, xys, ys, n)
+                pred = (torch.einsum("bk,nkd->bnd", m, x_dev) @ w + b[:, None, :]).argmax(2) if len(dev) * len(m) \
+                    * d < 5e7 else torch.stack([(x_dev @ m[i]) @ w[i] + b[i] for i in range(len(m))]).argmax(2)
+                out[c0:c0 + len(m), j] = (pred == y_dev[None, :]).double().mean(1).numpy()
+        return out
+
+    def _accuracy(self, total, held, x_dev: torch.Tensor, y_dev: torch.Tensor) -> float:
+        g, s, xy, ys, n = (a - b for a, b in zip(total, held))
+        w, b = self.solve(g[None], s[None], xy[None], ys, n)
+        pred = (x_dev @ w[0] + b[0]).argmax(1)
+        return float((pred == y_dev.argmax(1)).double().mean())
+
+    def solve(self, g, s, xy, ys, n) -> tuple[torch.Tensor, torch.Tensor]:
+        """Ridge weights (B, p, C) and intercepts (B, C) of B problems from their training sums:
+        Gram ``g`` (B, p, p), feature sums ``s`` (B, p), ``xy`` = X^T Y (B, p, C), label sums ``ys`` (C,), ``n`` rows."""
+        mu, ybar = s / n, ys / n
+        gc = g - n * mu[:, :, None] * mu[:, None, :]
+        xyc = xy - n * mu[:, :, None] * ybar[None, None, :]
+        p = gc.shape[-1]
+        a = (self.alpha * torch.diagonal(gc, dim1=1, dim2=2).sum(1) / p).clamp_min(1e-12)
+        reg = gc + a[:, None, None] * torch.eye(p, dtype=gc.dtype)
+        chol, info = torch.linalg.cholesky_ex(reg)
+        w = torch.cholesky_solve(xyc, chol)
+        bad = torch.nonzero(info).flatten().tolist()
+        for i in bad:  # not positive definite in floating point: least squares instead
+            w[i] = torch.linalg.lstsq(reg[i], xyc[i]).solution
+        return w, ybar[None, :] - torch.einsum("bp,bpc->bc", mu, w)
+
+
+# ----------------------------------------------------------------------------------------------
+# The protocol
+
+
+@dataclass
+class TransferSplit:
+    seed: int
+    n_train: int
+    n_test: int
+    layers: tuple[int, ...]  # LC's choice
+    inner_accuracy: float  # x100, mean over inner splits of the chosen subset (SAGA if it was shortlisted)
+    screen: list[float]  # x100, ridge inner accuracy of every subset (aligned with TransferResult.subsets)
+    shortlist: dict[str, float]  # "l0,l1,..." -> SAGA inner accuracy x100 of each shortlisted subset
+    test: dict[str, float]  # method -> test accuracy x100
+    poolings: dict[str, list[int]]  # method -> hidden states used
+    seconds: dict[str, float]  # "screen", "shortlist", "test"
+
+
+@dataclass
+class TransferResult:
+    task: str
+    n_examples: int
+    n_classes: int
+    n_states: int
+    max_layers: int
+    shortlist: int | None
+    n_outer: int
+    n_inner: int
+    seed: int
+    subsets: list[tuple[int, ...]]
+    classifier: dict = field(default_factory=lambda: dict(CLASSIFIER))
+    splits: list[TransferSplit] = field(default_factory=list)
+
+    @property
+    def methods(self) -> list[str]:
+        return list(self.splits[0].test) if self.splits else []
+
+    def summary(self) -> dict[str, dict[str, float]]:
+        """method -> mean and std (ddof 0) of test accuracy x100 over outer splits."""
+        out = {}
+        for m in self.methods:
+            v = np.array([s.test[m] for s in self.splits])
+            out[m] = {"mean": float(v.mean()), "std": float(v.std())}
+        return out
+
+    def relative_error_reductions(self, method: str = "lc") -> dict[str, float]:
+        """baseline -> (A_method - A_baseline) / (1 - A_baseline) x100, on the mean accuracies."""
+        summ = self.summary()
+        a = summ[method]["mean"] / 100
+        return {b: 100 * relative_error_reduction(a, v["mean"] / 100) for b, v in summ.items() if b != method}
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["summary"] = self.summary()
+        if "lc" in self.methods:
+            d["relative_error_reduction"] = self.relative_error_reductions("lc")
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TransferResult":
+        d = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
+        d["subsets"] = [tuple(s) for s in d["subsets"]]
+        d["splits"] = [TransferSplit(**{**s, "layers": tuple(s["layers"])}) for s in d["splits"]]
+        return cls(**d)
+
+
+def _key(layers) -> str:
+    return ",".join(str(x) for x in layers)
+
+
+def choose_subset(data: TransferFeatures, rows: np.ndarray, splits, subsets, *, shortlist: int | None,
+                  seed: int, n_jobs: int = 1, ridge_alpha: float = DEFAULT_RIDGE_ALPHA):
+    """LC's choice on the training rows ``rows``: (layers, inner accuracy x100, screen x100, shortlist scores)."""
+    screen = RidgeScreen(data, alpha=ridge_alpha).scores(rows, splits, subsets).mean(1) * 100
+    order = np.argsort(-screen, kind="stable")
+    k = len(subsets) if shortlist is None else min(int(shortlist), len(subsets))
+    if k <= 1:
+        best = int(order[0])
+        return subsets[best], float(screen[best]), screen, {}
+    cand = [subsets[i] for i in order[:k]]
+    y = data.labels[rows]
+    feats = {s: data.features(s, rows=rows) for s in cand}
+    jobs = [(s, tr, dev) for s in cand for tr, dev in splits]
+    accs = _parallel([
+        (lambda s=s, tr=tr, dev=dev: logreg_accuracy(feats[s][tr], y[tr], feats[s][dev], y[dev], seed=seed))
+        for s, tr, dev in jobs], n_jobs)
+    per = {s: 100 * float(np.mean(accs[i * len(splits):(i + 1) * len(splits)])) for i, s in enumerate(cand)}
+    best = max(cand, key=lambda s: per[s])  # max keeps the first (best-screened) on ties
+    return best, per[best], screen, {_key(s): v for s, v in per.items()}
+
+
+def baseline_layers(n_states: int, *, seed: int) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """The paper's Table-4 baselines: method -> (kind, hidden states)."""
+    sel = named_selections(n_states)
+    L = n_states - 1
+    return {
+        "cls": ("cls", (L,)),
+        "last": ("mean", sel["last"]),
+        "last_four": ("mean", sel["last_four"]),
+        "random": ("mean", random_layers(n_states, seed=seed)),
+    }
+
+
+def run_transfer(
+    data: TransferFeatures,
+    *,
+    task: str = "task",
+    n_outer: int = 10,
+    n_inner: int = 10,
+    max_layers: int | None = None,
+    shortlist: int | None = 1,
+    seed: int = 0,
+    n_jobs: int = 1,
+    ridge_alpha: float = DEFAULT_RIDGE_ALPHA,
+    previous: TransferResult | None = None,
+    on_split=None,
+    progress=None,
+) -> TransferResult:
+    """The protocol on one task. Outer splits found in ``previous`` (same settings) are reused, so a cut-off
+    run continues where it stopped; ``on_split(result)`` is called after each new split (e.g. to save it)."""
+    n_states = data.n_states
+    max_layers = default_max_layers(n_states) if max_layers is None else int(max_layers)
+    subsets = all_subsets(n_states, max_layers)
+    result = TransferResult(task=task, n_examples=len(data), n_classes=data.n_classes, n_states=n_states,
+                            max_layers=max_layers, shortlist=shortlist, n_outer=n_outer, n_inner=n_inner,
+                            seed=seed, subsets=subsets)
+    if previous is not None and _same_settings(previous, result):
+        result.splits = list(previous.splits)
+    for k, (td, te) in enumerate(outer_splits(data.labels, n_splits=n_outer, seed=seed)):
+        if k < len(result.splits):
+            if progress is not None:
+                progress.update(1)
+            continue
+        split_seed = seed + k
+        t0 = time.perf_counter()
+        splits = inner_splits(data.labels[td], n_splits=n_inner, seed=split_seed)
+        layers, inner, screen, short = choose_subset(data, td, splits, subsets, shortlist=None if shortlist is None
+                                                     else shortlist, seed=split_seed, n_jobs=n_jobs,
+                                                     ridge_alpha=ridge_alpha)
+        t1 = time.perf_counter()
+        methods = {**baseline_layers(n_states, seed=split_seed), "lc": ("mean", tuple(layers))}
+        jobs, names = [], []
+        for name, (kind, ls) in methods.items():
+            names.append(name)
+            jobs.append(lambda kind=kind, ls=ls: _fit_score(data, td, te, ls, kind, False, split_seed))
+        if data.head is not None:
+            names.append("lc_mlp")
+            jobs.append(lambda: _fit_score(data, td, te, tuple(layers), "mean", True, split_seed))
+        accs = _parallel(jobs, n_jobs)
+        poolings = {n: list(methods[n][1]) if n in methods else list(layers) for n in names}
+        result.splits.append(TransferSplit(
+            seed=split_seed, n_train=len(td), n_test=len(te), layers=tuple(int(x) for x in layers),
+            inner_accuracy=inner, screen=[round(float(v), 4) for v in screen], shortlist=short,
+            test={n: 100 * a for n, a in zip(names, accs)}, poolings=poolings,
+            seconds={"screen_and_shortlist": t1 - t0, "test": time.perf_counter() - t1},
+        ))
+        logger.info("%s split %d: chose %s (inner %.2f), test lc %.2f vs last %.2f", task, k, layers, inner,
+                    result.splits[-1].test["lc"], result.splits[-1].test["last"])
+        if on_split is not None:
+            on_split(result)
+        if progress is not None:
+            progress.update(1)
+    return result
+
+
+def _fit_score(data: TransferFeatures, td, te, layers, kind: str, head: bool, seed: int) -> float:
+    x_td = data.features(layers, kind, head=head, rows=td)
+    x_te = data.features(layers, kind, head=head, rows=te)
+    return logreg_accuracy(x_td, data.labels[td], x_te, data.labels[te], seed=seed)
+
+
+def _same_settings(a: TransferResult, b: TransferResult) -> bool:
+    keys = ("task", "n_examples", "n_classes", "n_states", "max_layers", "shortlist", "n_outer", "n_inner", "seed",
+            "classifier")
+    return all(getattr(a, k) == getattr(b, k) for k in keys) and list(a.subsets) == list(b.subsets)

@@ -1,0 +1,205 @@
+"""The transfer protocol: ridge screen vs scikit-learn, exhaustive choice vs a plain loop, splits, resume."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from sklearn.linear_model import LogisticRegression, Ridge
+
+from layerwise.evaluation.transfer import (
+    CLASSIFIER,
+    RidgeScreen,
+    TransferFeatures,
+    TransferResult,
+    all_subsets,
+    choose_subset,
+    default_max_layers,
+    fit_logreg,
+    inner_splits,
+    outer_splits,
+    pair_features,
+    relative_error_reduction,
+    run_transfer,
+)
+from layerwise.layers import LayerStack
+from layerwise.pooling import head_pooling
+
+
+def _stack(rng, n, k=4, d=6, signal=None):
+    mean = rng.normal(size=(n, k, d)).astype(np.float32)
+    if signal is not None:  # make some layers informative so choices are not ties
+        for layer, strength in signal.items():
+            mean[:, layer, 0] += strength
+    return LayerStack(mean=mean, cls=rng.normal(size=(n, k, d)).astype(np.float32))
+
+
+def _task(seed=0, n=90, n_classes=3, k=4, d=6, pair=False):
+    rng = np.random.default_rng(seed)
+    labels = np.arange(n) % n_classes
+    first = _stack(rng, n, k, d)
+    first.mean[:, 1, :n_classes] += 1.5 * np.eye(n_classes)[labels]  # layer 1 carries the label
+    first.mean[:, k - 1, :n_classes] += 0.7 * np.eye(n_classes)[labels]
+    second = _stack(rng, n, k, d) if pair else None
+    return TransferFeatures(first=first, labels=labels, n_classes=n_classes, second=second)
+
+
+def _ridge_reference(x_tr, y_tr, x_dev, y_dev, n_classes, alpha):
+    """scikit-learn Ridge on explicit features, penalty alpha * trace(centred Gram) / p as RidgeScreen."""
+    xc = x_tr - x_tr.mean(0)
+    a = alpha * np.trace(xc.T @ xc) / x_tr.shape[1]
+    onehot = np.eye(n_classes)[y_tr]
+    model = Ridge(alpha=a, fit_intercept=True, solver="cholesky").fit(x_tr.astype(np.float64), onehot)
+    return float((model.predict(x_dev.astype(np.float64)).argmax(1) == y_dev).mean())
+
+
+@pytest.mark.parametrize("pair", [False, True])
+def test_ridge_screen_equals_sklearn_ridge_on_explicit_features(pair):
+    data = _task(pair=pair, n=80)
+    rows = np.arange(3, 80)
+    splits = inner_splits(data.labels[rows], n_splits=4, seed=1)
+    subsets = all_subsets(data.n_states, 4)
+    alpha = 0.05
+    got = RidgeScreen(data, alpha=alpha).scores(rows, splits, subsets)
+    for i, s in enumerate(subsets):
+        x = data.features(s, rows=rows)
+        y = data.labels[rows]
+        for j, (tr, dev) in enumerate(splits):
+            want = _ridge_reference(x[tr], y[tr], x[dev], y[dev], data.n_classes, alpha)
+            assert got[i, j] == pytest.approx(want, abs=1e-12), (s, j)
+
+
+def test_ridge_screen_chunking_does_not_change_scores():
+    data = _task(n=70)
+    rows = np.arange(70)
+    splits = inner_splits(data.labels, n_splits=3, seed=0)
+    subsets = all_subsets(4, 4)
+    a = RidgeScreen(data).scores(rows, splits, subsets)
+    b = RidgeScreen(data, chunk_bytes=1).scores(rows, splits, subsets)  # one subset per chunk
+    np.testing.assert_array_equal(a, b)
+
+
+def test_exhaustive_choice_equals_a_plain_loop_of_sklearn_logistic_regression():
+    data = _task(n=90)
+    rows = np.arange(90)
+    splits = inner_splits(data.labels, n_splits=3, seed=2)
+    subsets = all_subsets(4, 2)
+    layers, inner, screen, short = choose_subset(data, rows, splits, subsets, shortlist=None, seed=5)
+    # slow twin: scikit-learn's own LogisticRegression with the paper's settings, subset by subset
+    want = {}
+    for s in subsets:
+        x = data.take(rows).first.mean[:, list(s)].mean(1)
+        accs = []
+        for tr, dev in splits:
+            clf = LogisticRegression(random_state=5, **CLASSIFIER).fit(x[tr], data.labels[tr])
+            accs.append(clf.score(x[dev], data.labels[dev]))
+        want[s] = 100 * np.mean(accs)
+    assert set(short) == {",".join(map(str, s)) for s in subsets}
+    for s in subsets:
+        assert short[",".join(map(str, s))] == pytest.approx(want[s], abs=1e-9)
+    best = max(want.values())
+    assert inner == pytest.approx(best)
+    assert want[tuple(layers)] == pytest.approx(best)
+    assert 1 in layers  # the informative layer
+
+
+def test_shortlist_of_one_takes_the_ridge_choice():
+    data = _task(n=90)
+    rows = np.arange(90)
+    splits = inner_splits(data.labels, n_splits=3, seed=2)
+    subsets = all_subsets(4, 4)
+    layers, inner, screen, short = choose_subset(data, rows, splits, subsets, shortlist=1, seed=0)
+    assert short == {}
+    assert tuple(layers) == subsets[int(np.argmax(screen))]
+    assert inner == pytest.approx(screen.max())
+
+
+def test_fit_logreg_is_the_papers_classifier():
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(60, 5)), np.arange(60) % 2
+    clf = fit_logreg(x, y, seed=3)
+    assert (clf.solver, clf.tol, clf.max_iter, clf.C) == ("saga", 0.01, 200, 10.0)
+    ref = LogisticRegression(solver="saga", tol=0.01, max_iter=200, C=10, random_state=3).fit(x, y)
+    np.testing.assert_allclose(clf.coef_, ref.coef_)
+    # a single-class training part gives a constant predictor instead of an error
+    assert (fit_logreg(x, np.zeros(60, dtype=int)).predict(x) == 0).all()
+
+
+def test_relative_error_reduction():
+    assert relative_error_reduction(0.9, 0.8) == pytest.approx(0.5)
+    assert relative_error_reduction(0.7, 0.8) == pytest.approx(-0.5)
+    assert relative_error_reduction(0.8, 0.8) == 0.0
+    assert math.isnan(relative_error_reduction(1.0, 1.0))
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        relative_error_reduction(90.0, 80.0)  # percentages by mistake
+
+
+def test_splits_are_seeded_stratified_and_disjoint():
+    labels = np.array([0] * 60 + [1] * 20 + [2] * 20)
+    a = outer_splits(labels, n_splits=3, seed=7)
+    b = outer_splits(labels, n_splits=3, seed=7)
+    for (tr, te), (tr2, te2) in zip(a, b):
+        np.testing.assert_array_equal(tr, tr2)
+        assert len(np.intersect1d(tr, te)) == 0 and len(tr) + len(te) == 100
+        assert len(te) == 15
+        assert np.bincount(labels[te], minlength=3).tolist() == [9, 3, 3]  # stratified
+    assert not np.array_equal(a[0][1], a[1][1])  # split k uses seed + k
+    inner = inner_splits(labels, n_splits=10, seed=0)
+    assert len(inner) == 10 and all(len(dev) == 18 for _, dev in inner)
+    # a class with one example cannot be stratified: plain shuffled splits instead of an error
+    tiny = np.array([0, 0, 0, 1, 1, 1, 2, 0, 1, 0])
+    assert len(inner_splits(tiny, n_splits=2, seed=0)) == 2
+
+
+def test_pair_features_and_head_features():
+    u, v = np.array([[1.0, -2.0]]), np.array([[3.0, 1.0]])
+    np.testing.assert_array_equal(pair_features(u, v), [[1, -2, 3, 1, 2, 3, 3, -2]])
+    rng = np.random.default_rng(1)
+    st = _stack(rng, 5, k=3, d=4)
+    w, b = rng.normal(size=(4, 4)), rng.normal(size=4)
+    data = TransferFeatures(first=st, labels=np.zeros(5, int), n_classes=2, head=(w, b))
+    np.testing.assert_allclose(data.features((0, 2), head=True), head_pooling(st, (0, 2), w, b), rtol=1e-6)
+    np.testing.assert_allclose(data.features((1,), "cls", rows=[4, 0]), st.cls[[4, 0], 1])
+    plain = TransferFeatures(first=st, labels=np.zeros(5, int), n_classes=2)
+    with pytest.raises(ValueError, match="no trained pooler head"):
+        plain.features((0,), head=True)
+
+
+def test_bad_input_is_named():
+    rng = np.random.default_rng(0)
+    st = _stack(rng, 4)
+    with pytest.raises(ValueError, match="3 labels for 4"):
+        TransferFeatures(first=st, labels=[0, 1, 0], n_classes=2)
+    with pytest.raises(ValueError, match=r"labels must lie in \[0, 2\)"):
+        TransferFeatures(first=st, labels=[0, 1, 2, 0], n_classes=2)
+    with pytest.raises(ValueError, match="max_layers"):
+        all_subsets(4, 0)
+    assert default_max_layers(13) == 4 and default_max_layers(25) == 3
+    assert len(all_subsets(13, 4)) == 1092
+
+
+def test_run_transfer_resumes_a_cut_off_run(tmp_path):
+    data = _task(n=120, k=3)
+    straight = run_transfer(data, task="toy", n_outer=3, n_inner=3, seed=4)
+    assert len(straight.splits) == 3 and set(straight.methods) == {"cls", "last", "last_four", "random", "lc"}
+    saved = []
+
+    class Stop(Exception):
+        pass
+
+    def stop_after_two(result):
+        saved.append(TransferResult.from_dict(result.to_dict()))  # as written to disk and read back
+        if len(result.splits) == 2:
+            raise Stop
+
+    with pytest.raises(Stop):
+        run_transfer(data, task="toy", n_outer=3, n_inner=3, seed=4, on_split=stop_after_two)
+    resumed = run_transfer(data, task="toy", n_outer=3, n_inner=3, seed=4, previous=saved[-1])
+    assert [s.test for s in resumed.splits] == [s.test for s in straight.splits]
+    assert [s.layers for s in resumed.splits] == [s.layers for s in straight.splits]
+    # different settings: the saved splits are not reused
+    other = run_transfer(data, task="toy", n_outer=3, n_inner=2, seed=4, previous=saved[-1])
+    assert other.n_inner == 2 and len(other.splits) == 3
+    summary = straight.to_dict()
+    assert set(summary["relative_error_reduction"]) == {"cls", "last", "last_four", "random"}
