@@ -37,6 +37,8 @@ def test_search_end_to_end_on_tiny_model(tiny_bert, env, capsys):
     assert result["cache"]["computed"] > 0 and again["cache"] == {**result["cache"], "stored": result["cache"]["distinct"], "computed": 0}
     md = next(out.glob("*.md")).read_text()
     assert "aggregation: `all`" in md and "Chosen subsets" in md
+    assert result["lc_mlp"] == "trained pooler head" and "lc_mlp" in result["lc"]["summary"]["spearman"]
+    assert "LC + MLP" in md
 
 
 def test_layers_command(tiny_bert, env, capsys):

@@ -52,3 +52,17 @@ def test_protocol_input_errors():
         run_bert_lc(s1, s2, gold[:-3], dev_size=10)
     with pytest.raises(ValueError, match="aggregation"):
         run_bert_lc(s1, s2, gold, aggregation="median")
+
+
+def test_lc_mlp_feeds_lcs_subset_through_the_head():
+    s1, s2, gold = _stacks()
+    rng = np.random.default_rng(3)
+    w, b = rng.normal(size=(6, 6)) / 3, rng.normal(size=6)
+    res = run_bert_lc(s1, s2, gold, n_splits=2, dev_size=30, seed=1, head=(w, b), show_progress=False)
+    for split in res.splits:
+        _, test = split_indices(len(gold), dev_size=30, seed=split.seed)
+        x1 = np.tanh(s1.mean[test][:, list(split.layers)].mean(1).astype(np.float64) @ w.T + b)
+        x2 = np.tanh(s2.mean[test][:, list(split.layers)].mean(1).astype(np.float64) @ w.T + b)
+        assert split.test["lc_mlp"]["spearman"] == pytest.approx(sts_scores(x1, x2, gold[test])["spearman"], abs=1e-4)
+        assert split.poolings["lc_mlp"]["layers"] == list(split.layers)
+    assert "lc_mlp" not in run_bert_lc(s1, s2, gold, n_splits=1, dev_size=30, show_progress=False).summary()

@@ -203,3 +203,25 @@ def test_run_transfer_resumes_a_cut_off_run(tmp_path):
     assert other.n_inner == 2 and len(other.splits) == 3
     summary = straight.to_dict()
     assert set(summary["relative_error_reduction"]) == {"cls", "last", "last_four", "random"}
+
+
+def test_screen_projection_keeps_the_gram_trick_exact():
+    """With dim < d the screen equals scikit-learn Ridge on explicitly projected features."""
+    import torch
+
+    data = _task(n=80, d=8)
+    rows = np.arange(80)
+    splits = inner_splits(data.labels, n_splits=3, seed=0)
+    subsets = all_subsets(4, 3)
+    screen = RidgeScreen(data, alpha=0.05, dim=3)
+    got = screen.scores(rows, splits, subsets)
+    basis = screen.basis(torch.from_numpy(data.first.mean[rows]).double()).numpy()
+    assert basis.shape == (8, 3)
+    np.testing.assert_allclose(basis.T @ basis, np.eye(3), atol=1e-10)
+    for i, s in enumerate(subsets):
+        x = data.features(s).astype(np.float64) @ basis
+        for j, (tr, dev) in enumerate(splits):
+            want = _ridge_reference(x[tr], data.labels[tr], x[dev], data.labels[dev], data.n_classes, 0.05)
+            assert got[i, j] == pytest.approx(want, abs=1e-12)
+    with pytest.raises(ValueError, match="pair task"):
+        RidgeScreen(_task(pair=True), dim=3)

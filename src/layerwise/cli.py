@@ -71,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--splits", type=int, default=5, help="number of seeded dev/test splits (default: 5)")
     p.add_argument("--dev-size", type=int, default=350, help="dev pairs per split (default: 350)")
     p.add_argument("--seed", type=int, default=0, help="split k uses seed + k (default: 0)")
+    p.add_argument("--no-head", action="store_true", help="skip LC + MLP (the checkpoint's pooler head)")
 
     p = sub.add_parser("layers", help="per-layer analysis: each hidden state's STS score alone")
     _add_common(p)
@@ -88,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="subsets re-scored by SAGA inner CV after the ridge screen (default 1: the ridge choice; "
                         "0: every subset, the exhaustive and slow reference)")
     p.add_argument("--ridge-alpha", type=float, default=1e-3, help="ridge screen penalty x mean feature variance")
+    p.add_argument("--screen-dim", type=int, default=None,
+                   help="project vectors on their top principal directions for the ridge screen only (large models; "
+                        "default: full vectors)")
     p.add_argument("--seed", type=int, default=0, help="outer split k uses seed + k (default 0)")
     p.add_argument("--jobs", type=int, default=2, help="parallel classifier fits (threads, default 2)")
     p.add_argument("--no-head", action="store_true", help="skip LC + MLP (the checkpoint's pooler head)")
@@ -270,7 +274,7 @@ def _run_transfer(args, command) -> int:
         result = run_transfer_tasks(
             args.model, args.tasks, output=args.output, data_dir=args.data_dir, n_outer=args.outer_splits,
             n_inner=args.inner_splits, max_layers=args.max_layers, shortlist=args.shortlist or None, seed=args.seed,
-            n_jobs=args.jobs, ridge_alpha=args.ridge_alpha, head=not args.no_head,
+            n_jobs=args.jobs, ridge_alpha=args.ridge_alpha, screen_dim=args.screen_dim, head=not args.no_head,
             encoder_options=_encoder_options(args), command=command,
         )
         paths = write_transfer_outputs(result, args.output)
@@ -325,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "search":
             result = experiments.run_search(
                 args.model, args.dataset, n_splits=args.splits, dev_size=args.dev_size, seed=args.seed,
-                max_layers=args.max_layers, **common,
+                max_layers=args.max_layers, head=not args.no_head, **common,
             )
             experiments.add_environment(result, command)
             _print_search(result, experiments.write_search_outputs(result, args.output))

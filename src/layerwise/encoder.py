@@ -188,6 +188,14 @@ class LayerEncoder:
         b = dense.bias.detach().float().cpu().numpy()
         return w, b, "tanh"
 
+    def head_status(self) -> str:
+        """One line for results files: whether LC + MLP can use this checkpoint's pooler head, and why not."""
+        if not self.identity.has_pooler:
+            return "absent: the model has no pooler head, LC + MLP not run"
+        if not self.identity.pooler_trained:
+            return "untrained: the checkpoint holds no pooler weights, LC + MLP not run"
+        return "trained pooler head"
+
     @property
     def n_states(self) -> int:
         """L + 1 hidden states (0 = embedding output)."""

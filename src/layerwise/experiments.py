@@ -33,6 +33,7 @@ METHOD_LABELS = {
     "all": "mean, all layers",
     "random": "mean, random subset",
     "lc": "**LC (subset chosen on dev)**",
+    "lc_mlp": "LC + MLP (LC's subset through the pooler head)",
 }
 
 
@@ -104,9 +105,13 @@ def run_search(
     dev_size: int = 350,
     seed: int = 0,
     max_layers: int | None = None,
+    head: bool = True,
     encoder_options: dict | None = None,
 ) -> dict:
-    """BERT-LC on one STS data set: per-layer scores, then the dev/test protocol with baselines."""
+    """BERT-LC on one STS data set: per-layer scores, then the dev/test protocol with baselines.
+
+    ``head=True`` also reports LC + MLP where the checkpoint has a trained pooler head (``result["lc_mlp"]``
+    says whether it ran and why not)."""
     data, encoder = _load(model, dataset, data_dir, split, encoder_options)
     s1, s2, enc_seconds = encode_pairs(encoder, data)
     groups = np.asarray(data.subsets)
@@ -115,6 +120,7 @@ def run_search(
     lc = run_bert_lc(
         s1, s2, data.scores, groups=groups, aggregation=aggregation,
         n_splits=n_splits, dev_size=dev_size, seed=seed, max_layers=max_layers,
+        head=encoder.pooler_head()[:2] if head and encoder.identity.pooler_trained else None,
     )
     protocol_seconds = time.perf_counter() - t0
     return {
@@ -133,6 +139,7 @@ def run_search(
         },
         "per_layer": per_layer,
         "lc": lc.to_dict(),
+        "lc_mlp": encoder.head_status() if head else "not requested",
         "cache": _cache_info(encoder),
         "seconds": {
             "encode": enc_seconds,
@@ -176,6 +183,7 @@ def render_search_markdown(result: dict) -> str:
     lines += [
         f"- protocol: {p['name']}; dev_size {p['dev_size']}, {p['n_splits']} splits (seeds {p['split_seeds']}), "
         f"subsets of at most {p['max_layers']} hidden states, chosen by {p['selection_metric']}",
+        f"- LC + MLP: {result.get('lc_mlp', 'not run')}",
         "",
         "## Per-layer Spearman x100 (all pairs)",
         "",

@@ -88,6 +88,7 @@ def run_transfer_tasks(
     seed: int = 0,
     n_jobs: int = 2,
     ridge_alpha: float = DEFAULT_RIDGE_ALPHA,
+    screen_dim: int | None = None,
     head: bool = True,
     encoder_options: dict | None = None,
     command: list[str] | None = None,
@@ -103,7 +104,8 @@ def run_transfer_tasks(
     env = environment(command)
     out = {"kind": "transfer", "model": encoder.identity.to_dict(),
            "encoder": {"max_length": encoder.max_length, "dtype": encoder.dtype, "batch_size": encoder.batch_size},
-           "protocol": _protocol(n_outer, n_inner, shortlist, seed, ridge_alpha), "tasks": {}, "environment": env}
+           "protocol": _protocol(n_outer, n_inner, shortlist, seed, ridge_alpha, screen_dim), "tasks": {},
+           "environment": env}
     show = logger.isEnabledFor(logging.INFO)
     for task, data in loaded.items():
         features, enc_seconds = encode_task(encoder, data, head=head)
@@ -111,7 +113,8 @@ def run_transfer_tasks(
         previous = _load_previous(path)
         t0 = time.perf_counter()
         prior_seconds = 0.0
-        if previous is not None and path.is_file():
+        if previous is not None and (previous.n_outer, previous.n_inner, previous.shortlist, previous.seed) == (
+                n_outer, n_inner, shortlist, seed):  # its splits will be reused: so is the time they took
             prior_seconds = float(json.loads(path.read_text()).get("protocol_seconds", 0.0))
 
         def save(result: TransferResult, done: bool = False) -> None:
@@ -123,26 +126,17 @@ def run_transfer_tasks(
         with tqdm(total=n_outer, desc=f"{data.name} outer splits", unit="split", disable=not show) as bar:
             result = run_transfer(features, task=data.name, n_outer=n_outer, n_inner=n_inner, max_layers=max_layers,
                                   shortlist=shortlist, seed=seed, n_jobs=n_jobs, ridge_alpha=ridge_alpha,
-                                  previous=previous, on_split=save, progress=bar)
+                                  screen_dim=screen_dim, previous=previous, on_split=save, progress=bar)
         save(result, done=True)
         saved = json.loads(path.read_text())
         out["tasks"][data.name] = {"result": result.to_dict(), "n_examples": len(data),
                                    "encode_seconds": enc_seconds, "protocol_seconds": saved["protocol_seconds"],
                                    "cache": None if encoder.cache is None else encoder.cache.last_stats,
-                                   "head": "trained pooler head" if features.head is not None else _no_head(encoder)}
+                                   "head": encoder.head_status() if head else "not requested (--no-head)"}
     return out
 
 
-def _no_head(encoder: LayerEncoder) -> str:
-    ident = encoder.identity
-    if not ident.has_pooler:
-        return "absent: the model has no pooler head"
-    if not ident.pooler_trained:
-        return "untrained: the checkpoint holds no pooler weights"
-    return "not requested"
-
-
-def _protocol(n_outer, n_inner, shortlist, seed, ridge_alpha) -> dict:
+def _protocol(n_outer, n_inner, shortlist, seed, ridge_alpha, screen_dim=None) -> dict:
     return {
         "name": "BERT-LC transfer (Hosseini et al. 2023): all splits pooled; stratified outer 85/15 splits; "
                 "inner stratified 82/18 splits choose the subset; logistic regression",
@@ -150,11 +144,14 @@ def _protocol(n_outer, n_inner, shortlist, seed, ridge_alpha) -> dict:
         "classifier": {"sklearn": "LogisticRegression", **CLASSIFIER,
                        "note": "C = 10 is our reading of the paper's 'regularization parameter 10'"},
         "selection": ("closed-form ridge screen of every subset (alpha "
-                      f"{ridge_alpha:g} x mean feature variance), then SAGA inner CV on the "
+                      f"{ridge_alpha:g} x mean feature variance"
+                      + (f"; vectors projected on their top {screen_dim} principal directions for the screen only"
+                         if screen_dim else "") + "), then SAGA inner CV on the "
                       + ("top subset only (the ridge choice)" if shortlist == 1 else
                          "every subset (exhaustive)" if shortlist is None else f"top {shortlist} subsets")),
         "shortlist": shortlist,
         "ridge_alpha": ridge_alpha,
+        "screen_dim": screen_dim,
     }
 
 

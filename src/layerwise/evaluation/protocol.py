@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ..layers import LayerStack
-from ..pooling import Pooling, baseline_poolings
+from ..pooling import Pooling, baseline_poolings, head_pooling
 from ..metrics import AGGREGATIONS
 from ..search import LayerSubsetSearch
 from .sts import sts_scores
@@ -86,11 +86,13 @@ def run_bert_lc(
     dev_size: int = 350,
     seed: int = 0,
     max_layers: int | None = None,
+    head: tuple[np.ndarray, np.ndarray] | None = None,
     show_progress: bool | None = None,
 ) -> LCResult:
     """Run the protocol on pairs ``(stack1[i], stack2[i])`` with gold scores ``gold`` (n,).
 
     Split ``k`` uses seed ``seed + k``; the random-subset baseline of split ``k`` is drawn with the same seed.
+    ``head`` = the checkpoint's trained pooler head ``(W, b)`` adds "lc_mlp": LC's subset fed through it.
     """
     if aggregation not in AGGREGATIONS:
         raise ValueError(f"unknown aggregation {aggregation!r}; valid: {', '.join(AGGREGATIONS)}")
@@ -123,6 +125,12 @@ def run_bert_lc(
             p.name: sts_scores(p(s1), p(s2), gold[test], groups=g_test, aggregation=aggregation)
             for p in methods
         }
+        poolings = {p.name: p.to_dict() for p in methods}
+        if head is not None:
+            layers = search.best_layers_
+            test_scores["lc_mlp"] = sts_scores(head_pooling(s1, layers, *head), head_pooling(s2, layers, *head),
+                                               gold[test], groups=g_test, aggregation=aggregation)
+            poolings["lc_mlp"] = {"name": "lc_mlp", "kind": "head", "layers": list(layers)}
         result.splits.append(
             LCSplit(
                 seed=split_seed,
@@ -131,7 +139,7 @@ def run_bert_lc(
                 layers=search.best_layers_,
                 dev_spearman=100 * search.best_score_,
                 test=test_scores,
-                poolings={p.name: p.to_dict() for p in methods},
+                poolings=poolings,
                 best_by_size={
                     s: {"layers": list(ls), "dev_spearman": 100 * v}
                     for s, (ls, v) in search.best_by_size().items()

@@ -262,8 +262,12 @@ class RidgeScreen:
     """
 
     def __init__(self, data: TransferFeatures, *, alpha: float = DEFAULT_RIDGE_ALPHA, kind: str = "mean",
-                 chunk_bytes: float = 6e8):
+                 dim: int | None = None, chunk_bytes: float = 6e8):
         self.chunk_bytes = chunk_bytes
+        if dim is not None and (int(dim) < 1 or data.is_pair):
+            raise ValueError(f"screen dim must be a positive int for single-sentence tasks (got {dim}; "
+                             f"pair task: {data.is_pair}); use dim=None for the full vectors")
+        self.dim = None if dim is None else int(dim)
         if alpha <= 0:
             raise ValueError(f"alpha must be positive, got {alpha}")
         self.data = data
@@ -291,6 +295,9 @@ class RidgeScreen:
         src = data.first.mean if self.kind == "mean" else data.first.cls
         n_states, d = src.shape[1], src.shape[2]
         x_all = torch.from_numpy(np.ascontiguousarray(src[rows])).double()  # (n, K, d)
+        if self.dim is not None and self.dim < d:
+            x_all = x_all @ self.basis(x_all)
+            d = self.dim
         flat = x_all.reshape(len(rows), n_states * d)
         total = self._stats(flat, y)
         member = torch.zeros(len(subsets), n_states, dtype=torch.float64)
@@ -301,18 +308,33 @@ class RidgeScreen:
         for j, (_, dev) in enumerate(splits):
             held = self._stats(flat[dev], y[dev])
             g, sx, xy, ys, n = (a - b for a, b in zip(total, held))
-            blocks = g.view(n_states, d, n_states, d).permute(0, 2, 1, 3).reshape(n_states * n_states, d * d)
+            g4 = g.view(n_states, d, n_states, d)
             x_dev, y_dev = x_all[dev], y[dev].argmax(1)
             for c0 in range(0, len(subsets), chunk):
                 m = member[c0:c0 + chunk]
-                gs = ((m[:, :, None] * m[:, None, :]).reshape(len(m), -1) @ blocks).view(len(m), d, d)
+                gs = _subset_grams(g4, m)
                 ss = m @ sx.view(n_states, d)
                 xys = torch.einsum("bk,kdc->bdc", m, xy.view(n_states, d, -1))
                 w, b = self.solve(gs, ss, xys, ys, n)
-                pred = (torch.einsum("bk,nkd->bnd", m, x_dev) @ w + b[:, None, :]).argmax(2) if len(dev) * len(m) \
-                    * d < 5e7 else torch.stack([(x_dev @ m[i]) @ w[i] + b[i] for i in range(len(m))]).argmax(2)
+                if 8 * len(dev) * len(m) * d <= self.chunk_bytes:
+                    pred = (torch.einsum("bk,nkd->bnd", m, x_dev) @ w + b[:, None, :]).argmax(2)
+                else:  # one subset at a time: the (subsets, rows, d) tensor would be too large
+                    pred = torch.stack([torch.einsum("nkd,k->nd", x_dev, m[i]) @ w[i] + b[i]
+                                        for i in range(len(m))]).argmax(2)
                 out[c0:c0 + len(m), j] = (pred == y_dev[None, :]).double().mean(1).numpy()
         return out
+
+    def basis(self, x_all: torch.Tensor) -> torch.Tensor:
+        """(d, dim): the top principal directions of the training rows' vectors pooled over every hidden state.
+
+        Projecting every layer with one basis keeps a subset's mean the mean of the projections, so the Gram-block
+        trick still holds; the screen then solves dim x dim systems instead of d x d (an approximation, used for
+        large models only when asked, see ``dim``).
+        """
+        v = x_all.reshape(-1, x_all.shape[-1])
+        v = v - v.mean(0)
+        _, vecs = torch.linalg.eigh(v.T @ v)
+        return vecs[:, -self.dim:].flip(1)
 
     def _accuracy(self, total, held, x_dev: torch.Tensor, y_dev: torch.Tensor) -> float:
         g, s, xy, ys, n = (a - b for a, b in zip(total, held))
@@ -335,6 +357,22 @@ class RidgeScreen:
         for i in bad:  # not positive definite in floating point: least squares instead
             w[i] = torch.linalg.lstsq(reg[i], xyc[i]).solution
         return w, ybar[None, :] - torch.einsum("bp,bpc->bc", mu, w)
+
+
+def _subset_grams(g4: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """Gram matrices of weighted layer sums: sum_ab w_a w_b G[a, :, b, :] for each row of ``weights`` (B, K).
+
+    Only the blocks of layers a subset contains are touched (|S|^2 of the K^2), so a subset costs |S|^2 d^2.
+    """
+    n_states, d = g4.shape[0], g4.shape[1]
+    out = torch.zeros(weights.shape[0], d, d, dtype=g4.dtype)
+    for a in range(n_states):
+        for b in range(n_states):
+            w = weights[:, a] * weights[:, b]
+            rows = torch.nonzero(w).flatten()
+            if len(rows):
+                out.index_add_(0, rows, w[rows, None, None] * g4[a, :, b, :])
+    return out
 
 
 # ----------------------------------------------------------------------------------------------
@@ -363,6 +401,7 @@ class TransferResult:
     n_states: int
     max_layers: int
     shortlist: int | None
+    screen_dim: int | None
     n_outer: int
     n_inner: int
     seed: int
@@ -397,7 +436,7 @@ class TransferResult:
 
     @classmethod
     def from_dict(cls, d: dict) -> "TransferResult":
-        d = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
+        d = {"screen_dim": None, **{k: v for k, v in d.items() if k in cls.__dataclass_fields__}}
         d["subsets"] = [tuple(s) for s in d["subsets"]]
         d["splits"] = [TransferSplit(**{**s, "layers": tuple(s["layers"])}) for s in d["splits"]]
         return cls(**d)
@@ -408,9 +447,9 @@ def _key(layers) -> str:
 
 
 def choose_subset(data: TransferFeatures, rows: np.ndarray, splits, subsets, *, shortlist: int | None,
-                  seed: int, n_jobs: int = 1, ridge_alpha: float = DEFAULT_RIDGE_ALPHA):
+                  seed: int, n_jobs: int = 1, ridge_alpha: float = DEFAULT_RIDGE_ALPHA, screen_dim: int | None = None):
     """LC's choice on the training rows ``rows``: (layers, inner accuracy x100, screen x100, shortlist scores)."""
-    screen = RidgeScreen(data, alpha=ridge_alpha).scores(rows, splits, subsets).mean(1) * 100
+    screen = RidgeScreen(data, alpha=ridge_alpha, dim=screen_dim).scores(rows, splits, subsets).mean(1) * 100
     order = np.argsort(-screen, kind="stable")
     k = len(subsets) if shortlist is None else min(int(shortlist), len(subsets))
     if k <= 1:
@@ -451,6 +490,7 @@ def run_transfer(
     seed: int = 0,
     n_jobs: int = 1,
     ridge_alpha: float = DEFAULT_RIDGE_ALPHA,
+    screen_dim: int | None = None,
     previous: TransferResult | None = None,
     on_split=None,
     progress=None,
@@ -461,7 +501,8 @@ def run_transfer(
     max_layers = default_max_layers(n_states) if max_layers is None else int(max_layers)
     subsets = all_subsets(n_states, max_layers)
     result = TransferResult(task=task, n_examples=len(data), n_classes=data.n_classes, n_states=n_states,
-                            max_layers=max_layers, shortlist=shortlist, n_outer=n_outer, n_inner=n_inner,
+                            max_layers=max_layers, shortlist=shortlist, screen_dim=screen_dim, n_outer=n_outer,
+                            n_inner=n_inner,
                             seed=seed, subsets=subsets)
     if previous is not None and _same_settings(previous, result):
         result.splits = list(previous.splits)
@@ -475,7 +516,7 @@ def run_transfer(
         splits = inner_splits(data.labels[td], n_splits=n_inner, seed=split_seed)
         layers, inner, screen, short = choose_subset(data, td, splits, subsets, shortlist=None if shortlist is None
                                                      else shortlist, seed=split_seed, n_jobs=n_jobs,
-                                                     ridge_alpha=ridge_alpha)
+                                                     ridge_alpha=ridge_alpha, screen_dim=screen_dim)
         t1 = time.perf_counter()
         methods = {**baseline_layers(n_states, seed=split_seed), "lc": ("mean", tuple(layers))}
         jobs, names = [], []
@@ -509,6 +550,6 @@ def _fit_score(data: TransferFeatures, td, te, layers, kind: str, head: bool, se
 
 
 def _same_settings(a: TransferResult, b: TransferResult) -> bool:
-    keys = ("task", "n_examples", "n_classes", "n_states", "max_layers", "shortlist", "n_outer", "n_inner", "seed",
-            "classifier")
+    keys = ("task", "n_examples", "n_classes", "n_states", "max_layers", "shortlist", "screen_dim", "n_outer", "n_inner",
+            "seed", "classifier")
     return all(getattr(a, k) == getattr(b, k) for k in keys) and list(a.subsets) == list(b.subsets)
