@@ -140,3 +140,36 @@ def test_dev_evaluation_keeps_the_best_and_triplets(tiny_bert, tmp_path):
     assert again.pooler.config.kind == "last_cls"
     trip = nli_triplets(write_unlabeled(tmp_path / "data"))
     assert trip and all(len(t) == 3 for t in trip)
+
+
+def test_frozen_feature_training(tiny_bert):
+    from conftest import SENTENCES
+    from layerwise.contrastive import ContrastiveConfig
+    from layerwise.contrastive.frozen import (
+        compute_features, embed_features, train_pooler_on_features, training_views,
+    )
+
+    model = _tiny_model(tiny_bert)
+    texts = SENTENCES * 3
+    # without dropout the vectors are the encoder's own, and the pooler on them is SentenceModel.encode
+    feats = compute_features(model, texts, dropout=False, batch_size=5)
+    np.testing.assert_allclose(embed_features(model.pooler, feats), model.encode(texts), atol=1e-5)
+    # with dropout two passes differ; the same seed gives the same noise
+    a, b = training_views(model, "unsup", texts, seed=3)
+    assert not torch.allclose(a.mean, b.mean)
+    again = training_views(model, "unsup", texts, seed=3)
+    assert torch.equal(a.mean, again[0].mean)
+    cfg = ContrastiveConfig(objective="unsup", steps=30, batch_size=8, warmup_steps=2, freeze_encoder=True, eval_every=10,
+                            pooler_lr=3e-3, temperature=0.5)
+    enc_before = [p.detach().clone() for p in model.encoder.parameters()]
+    gold = np.arange(len(texts), dtype=float) % 5
+    dev = (feats, compute_features(model, texts[::-1], dropout=False), gold)
+    hist = train_pooler_on_features(model.pooler, (a, b), cfg, dev=dev)
+    assert np.mean(hist["loss"][-5:]) < np.mean(hist["loss"][:5])
+    assert [s for s, _ in hist["dev"]] == [10, 20, 30] and hist["best_dev"] == max(v for _, v in hist["dev"])
+    assert all(torch.equal(p, q) for p, q in zip(model.encoder.parameters(), enc_before))
+    with pytest.raises(ValueError, match="freeze_encoder"):
+        train_pooler_on_features(model.pooler, (a, b), ContrastiveConfig(steps=2, batch_size=4))
+    trip = [(t, t, texts[-1 - i]) for i, t in enumerate(texts)]
+    views = training_views(model, "sup_hard_neg", trip)
+    assert len(views) == 3 and len(training_views(model, "in_batch", [(x, y) for x, y, _ in trip])) == 2
