@@ -178,13 +178,12 @@ def render(out: dict) -> str:
              "- LC + MLP: both checkpoints hold pooler weights (dense + tanh) from their pre-training; the "
              "sentence-transformers fine-tuning that made these models used mean pooling and never trained that "
              "head, so LC + MLP here feeds the combination through a stale head.",
-             "- run time: wall time of each model's run in this invocation (encoding included; ~0 for tasks "
-             "reused from an earlier run) and per task below.", ""]
+             f"- load average when this page was written: {env['machine'].get('load_average_1_5_15')}; the runs shared "
+             "the 2 cores with other jobs of the session, so times are upper bounds for an idle machine.", ""]
     for model, res in out["models"].items():
         md = render_transfer_markdown(res, title="Table 4 layout")
         body = md.split("\n", 1)[1].replace("\n## ", "\n### ")
-        lines += [f"## {model}", "", f"Wall time of this model's run: {out['wall_seconds'][model] / 60:.1f} min.",
-                  body]
+        lines += [f"## {model}", "", body]
     if "check" in out:
         lines += render_check(out["check"])
     return "\n".join(lines) + "\n"

@@ -34,6 +34,7 @@ def environment(command: list[str] | None = None) -> dict:
             "processor": platform.machine(),
             "cpu_count": os.cpu_count(),
             "torch_threads": torch.get_num_threads(),
+            "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()],
         },
         "versions": {
             "layerwise": __version__,
