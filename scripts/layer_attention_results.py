@@ -237,6 +237,11 @@ def render(res: dict) -> str:
                       f"{res['frozen_seeds'][0]})", "",
                       "'last-layer mean' is the untouched encoder (the paper's 'train with the pooler, search "
                       "without it' is the same thing when the encoder is frozen).", "", *_retrieval_table(frozen), ""]
+    if not enc:
+        lines += ["## Encoder trained with the pooler (the paper's setting)", "",
+                  "Not in this page: these runs train the encoder too (10-20 min each on 2 CPU cores) and were not run "
+                  "for it; `--regimes encoder` adds them (resumable, one folder per run under `runs/layer-attention`). "
+                  "The conclusions above are about poolers on a frozen encoder only.", ""]
     if enc:
         lines += ["## Encoder trained with the pooler (the paper's setting)", ""]
         for obj in res["objectives"]:

@@ -54,6 +54,9 @@ def parse_args(argv=None):
                    help="all-mpnet-base-v2 (d = 768) is screened on its top 128 principal directions (1/6 of d); the "
                         "check measures the same fraction of d on all-MiniLM-L6-v2")
     p.add_argument("--skip-mpnet", action="store_true")
+    p.add_argument("--skip-minilm", action="store_true", help="run all-mpnet-base-v2 only (e.g. beside a MiniLM run)")
+    p.add_argument("--render-only", action="store_true",
+                   help="compute nothing: write the page from the per-task files under --runs (finished or not)")
     p.add_argument("--skip-check", action="store_true")
     p.add_argument("--check-task", default="cr")
     p.add_argument("--check-splits", type=int, default=3)
@@ -143,13 +146,47 @@ def render_check(check: dict) -> list[str]:
     return lines
 
 
+def collect(runs: Path, model: str, tasks: list[str]) -> dict | None:
+    """The per-task state files of a model as ``run_transfer_tasks`` returns them (partial tasks included)."""
+    found = {}
+    for t in tasks:
+        f = runs / model / f"transfer-{model}-{t}.json"
+        if f.is_file():
+            found[t] = json.loads(f.read_text())
+    if not found:
+        return None
+    any_state = next(iter(found.values()))
+    out = {"kind": "transfer", "model": any_state["model"], "protocol": any_state["protocol"],
+           "environment": any_state["environment"], "tasks": {}}
+    for t, st in found.items():
+        r = st["result"]
+        out["tasks"][t] = {"result": r, "n_examples": st["n_examples"], "encode_seconds": st["encode_seconds"],
+                           "first_encode_seconds": st.get("first_encode_seconds", st["encode_seconds"]),
+                           "protocol_seconds": st["protocol_seconds"], "complete": st.get("complete", False),
+                           "head": st.get("head", "trained pooler head" if "lc_mlp" in r["summary"] else "not run")}
+    return out
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     runs = Path(args.runs)
     cmd = command_line()
+    if args.render_only:
+        out = {"environment": environment(cmd), "git": git_state(), "models": {}, "render_only": True}
+        for model, tasks in (("all-MiniLM-L6-v2", args.tasks), ("all-mpnet-base-v2", args.mpnet_tasks)):
+            got = collect(runs, model, tasks)
+            if got is not None:
+                out["models"][model] = got
+        check = runs / f"check-{args.check_task}.json"
+        if check.is_file():
+            out["check"] = json.loads(check.read_text())
+        write_json(Path(args.output).with_suffix(".json"), out)
+        write_text(args.output, render(out))
+        print(render(out))
+        return 0
     out = {"environment": environment(cmd), "git": git_state(), "models": {}, "wall_seconds": {}}
-    plan = [("all-MiniLM-L6-v2", args.tasks, None)]
+    plan = [] if args.skip_minilm else [("all-MiniLM-L6-v2", args.tasks, None)]
     if not args.skip_mpnet:
         plan.append(("all-mpnet-base-v2", args.mpnet_tasks, args.mpnet_screen_dim))
     for model, tasks, screen_dim in plan:

@@ -72,7 +72,8 @@ def run_ablations(
     fractions = [float(f) for f in fractions]
     settings = {"sts": {"aggregation": aggregation, "n_splits": n_splits, "dev_size": dev_size, "seed": seed},
                 "transfer": {"n_outer": n_outer, "n_inner": n_inner, "seed": seed},
-                "limited": {"fractions": fractions, "seeds": list(range(limited_seeds)), "n_inner": n_inner}}
+                "limited": {"fractions": fractions, "seeds": list(range(limited_seeds)), "n_inner": n_inner,
+                            "test": f"one stratified 85/15 split (seed {seed}) for every fraction and seed"}}
     weights = encoder.identity.weights_sha256
 
     def cached(key: str, kind: str):
@@ -102,7 +103,7 @@ def run_ablations(
                 with tqdm(total=limited_seeds * len(fractions), desc=f"{name} limited data", unit="fit",
                           disable=not show, leave=False) as bar:
                     res = limited_data(features, fractions=fractions, seeds=range(limited_seeds), n_inner=n_inner,
-                                       n_jobs=n_jobs, progress=bar)
+                                       n_jobs=n_jobs, split_seed=seed, progress=bar)
                 res = {str(f): v for f, v in res.items()}
         store(key, kind, json.loads(json.dumps(res, default=_jsonable)), time.perf_counter() - t0)
     env = environment(command)
@@ -179,8 +180,9 @@ def render_ablation_markdown(result: dict, figures: dict[str, str] | None = None
              f"{st['transfer']['n_inner']} inner 82/18 splits; subsets chosen by the closed-form ridge screen "
              "(every subset of up to 13 hidden states), test accuracy of scikit-learn LogisticRegression "
              "(saga, tol 0.01, max_iter 200, C 10)",
-             f"- limited data: {len(st['limited']['seeds'])} seeds, each one stratified 85/15 split with the test part "
-             "fixed; train-dev cut to each fraction (nested prefixes of one seeded permutation)",
+             f"- limited data: {st['limited'].get('test', 'one outer split per seed')}; train-dev cut to each fraction "
+             f"(nested prefixes of a permutation drawn with each of {len(st['limited']['seeds'])} seeds), LC chosen on "
+             "the cut part",
              f"- command: `{env.get('command', '')}`",
              f"- date: {env.get('date', '')}; machine: {env.get('machine', {}).get('platform', '')}, "
              f"{env.get('machine', {}).get('cpu_count', '')} CPUs; versions: "

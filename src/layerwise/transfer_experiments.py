@@ -124,6 +124,7 @@ def run_transfer_tasks(
                               "environment": env, "n_examples": len(data), "encode_seconds": enc_seconds,
                               "first_encode_seconds": first_encode,
                               "protocol_seconds": prior_seconds + time.perf_counter() - t0,
+                              "head": encoder.head_status() if head else "not requested (--no-head)",
                               "complete": done, "result": result.to_dict()})
 
         with tqdm(total=n_outer, desc=f"{data.name} outer splits", unit="split", disable=not show) as bar:
@@ -196,15 +197,16 @@ def render_transfer_markdown(result: dict, title: str | None = None) -> str:
         lines.append(f"| {TRANSFER_LABELS.get(b, b)} | " + " | ".join(f"{v:+.2f}" for v in vals)
                      + f" | {np.nanmean(vals):+.2f} |")
     lines += ["", "## Chosen subsets and time", "",
-              "| task | examples | classes | subsets searched | chosen hidden states (splits) | encode s (first run) | protocol s | LC + MLP head |",
-              "|---|---|---|---|---|---|---|---|"]
+              "| task | examples | classes | subsets searched | outer splits done | chosen hidden states (splits) | encode s (first run) | protocol s | LC + MLP head |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for t in names:
         r = tasks[t]["result"]
         counts: dict[tuple, int] = {}
         for s in r["splits"]:
             counts[tuple(s["layers"])] = counts.get(tuple(s["layers"]), 0) + 1
         chosen = ", ".join(f"{k} x{v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
-        lines.append(f"| {display_name(t)} | {tasks[t]['n_examples']} | {r['n_classes']} | {len(r['subsets'])} | {chosen} | "
+        lines.append(f"| {display_name(t)} | {tasks[t]['n_examples']} | {r['n_classes']} | {len(r['subsets'])} | "
+                     f"{len(r['splits'])} of {r['n_outer']} | {chosen} | "
                      f"{_first_encode(tasks[t]):.1f} | {tasks[t]['protocol_seconds']:.1f} | {tasks[t]['head']} |")
     total = sum(_first_encode(t) + t["protocol_seconds"] for t in tasks.values())
     lines += ["", f"Total time: {total / 60:.1f} min (encoding when first run + protocol, summed over tasks; a resumed "

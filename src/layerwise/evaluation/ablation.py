@@ -150,11 +150,12 @@ def limited_data(
     n_inner: int = 10,
     max_layers: int | None = None,
     n_jobs: int = 1,
+    split_seed: int = 0,
     progress=None,
 ) -> dict:
-    """Ablation (c): for each seed one stratified 85/15 split; the train-dev part is cut to each fraction (the
-    first ``round(f * n)`` of one seeded permutation, so smaller sets are inside larger ones, at least
-    2 examples), the test part stays fixed. LC is chosen on the cut part by the inner ridge screen; LC and
+    """Ablation (c): one stratified 85/15 split (``split_seed``) fixes the test part; for each seed the train-dev
+    part is cut to each fraction (the first ``round(f * n)`` of that seed's permutation, so smaller sets are
+    inside larger ones, at least 2 examples). LC is chosen on the cut part by the inner ridge screen; LC and
     last-layer mean are fitted with the paper's classifier on the cut part.
 
     Returns ``{fraction: {"n_train": int, "lc": [...], "last": [...], "layers": [...]}}`` (x100, per seed).
@@ -165,8 +166,8 @@ def limited_data(
     subsets = all_subsets(n_states, default_max_layers(n_states) if max_layers is None else max_layers)
     last = (n_states - 1,)
     out: dict = {}
+    td, te = outer_splits(data.labels, n_splits=1, seed=split_seed)[0]
     for seed in seeds:
-        td, te = outer_splits(data.labels, n_splits=1, seed=seed)[0]
         perm = np.random.default_rng(seed).permutation(td)
         for f in fractions:
             if not 0 < f <= 1:

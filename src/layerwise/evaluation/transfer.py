@@ -514,9 +514,8 @@ def run_transfer(
         split_seed = seed + k
         t0 = time.perf_counter()
         splits = inner_splits(data.labels[td], n_splits=n_inner, seed=split_seed)
-        layers, inner, screen, short = choose_subset(data, td, splits, subsets, shortlist=None if shortlist is None
-                                                     else shortlist, seed=split_seed, n_jobs=n_jobs,
-                                                     ridge_alpha=ridge_alpha, screen_dim=screen_dim)
+        layers, inner, screen, short = choose_subset(data, td, splits, subsets, shortlist=shortlist, seed=split_seed,
+                                                     n_jobs=n_jobs, ridge_alpha=ridge_alpha, screen_dim=screen_dim)
         t1 = time.perf_counter()
         methods = {**baseline_layers(n_states, seed=split_seed), "lc": ("mean", tuple(layers))}
         jobs, names = [], []
