@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from .data import load_sts
+from .data.sts import sts_display_name
 from .data.senteval import canonical_task, display_name, load_transfer
 from .encoder import LayerEncoder
 from .evaluation.ablation import LIMITED_FRACTIONS, ablate_sts, ablate_transfer, limited_data
@@ -131,7 +132,7 @@ def _label(name: str) -> str:
     try:
         return display_name(name)
     except ValueError:
-        return name  # an STS set
+        return sts_display_name(name)
 
 
 def _size_table(block: dict, unit: str) -> list[str]:

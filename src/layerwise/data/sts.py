@@ -52,6 +52,7 @@ __all__ = [
     "AGGREGATIONS",
     "DATA_ENV_VAR",
     "STS_DATASETS",
+    "sts_display_name",
     "STSData",
     "available_sts",
     "load_sts",
@@ -74,6 +75,11 @@ _FOLDERS = {
     "sickr": "SICK",
 }
 _DISPLAY = {"stsb": "STS-B", "sickr": "SICK-R", **{f"sts{y}": f"STS{y}" for y in range(12, 17)}}
+
+
+def sts_display_name(name: str) -> str:
+    """The usual spelling of an STS set for tables (``"stsb"`` -> ``"STS-B"``); other names come back unchanged."""
+    return _DISPLAY.get(name, name)
 _SPLITS = {
     "stsb": ("train", "dev", "test", "all"),
     "sickr": ("train", "trial", "test", "all"),
