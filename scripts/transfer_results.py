@@ -173,7 +173,8 @@ def main(argv=None) -> int:
     runs = Path(args.runs)
     cmd = command_line()
     if args.render_only:
-        out = {"environment": environment(cmd), "git": git_state(), "models": {}, "render_only": True}
+        out = {"environment": environment(cmd), "git": git_state(), "models": {}, "render_only": True,
+               "requested": {"all-MiniLM-L6-v2": args.tasks, "all-mpnet-base-v2": args.mpnet_tasks}}
         for model, tasks in (("all-MiniLM-L6-v2", args.tasks), ("all-mpnet-base-v2", args.mpnet_tasks)):
             got = collect(runs, model, tasks)
             if got is not None:
@@ -220,7 +221,17 @@ def render(out: dict) -> str:
     for model, res in out["models"].items():
         md = render_transfer_markdown(res, title="Table 4 layout")
         body = md.split("\n", 1)[1].replace("\n## ", "\n### ")
-        lines += [f"## {model}", "", body]
+        lines += [f"## {model}", ""]
+        wanted = out.get("requested", {}).get(model, [])
+        missing = [display_name(t) for t in wanted if t not in res["tasks"]]
+        partial = [f"{display_name(t)} ({len(v['result']['splits'])} of {v['result']['n_outer']} outer splits)"
+                   for t, v in res["tasks"].items() if len(v["result"]["splits"]) < v["result"]["n_outer"]]
+        if missing or partial:
+            lines += ["**Incomplete run**: " + "; ".join(
+                ([f"not run yet: {', '.join(missing)}"] if missing else [])
+                + ([f"partial: {', '.join(partial)}"] if partial else []))
+                + ". The same command resumes it (finished outer splits are kept).", ""]
+        lines += [body]
     if "check" in out:
         lines += render_check(out["check"])
     return "\n".join(lines) + "\n"
