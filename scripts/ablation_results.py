@@ -32,7 +32,8 @@ def main(argv=None) -> int:
     p.add_argument("--tasks", nargs="+", default=["mr", "cr", "subj", "trec"])
     p.add_argument("--limited-tasks", nargs="+", default=["mr", "subj", "trec"])
     p.add_argument("--jobs", type=int, default=2)
-    p.add_argument("--runs", default=str(REPO / "runs" / "ablations"))
+    p.add_argument("--runs", default=str(REPO / "docs" / "results" / "state" / "ablations"),
+                   help="finished parts (kept in the repo so that a run resumes on any machine)")
     p.add_argument("--output", default=str(REPO / "docs" / "results" / "ablations.md"))
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")

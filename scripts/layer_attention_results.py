@@ -49,7 +49,10 @@ def parse_args(argv=None):
     p.add_argument("--steps", type=int, default=250)
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--retrieval-poolers", nargs="+", default=["layer_attention", "last_cls"])
-    p.add_argument("--runs", default=str(REPO / "runs" / "layer-attention"))
+    p.add_argument("--runs", default=str(REPO / "runs" / "layer-attention"),
+                   help="encoder-trained runs (model checkpoints: large, not in the repo)")
+    p.add_argument("--frozen-runs", default=str(REPO / "docs" / "results" / "state" / "layer-attention-frozen"),
+                   help="one small JSON per frozen-encoder run (kept in the repo so that a run resumes anywhere)")
     p.add_argument("--output", default=str(REPO / "docs" / "results" / "layer-attention.md"))
     p.add_argument("--quick", action="store_true", help="a few steps, STS-B only: checks the script, not results")
     return p.parse_args(argv)
@@ -99,7 +102,7 @@ def frozen_grid(args, data_dir, datasets) -> list[dict]:
     from layerwise.contrastive.run import load_training_examples
     from layerwise.evaluation.retrieval import FaissIndex, load_quora_retrieval, search
 
-    folder = Path(args.runs).with_name(Path(args.runs).name + "-frozen")
+    folder = Path(args.frozen_runs)
     configs = {(obj, pooler, seed): ContrastiveConfig(objective=obj, steps=args.steps, batch_size=args.batch_size,
                                                       seed=seed, freeze_encoder=True, eval_every=max(1, args.steps // 5))
                for obj in args.objectives for pooler in args.poolers for seed in args.frozen_seeds}
@@ -261,7 +264,8 @@ def main(argv=None) -> int:
     data_dir = _data_dir(args.data_dir)
     names = ["stsb"] if args.quick else [d for d in ("stsb", "sickr", "sts12", "sts13", "sts14", "sts15", "sts16")
                                          if d in available_sts(data_dir)]
-    if args.quick:
+    if args.quick:  # never mixes its meaningless runs into the kept state
+        args.frozen_runs = str(Path(args.runs).with_name(Path(args.runs).name + "-frozen"))
         args.steps, args.frozen_seeds, args.encoder_seeds = 4, [0], [0]
         args.poolers, args.encoder_poolers = ["layer_attention", "last_cls"], ["layer_attention"]
         args.retrieval_poolers = []

@@ -61,7 +61,8 @@ def parse_args(argv=None):
     p.add_argument("--check-task", default="cr")
     p.add_argument("--check-splits", type=int, default=3)
     p.add_argument("--jobs", type=int, default=2)
-    p.add_argument("--runs", default=str(REPO / "runs" / "transfer"))
+    p.add_argument("--runs", default=str(REPO / "docs" / "results" / "state" / "transfer"),
+                   help="per-task state files (kept in the repo so that a run resumes on any machine)")
     p.add_argument("--output", default=str(REPO / "docs" / "results" / "transfer.md"))
     return p.parse_args(argv)
 
