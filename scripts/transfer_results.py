@@ -36,8 +36,8 @@ from layerwise.evaluation.transfer import (  # noqa: E402
     choose_subset,
     default_max_layers,
     inner_splits,
-    logreg_accuracy,
     outer_splits,
+    subset_accuracy,
 )
 from layerwise.reports import environment, write_json, write_text  # noqa: E402
 from layerwise.transfer_experiments import encode_task, render_transfer_markdown, run_transfer_tasks  # noqa: E402
@@ -97,8 +97,7 @@ def shortcut_check(args, path: Path) -> dict:
         saga_of.setdefault(projected, saga[key(projected)])
         test = {}
         for s in set(choice.values()):
-            test[key(s)] = 100 * logreg_accuracy(data.features(s, rows=td), data.labels[td],
-                                                 data.features(s, rows=te), data.labels[te], seed=k)
+            test[key(s)] = 100 * subset_accuracy(data, td, te, s, seed=k)
         best = choice[str(len(subsets))]
         from scipy.stats import spearmanr
 

@@ -28,8 +28,8 @@ from .transfer import (
     TransferFeatures,
     all_subsets,
     inner_splits,
-    logreg_accuracy,
     outer_splits,
+    subset_accuracy,
     _parallel,
 )
 
@@ -127,10 +127,7 @@ def ablate_transfer(
         screen = RidgeScreen(data).scores(td, splits, subsets).mean(1)
         by_size, without, best = _by_size_and_without(masks, screen)
         unique = sorted({best, *by_size.values(), *without.values()})
-        accs = _parallel([
-            (lambda s=s: 100 * logreg_accuracy(data.features(s, rows=td), data.labels[td],
-                                               data.features(s, rows=te), data.labels[te], seed=seed + k))
-            for s in unique], n_jobs)
+        accs = _parallel([(lambda s=s: 100 * subset_accuracy(data, td, te, s, seed=seed + k)) for s in unique], n_jobs)
         acc = dict(zip(unique, accs))
         out["best"].append(acc[best])
         for size, layers in by_size.items():
@@ -177,10 +174,8 @@ def limited_data(
             splits = [(a, b) for a, b in splits if len(a) and len(b)]
             screen = RidgeScreen(data).scores(rows, splits, subsets).mean(1)
             lc = subsets[int(np.argmax(screen))]
-            accs = _parallel([
-                (lambda s=s: 100 * logreg_accuracy(data.features(s, rows=rows), data.labels[rows],
-                                                   data.features(s, rows=te), data.labels[te], seed=seed))
-                for s in (lc, last)], n_jobs)
+            accs = _parallel([(lambda s=s: 100 * subset_accuracy(data, rows, te, s, seed=seed)) for s in (lc, last)],
+                             n_jobs)
             rec = out.setdefault(f, {"n_train": len(rows), "lc": [], "last": [], "layers": []})
             rec["lc"].append(accs[0])
             rec["last"].append(accs[1])

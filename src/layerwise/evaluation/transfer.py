@@ -521,10 +521,10 @@ def run_transfer(
         jobs, names = [], []
         for name, (kind, ls) in methods.items():
             names.append(name)
-            jobs.append(lambda kind=kind, ls=ls: _fit_score(data, td, te, ls, kind, False, split_seed))
+            jobs.append(lambda kind=kind, ls=ls: subset_accuracy(data, td, te, ls, kind=kind, seed=split_seed))
         if data.head is not None:
             names.append("lc_mlp")
-            jobs.append(lambda: _fit_score(data, td, te, tuple(layers), "mean", True, split_seed))
+            jobs.append(lambda: subset_accuracy(data, td, te, tuple(layers), head=True, seed=split_seed))
         accs = _parallel(jobs, n_jobs)
         poolings = {n: list(methods[n][1]) if n in methods else list(layers) for n in names}
         result.splits.append(TransferSplit(
@@ -542,10 +542,12 @@ def run_transfer(
     return result
 
 
-def _fit_score(data: TransferFeatures, td, te, layers, kind: str, head: bool, seed: int) -> float:
-    x_td = data.features(layers, kind, head=head, rows=td)
-    x_te = data.features(layers, kind, head=head, rows=te)
-    return logreg_accuracy(x_td, data.labels[td], x_te, data.labels[te], seed=seed)
+def subset_accuracy(data: TransferFeatures, train, test, layers, *, kind: str = "mean", head: bool = False,
+                    seed: int = 0) -> float:
+    """Test accuracy (0..1) of the paper's classifier on the combination of ``layers``, trained on rows ``train``."""
+    x_tr = data.features(layers, kind, head=head, rows=train)
+    x_te = data.features(layers, kind, head=head, rows=test)
+    return logreg_accuracy(x_tr, data.labels[train], x_te, data.labels[test], seed=seed)
 
 
 def _same_settings(a: TransferResult, b: TransferResult) -> bool:
