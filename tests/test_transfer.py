@@ -225,3 +225,19 @@ def test_screen_projection_keeps_the_gram_trick_exact():
             assert got[i, j] == pytest.approx(want, abs=1e-12)
     with pytest.raises(ValueError, match="pair task"):
         RidgeScreen(_task(pair=True), dim=3)
+
+
+@pytest.mark.parametrize("pair", [False, True])
+def test_a_reused_screen_equals_fresh_screens_on_each_part(pair):
+    """The sums over all rows kept between calls (train-dev = all minus the rows left out) change nothing."""
+    data = _task(pair=pair, n=90)
+    subsets = all_subsets(data.n_states, 3)
+    reused = RidgeScreen(data, alpha=0.05)
+    for td, _ in outer_splits(data.labels, n_splits=3, seed=0):
+        splits = inner_splits(data.labels[td], n_splits=3, seed=1)
+        got = reused.scores(td, splits, subsets)
+        want = RidgeScreen(data, alpha=0.05, cache_bytes=0).scores(td, splits, subsets)
+        np.testing.assert_allclose(got, want, atol=1e-12)
+    assert reused._full  # the full-data sums were kept and used
+    small = RidgeScreen(data, alpha=0.05, cache_bytes=0)
+    assert not small._full

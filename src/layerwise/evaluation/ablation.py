@@ -122,9 +122,10 @@ def ablate_transfer(
     for i, s in enumerate(subsets):
         masks[i, list(s)] = True
     out: dict = {"best": [], "by_size": {}, "without": {}, "choices": [], "max_layers": cap}
+    ridge = RidgeScreen(data)  # one for every outer split: its sums over all rows are reused
     for k, (td, te) in enumerate(outer_splits(data.labels, n_splits=n_outer, seed=seed)):
         splits = inner_splits(data.labels[td], n_splits=n_inner, seed=seed + k)
-        screen = RidgeScreen(data).scores(td, splits, subsets).mean(1)
+        screen = ridge.scores(td, splits, subsets).mean(1)
         by_size, without, best = _by_size_and_without(masks, screen)
         unique = sorted({best, *by_size.values(), *without.values()})
         accs = _parallel([(lambda s=s: 100 * subset_accuracy(data, td, te, s, seed=seed + k)) for s in unique], n_jobs)

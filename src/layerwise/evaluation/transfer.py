@@ -257,71 +257,124 @@ class RidgeScreen:
 
     Single-sentence tasks never build ``x_S``: the Gram matrix of the concatenated layers ``[x_0 .. x_L]``
     is computed once per part (train-dev, and the held-out part of each split, subtracted to get the
-    training part), and ``X_S^T X_S`` is the sum of its ``|S|^2`` blocks over ``|S|^2``.
+    training part), and ``X_S^T X_S`` is a weighted sum of its per-layer-pair blocks. Pair tasks build
+    their features per subset. Either way the sums over *all* rows are kept (up to ``cache_bytes``), so a
+    later call on a large part of the data (the next outer split's train-dev) costs only the rows left out.
+    Gram matrices are float64 ``x.T @ x`` in numpy, which BLAS computes as a symmetric rank-k update.
     The slow twin the tests compare with is scikit-learn's ``Ridge`` on explicitly built features.
     """
 
     def __init__(self, data: TransferFeatures, *, alpha: float = DEFAULT_RIDGE_ALPHA, kind: str = "mean",
-                 dim: int | None = None, chunk_bytes: float = 6e8):
-        self.chunk_bytes = chunk_bytes
+                 dim: int | None = None, chunk_bytes: float = 6e8, cache_bytes: float = 3e9):
         if dim is not None and (int(dim) < 1 or data.is_pair):
             raise ValueError(f"screen dim must be a positive int for single-sentence tasks (got {dim}; "
                              f"pair task: {data.is_pair}); use dim=None for the full vectors")
-        self.dim = None if dim is None else int(dim)
         if alpha <= 0:
             raise ValueError(f"alpha must be positive, got {alpha}")
+        self.dim = None if dim is None else int(dim)
         self.data = data
         self.alpha = float(alpha)
         self.kind = kind
+        self.chunk_bytes = chunk_bytes
+        self.cache_bytes = cache_bytes
+        self._full: dict = {}  # key -> sums over every row of the task (see _part_stats)
+        self._cached_bytes = 0
+        self._onehot = np.eye(data.n_classes)[data.labels]
 
     @staticmethod
-    def _stats(x: torch.Tensor, y: torch.Tensor) -> tuple:
+    def _stats(x: np.ndarray, y: np.ndarray) -> tuple:
+        x = np.ascontiguousarray(x, dtype=np.float64)
         return x.T @ x, x.sum(0), x.T @ y, y.sum(0), x.shape[0]
+
+    def _part_stats(self, key, build, rows: np.ndarray) -> tuple:
+        """Sums (Gram, feature sums, X^T Y, label sums, n) over ``rows`` of the features ``build(rows)``.
+
+        When ``rows`` is most of the task, the sums over all rows are computed once (kept under ``key``) and
+        the rows left out subtracted: exact up to float64 rounding, and much cheaper across outer splits.
+        """
+        n_all = len(self.data)
+        rest = np.setdiff1d(np.arange(n_all), rows)
+        if len(rest) >= len(rows) or len(np.unique(rows)) != len(rows):
+            return self._stats(build(rows), self._onehot[rows])
+        full = self._full.get(key)
+        if full is None:
+            full = self._stats(build(np.arange(n_all)), self._onehot)
+            size = full[0].nbytes
+            if self._cached_bytes + size <= self.cache_bytes:
+                self._full[key] = full
+                self._cached_bytes += size
+        if not len(rest):
+            return full
+        return tuple(a - b for a, b in zip(full, self._stats(build(rest), self._onehot[rest])))
 
     def scores(self, rows: np.ndarray, splits: Sequence[tuple[np.ndarray, np.ndarray]],
                subsets: Sequence[tuple[int, ...]]) -> np.ndarray:
         """Accuracy (0..1) of shape (len(subsets), len(splits)); split positions index into ``rows``."""
         rows = np.asarray(rows, dtype=np.int64)
+        if self.data.is_pair:
+            return self._pair_scores(rows, splits, subsets)
         data = self.data
-        y = torch.nn.functional.one_hot(torch.from_numpy(data.labels[rows]), data.n_classes).double()
-        out = np.zeros((len(subsets), len(splits)))
-        if data.is_pair:
-            for i, s in enumerate(subsets):
-                x = torch.from_numpy(data.features(s, self.kind, rows=rows)).double()
-                total = self._stats(x, y)
-                for j, (_, dev) in enumerate(splits):
-                    out[i, j] = self._accuracy(total, self._stats(x[dev], y[dev]), x[dev], y[dev])
-            return out
+        y = self._onehot[rows]
+        labels = torch.from_numpy(data.labels[rows])
         src = data.first.mean if self.kind == "mean" else data.first.cls
         n_states, d = src.shape[1], src.shape[2]
-        x_all = torch.from_numpy(np.ascontiguousarray(src[rows])).double()  # (n, K, d)
+        x_all = np.asarray(src[rows], dtype=np.float64)  # (n, K, d)
         if self.dim is not None and self.dim < d:
-            x_all = x_all @ self.basis(x_all)
+            x_all = x_all @ self.basis(torch.from_numpy(x_all)).numpy()
             d = self.dim
+            total = self._stats(x_all.reshape(len(rows), -1), y)
+        else:
+            total = self._part_stats(None, lambda r: src[r].reshape(len(r), -1), rows)
         flat = x_all.reshape(len(rows), n_states * d)
-        total = self._stats(flat, y)
+        flat_t = torch.from_numpy(flat)
         member = torch.zeros(len(subsets), n_states, dtype=torch.float64)
         for i, sub in enumerate(subsets):
             member[i, list(sub)] = 1.0
         member /= member.sum(1, keepdim=True)  # row i: the averaging weights of subset i
+        coef, _ = _pair_coefficients(member)
+        out = np.zeros((len(subsets), len(splits)))
         chunk = max(1, int(self.chunk_bytes // (8 * d * d * 3)))
         for j, (_, dev) in enumerate(splits):
             held = self._stats(flat[dev], y[dev])
-            g, sx, xy, ys, n = (a - b for a, b in zip(total, held))
-            g4 = g.view(n_states, d, n_states, d)
-            x_dev, y_dev = x_all[dev], y[dev].argmax(1)
+            g, sx, xy, ys, n = (torch.from_numpy(np.asarray(a - b)) for a, b in zip(total, held))
+            blocks = _symmetric_blocks(g.view(n_states, d, n_states, d))
+            x_dev, y_dev = flat_t[dev], labels[dev]
             for c0 in range(0, len(subsets), chunk):
                 m = member[c0:c0 + chunk]
-                gs = _subset_grams(g4, m)
+                gs = (coef[c0:c0 + chunk] @ blocks).view(len(m), d, d)
                 ss = m @ sx.view(n_states, d)
                 xys = torch.einsum("bk,kdc->bdc", m, xy.view(n_states, d, -1))
-                w, b = self.solve(gs, ss, xys, ys, n)
-                if 8 * len(dev) * len(m) * d <= self.chunk_bytes:
-                    pred = (torch.einsum("bk,nkd->bnd", m, x_dev) @ w + b[:, None, :]).argmax(2)
-                else:  # one subset at a time: the (subsets, rows, d) tensor would be too large
-                    pred = torch.stack([torch.einsum("nkd,k->nd", x_dev, m[i]) @ w[i] + b[i]
-                                        for i in range(len(m))]).argmax(2)
-                out[c0:c0 + len(m), j] = (pred == y_dev[None, :]).double().mean(1).numpy()
+                w, b = self.solve(gs, ss, xys, ys, int(n))
+                # x_S w = sum_k m_k x_k w: every subset's predictions from one product with the layer-wise weights
+                wk = (m[:, :, None, None] * w[:, None, :, :]).permute(1, 2, 0, 3).reshape(n_states * d, -1)
+                pred = ((x_dev @ wk).view(len(dev), len(m), -1) + b[None]).argmax(2)
+                out[c0:c0 + len(m), j] = (pred == y_dev[:, None]).double().mean(0).numpy()
+        return out
+
+    def _pair_scores(self, rows, splits, subsets) -> np.ndarray:
+        """Pair tasks: ``[u, v, |u - v|, u * v]`` is not linear in the layers, so each subset's features are built."""
+        y = self._onehot[rows]
+        labels = torch.from_numpy(self.data.labels[rows])
+        out = np.zeros((len(subsets), len(splits)))
+        for i, s in enumerate(subsets):
+            def build(r, s=s):
+                return self.data.features(s, self.kind, rows=r)
+
+            total = self._part_stats(("pair", tuple(s)), build, rows)
+            x = np.asarray(build(rows), dtype=np.float64)
+            p = x.shape[1]
+            g = np.empty((len(splits), p, p))
+            sx, xy = np.empty((len(splits), p)), np.empty((len(splits), p, y.shape[1]))
+            ys, n = np.empty((len(splits), y.shape[1])), np.empty(len(splits))
+            for j, (_, dev) in enumerate(splits):  # training part = train-dev minus the held-out part
+                held = self._stats(x[dev], y[dev])
+                np.subtract(total[0], held[0], out=g[j])
+                sx[j], xy[j], ys[j], n[j] = (a - b for a, b in zip(total[1:], held[1:]))
+            w, b = self.solve(*(torch.from_numpy(a) for a in (g, sx, xy, ys, n)))
+            x_t = torch.from_numpy(x)
+            for j, (_, dev) in enumerate(splits):
+                pred = (x_t[dev] @ w[j] + b[j]).argmax(1)
+                out[i, j] = float((pred == labels[dev]).double().mean())
         return out
 
     def basis(self, x_all: torch.Tensor) -> torch.Tensor:
@@ -331,48 +384,49 @@ class RidgeScreen:
         trick still holds; the screen then solves dim x dim systems instead of d x d (an approximation, used for
         large models only when asked, see ``dim``).
         """
-        v = x_all.reshape(-1, x_all.shape[-1])
+        v = x_all.reshape(-1, x_all.shape[-1]).numpy()
         v = v - v.mean(0)
-        _, vecs = torch.linalg.eigh(v.T @ v)
+        _, vecs = torch.linalg.eigh(torch.from_numpy(v.T @ v))
         return vecs[:, -self.dim:].flip(1)
-
-    def _accuracy(self, total, held, x_dev: torch.Tensor, y_dev: torch.Tensor) -> float:
-        g, s, xy, ys, n = (a - b for a, b in zip(total, held))
-        w, b = self.solve(g[None], s[None], xy[None], ys, n)
-        pred = (x_dev @ w[0] + b[0]).argmax(1)
-        return float((pred == y_dev.argmax(1)).double().mean())
 
     def solve(self, g, s, xy, ys, n) -> tuple[torch.Tensor, torch.Tensor]:
         """Ridge weights (B, p, C) and intercepts (B, C) of B problems from their training sums:
-        Gram ``g`` (B, p, p), feature sums ``s`` (B, p), ``xy`` = X^T Y (B, p, C), label sums ``ys`` (C,), ``n`` rows."""
-        mu, ybar = s / n, ys / n
-        gc = g - n * mu[:, :, None] * mu[:, None, :]
-        xyc = xy - n * mu[:, :, None] * ybar[None, None, :]
-        p = gc.shape[-1]
-        a = (self.alpha * torch.diagonal(gc, dim1=1, dim2=2).sum(1) / p).clamp_min(1e-12)
-        reg = gc + a[:, None, None] * torch.eye(p, dtype=gc.dtype)
-        chol, info = torch.linalg.cholesky_ex(reg)
+        Gram ``g`` (B, p, p, overwritten), feature sums ``s`` (B, p), ``xy`` = X^T Y (B, p, C), label sums ``ys``
+        ((C,) or (B, C)) and row counts ``n`` (a number or (B,))."""
+        n = torch.as_tensor(n, dtype=torch.float64).reshape(-1, 1)
+        ys = ys.reshape(-1, ys.shape[-1])
+        mu, ybar = s / n, ys / n  # (B, p), (B or 1, C)
+        g.sub_(n[:, :, None] * mu[:, :, None] * mu[:, None, :])  # centred Gram, in place
+        xyc = xy - n[:, :, None] * mu[:, :, None] * ybar[:, None, :]
+        p = g.shape[-1]
+        a = (self.alpha * torch.diagonal(g, dim1=1, dim2=2).sum(1) / p).clamp_min(1e-12)
+        torch.diagonal(g, dim1=1, dim2=2).add_(a[:, None])
+        chol, info = torch.linalg.cholesky_ex(g)
         w = torch.cholesky_solve(xyc, chol)
-        bad = torch.nonzero(info).flatten().tolist()
-        for i in bad:  # not positive definite in floating point: least squares instead
-            w[i] = torch.linalg.lstsq(reg[i], xyc[i]).solution
-        return w, ybar[None, :] - torch.einsum("bp,bpc->bc", mu, w)
+        for i in torch.nonzero(info).flatten().tolist():  # not positive definite in floating point: least squares
+            w[i] = torch.linalg.lstsq(g[i], xyc[i]).solution
+        return w, ybar - torch.einsum("bp,bpc->bc", mu, w)
 
 
-def _subset_grams(g4: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """Gram matrices of weighted layer sums: sum_ab w_a w_b G[a, :, b, :] for each row of ``weights`` (B, K).
+def _pair_coefficients(weights: torch.Tensor) -> tuple[torch.Tensor, list[tuple[int, int]]]:
+    """(B, P) coefficients of the layer pairs a <= b and the pairs: a subset's Gram is their weighted sum of
+    ``_symmetric_blocks`` (coefficient w_a w_b; the a < b block holds both G_ab and G_ba)."""
+    k = weights.shape[1]
+    pairs = [(a, b) for a in range(k) for b in range(a, k)]
+    coef = torch.stack([weights[:, a] * weights[:, b] for a, b in pairs], 1)
+    return coef, pairs
 
-    Only the blocks of layers a subset contains are touched (|S|^2 of the K^2), so a subset costs |S|^2 d^2.
-    """
-    n_states, d = g4.shape[0], g4.shape[1]
-    out = torch.zeros(weights.shape[0], d, d, dtype=g4.dtype)
-    for a in range(n_states):
-        for b in range(n_states):
-            w = weights[:, a] * weights[:, b]
-            rows = torch.nonzero(w).flatten()
-            if len(rows):
-                out.index_add_(0, rows, w[rows, None, None] * g4[a, :, b, :])
-    return out
+
+def _symmetric_blocks(g4: torch.Tensor) -> torch.Tensor:
+    """(P, d * d): G_aa for a == b and G_ab + G_ab^T for a < b, flattened, in the order of ``_pair_coefficients``."""
+    k, d = g4.shape[0], g4.shape[1]
+    out = torch.empty(k * (k + 1) // 2, d, d, dtype=g4.dtype)
+    i = 0
+    for a in range(k):
+        for b in range(a, k):
+            out[i] = g4[a, :, a, :] if a == b else g4[a, :, b, :] + g4[a, :, b, :].T
+            i += 1
+    return out.view(len(out), d * d)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -447,9 +501,15 @@ def _key(layers) -> str:
 
 
 def choose_subset(data: TransferFeatures, rows: np.ndarray, splits, subsets, *, shortlist: int | None,
-                  seed: int, n_jobs: int = 1, ridge_alpha: float = DEFAULT_RIDGE_ALPHA, screen_dim: int | None = None):
-    """LC's choice on the training rows ``rows``: (layers, inner accuracy x100, screen x100, shortlist scores)."""
-    screen = RidgeScreen(data, alpha=ridge_alpha, dim=screen_dim).scores(rows, splits, subsets).mean(1) * 100
+                  seed: int, n_jobs: int = 1, ridge_alpha: float = DEFAULT_RIDGE_ALPHA, screen_dim: int | None = None,
+                  screen: RidgeScreen | None = None):
+    """LC's choice on the training rows ``rows``: (layers, inner accuracy x100, screen x100, shortlist scores).
+
+    Pass the same ``screen`` (a ``RidgeScreen`` of ``data``) to successive calls to reuse its sums over all rows.
+    """
+    if screen is None:
+        screen = RidgeScreen(data, alpha=ridge_alpha, dim=screen_dim)
+    screen = screen.scores(rows, splits, subsets).mean(1) * 100
     order = np.argsort(-screen, kind="stable")
     k = len(subsets) if shortlist is None else min(int(shortlist), len(subsets))
     if k <= 1:
@@ -506,6 +566,7 @@ def run_transfer(
                             seed=seed, subsets=subsets)
     if previous is not None and _same_settings(previous, result):
         result.splits = list(previous.splits)
+    ridge = RidgeScreen(data, alpha=ridge_alpha, dim=screen_dim)  # one per task: its full-data sums are reused
     for k, (td, te) in enumerate(outer_splits(data.labels, n_splits=n_outer, seed=seed)):
         if k < len(result.splits):
             if progress is not None:
@@ -515,7 +576,7 @@ def run_transfer(
         t0 = time.perf_counter()
         splits = inner_splits(data.labels[td], n_splits=n_inner, seed=split_seed)
         layers, inner, screen, short = choose_subset(data, td, splits, subsets, shortlist=shortlist, seed=split_seed,
-                                                     n_jobs=n_jobs, ridge_alpha=ridge_alpha, screen_dim=screen_dim)
+                                                     n_jobs=n_jobs, screen=ridge)
         t1 = time.perf_counter()
         methods = {**baseline_layers(n_states, seed=split_seed), "lc": ("mean", tuple(layers))}
         jobs, names = [], []
