@@ -163,6 +163,7 @@ def collect(runs: Path, model: str, tasks: list[str]) -> dict | None:
         out["tasks"][t] = {"result": r, "n_examples": st["n_examples"], "encode_seconds": st["encode_seconds"],
                            "first_encode_seconds": st.get("first_encode_seconds", st["encode_seconds"]),
                            "protocol_seconds": st["protocol_seconds"], "complete": st.get("complete", False),
+                           "environment": st.get("environment"), "load_average_at_save": st.get("load_average_at_save"),
                            "head": st.get("head", "trained pooler head" if "lc_mlp" in r["summary"] else "not run")}
     return out
 
@@ -216,8 +217,9 @@ def render(out: dict) -> str:
              "- LC + MLP: both checkpoints hold pooler weights (dense + tanh) from their pre-training; the "
              "sentence-transformers fine-tuning that made these models used mean pooling and never trained that "
              "head, so LC + MLP here feeds the combination through a stale head.",
-             f"- load average when this page was written: {env['machine'].get('load_average_1_5_15')}; the runs shared "
-             "the 2 cores with other jobs of the session, so times are upper bounds for an idle machine.", ""]
+             "- times: wall-clock seconds on the 2-core machine. Each task's table row gives the load average when its "
+             "run started and when it last saved; runs made while other jobs shared the cores are slower than an idle "
+             "machine would be.", ""]
     for model, res in out["models"].items():
         md = render_transfer_markdown(res, title="Table 4 layout")
         body = md.split("\n", 1)[1].replace("\n## ", "\n### ")

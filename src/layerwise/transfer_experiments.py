@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from pathlib import Path
 
@@ -125,6 +126,7 @@ def run_transfer_tasks(
                               "first_encode_seconds": first_encode,
                               "protocol_seconds": prior_seconds + time.perf_counter() - t0,
                               "head": encoder.head_status() if head else "not requested (--no-head)",
+                              "load_average_at_save": [round(x, 2) for x in os.getloadavg()],
                               "complete": done, "result": result.to_dict()})
 
         with tqdm(total=n_outer, desc=f"{data.name} outer splits", unit="split", disable=not show) as bar:
@@ -197,8 +199,8 @@ def render_transfer_markdown(result: dict, title: str | None = None) -> str:
         lines.append(f"| {TRANSFER_LABELS.get(b, b)} | " + " | ".join(f"{v:+.2f}" for v in vals)
                      + f" | {np.nanmean(vals):+.2f} |")
     lines += ["", "## Chosen subsets and time", "",
-              "| task | examples | classes | subsets searched | outer splits done | chosen hidden states (splits) | encode s (first run) | protocol s | LC + MLP head |",
-              "|---|---|---|---|---|---|---|---|---|"]
+              "| task | examples | classes | subsets searched | outer splits done | chosen hidden states (splits) | encode s (first run) | protocol s | load avg (start; last save) | LC + MLP head |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for t in names:
         r = tasks[t]["result"]
         counts: dict[tuple, int] = {}
@@ -207,11 +209,20 @@ def render_transfer_markdown(result: dict, title: str | None = None) -> str:
         chosen = ", ".join(f"{k} x{v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
         lines.append(f"| {display_name(t)} | {tasks[t]['n_examples']} | {r['n_classes']} | {len(r['subsets'])} | "
                      f"{len(r['splits'])} of {r['n_outer']} | {chosen} | "
-                     f"{_first_encode(tasks[t]):.1f} | {tasks[t]['protocol_seconds']:.1f} | {tasks[t]['head']} |")
+                     f"{_first_encode(tasks[t]):.1f} | {tasks[t]['protocol_seconds']:.1f} | {_load(tasks[t], env)} | "
+                     f"{tasks[t]['head']} |")
     total = sum(_first_encode(t) + t["protocol_seconds"] for t in tasks.values())
     lines += ["", f"Total time: {total / 60:.1f} min (encoding when first run + protocol, summed over tasks; a resumed "
-              "task adds up its parts; encoding is ~0 when the layer-stack cache already held the sentences).", ""]
+              "task adds up its parts; encoding is ~0 when the layer-stack cache already held the sentences). "
+              "The load average is that of the 2-core machine: above ~2, other jobs shared the CPU and the times "
+              "are upper bounds.", ""]
     return "\n".join(lines)
+
+
+def _load(task: dict, env: dict) -> str:
+    start = (task.get("environment") or env).get("machine", {}).get("load_average_1_5_15")
+    end = task.get("load_average_at_save")
+    return f"{start[0] if start else '?'}; {end[0] if end else '?'}"
 
 
 def _first_encode(task: dict) -> float:

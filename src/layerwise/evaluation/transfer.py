@@ -20,6 +20,8 @@ see ``scripts/transfer_results.py --shortcut-check``.
 
 Pair tasks (MRPC) use SentEval's features ``[u, v, |u - v|, u * v]`` of the two sentences' combinations;
 those are not linear in the layers, so their Gram matrices are computed per subset (slower, same result).
+Either way the sums over all of a task's rows are kept in the ``RidgeScreen`` between outer splits, so each
+outer split pays only for the rows it leaves out.
 """
 
 from __future__ import annotations
