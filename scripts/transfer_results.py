@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -115,6 +116,29 @@ def shortcut_check(args, path: Path) -> dict:
     return state
 
 
+def last_run_record(out: dict, model: str) -> dict:
+    """What one invocation of this script cost for ``model``: wall time, and per task the encoding, protocol and
+    layer-cache counts (``computed`` = sentences encoded by this run, ``stored`` = found in the cache)."""
+    res = out["models"][model]
+    return {"wall_seconds": out["wall_seconds"][model], "environment": out["environment"],
+            "layerwise_home": os.environ.get("LAYERWISE_HOME", "(default)"), "git": out.get("git"),
+            "tasks": {t: {"encode_seconds": v["encode_seconds"], "protocol_seconds": v["protocol_seconds"],
+                          "cache": v.get("cache"), "outer_splits": len(v["result"]["splits"])}
+                      for t, v in res["tasks"].items()}}
+
+
+def render_last_run(rec: dict) -> list[str]:
+    env = rec["environment"]
+    tasks = rec["tasks"]
+    computed = sum((v.get("cache") or {}).get("computed", 0) for v in tasks.values())
+    stored = sum((v.get("cache") or {}).get("stored", 0) for v in tasks.values())
+    return [f"**Last run of this script for the model**: {rec['wall_seconds'] / 60:.1f} min wall-clock for "
+            f"{', '.join(display_name(t) for t in tasks)} (model loading, encoding and protocol), started "
+            f"{env['date']} at load average {env['machine'].get('load_average_1_5_15')}; command "
+            f"`{env['command']}` with LAYERWISE_HOME={rec.get('layerwise_home')}. Sentences encoded by that run: "
+            f"{computed:,}; found in the layer cache: {stored:,} (a sentence shared by two tasks is encoded once).", ""]
+
+
 def render_check(check: dict) -> list[str]:
     sp = check["splits"]
     n = check["n_subsets"]
@@ -180,6 +204,10 @@ def main(argv=None) -> int:
             got = collect(runs, model, tasks)
             if got is not None:
                 out["models"][model] = got
+        for model in out["models"]:
+            record = runs / model / "last-run.json"
+            if record.is_file():
+                out["models"][model]["last_run"] = json.loads(record.read_text())
         check = runs / f"check-{args.check_task}.json"
         if check.is_file():
             out["check"] = json.loads(check.read_text())
@@ -196,6 +224,7 @@ def main(argv=None) -> int:
         out["models"][model] = run_transfer_tasks(model, tasks, output=runs / model, data_dir=args.data_dir,
                                                   n_jobs=args.jobs, screen_dim=screen_dim, command=cmd)
         out["wall_seconds"][model] = time.perf_counter() - t0
+        write_json(runs / model / "last-run.json", last_run_record(out, model))
         write_json(Path(args.output).with_suffix(".json"), out)
     if not args.skip_check:
         out["check"] = shortcut_check(args, runs / f"check-{args.check_task}.json")
@@ -233,6 +262,8 @@ def render(out: dict) -> str:
                 ([f"not run yet: {', '.join(missing)}"] if missing else [])
                 + ([f"partial: {', '.join(partial)}"] if partial else []))
                 + ". The same command resumes it (finished outer splits are kept).", ""]
+        if "last_run" in res:
+            lines += render_last_run(res["last_run"])
         lines += [body]
     if "check" in out:
         lines += render_check(out["check"])
