@@ -41,7 +41,7 @@ from layerwise.evaluation.transfer import (  # noqa: E402
     subset_accuracy,
 )
 from layerwise.reports import environment, write_json, write_text  # noqa: E402
-from layerwise.transfer_experiments import encode_task, render_transfer_markdown, run_transfer_tasks  # noqa: E402
+from layerwise.transfer_experiments import encode_task, render_transfer_markdown, run_history, run_transfer_tasks  # noqa: E402
 
 SEVEN = ["mr", "cr", "subj", "sst2", "sst5", "trec", "mrpc"]
 
@@ -187,7 +187,7 @@ def collect(runs: Path, model: str, tasks: list[str]) -> dict | None:
         out["tasks"][t] = {"result": r, "n_examples": st["n_examples"], "encode_seconds": st["encode_seconds"],
                            "first_encode_seconds": st.get("first_encode_seconds", st["encode_seconds"]),
                            "protocol_seconds": st["protocol_seconds"], "complete": st.get("complete", False),
-                           "environment": st.get("environment"), "load_average_at_save": st.get("load_average_at_save"),
+                           "environment": st.get("environment"), "runs": run_history(st),
                            "head": st.get("head", "trained pooler head" if "lc_mlp" in r["summary"] else "not run")}
     return out
 

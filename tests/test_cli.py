@@ -134,11 +134,18 @@ def test_transfer_end_to_end_and_resume(tiny_bert, env, capsys):
     cut = json.loads(state.read_text())
     cut["result"]["splits"] = cut["result"]["splits"][:1]
     cut["complete"] = False
+    assert [r["splits"] for r in cut["runs"]] == [[0, 3]]
+    cut["runs"][0]["splits"] = [0, 1]
     state.write_text(json.dumps(cut))
     assert main(args) == 0
     again = json.loads((out / "transfer-tiny-bert.json").read_text())
     assert again["tasks"]["cr"]["result"]["summary"] == cr["result"]["summary"]
     assert again["tasks"]["cr"]["result"]["splits"][0]["seconds"] == cut["result"]["splits"][0]["seconds"]  # reused
+    resumed = json.loads(state.read_text())
+    assert [r["splits"] for r in resumed["runs"]] == [[0, 1], [1, 3]]  # who computed which splits, with its load
+    assert main(args) == 0  # nothing left to compute: the history and environment stay as they were
+    assert json.loads(state.read_text())["runs"] == resumed["runs"]
+    assert json.loads(state.read_text())["environment"] == resumed["environment"]
     state.write_text("{not json")
     assert main(args) == 2
     assert "delete it" in capsys.readouterr().err

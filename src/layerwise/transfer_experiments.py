@@ -113,21 +113,28 @@ def run_transfer_tasks(
         path = _state_path(output, encoder.identity.name, data.name)
         previous = _load_previous(path)
         t0 = time.perf_counter()
-        prior_seconds, first_encode = 0.0, enc_seconds
+        prior_seconds, first_encode, prior_env, prior_runs, n_before = 0.0, enc_seconds, env, [], 0
         if previous is not None and (previous.n_outer, previous.n_inner, previous.shortlist, previous.seed) == (
                 n_outer, n_inner, shortlist, seed):  # its splits will be reused: so is the time they took
             prior = json.loads(path.read_text())
             prior_seconds = float(prior.get("protocol_seconds", 0.0))
             first_encode = float(prior.get("first_encode_seconds", prior.get("encode_seconds", enc_seconds)))
+            prior_env, prior_runs = prior.get("environment", env), run_history(prior)
+            n_before = len(previous.splits)
 
         def save(result: TransferResult, done: bool = False) -> None:
+            new = len(result.splits) > n_before  # this invocation computed splits: it joins the history
+            runs = prior_runs + ([{"started": env["date"], "command": env["command"],
+                                   "load_at_start": env["machine"].get("load_average_1_5_15"),
+                                   "load_at_save": [round(x, 2) for x in os.getloadavg()],
+                                   "splits": [n_before, len(result.splits)],
+                                   "protocol_seconds": time.perf_counter() - t0}] if new else [])
             write_json(path, {"task": data.name, "model": out["model"], "protocol": out["protocol"],
-                              "environment": env, "n_examples": len(data), "encode_seconds": enc_seconds,
-                              "first_encode_seconds": first_encode,
-                              "protocol_seconds": prior_seconds + time.perf_counter() - t0,
+                              "environment": env if new or not prior_runs else prior_env, "n_examples": len(data),
+                              "encode_seconds": enc_seconds, "first_encode_seconds": first_encode,
+                              "protocol_seconds": prior_seconds + (time.perf_counter() - t0 if new else 0.0),
                               "head": encoder.head_status() if head else "not requested (--no-head)",
-                              "load_average_at_save": [round(x, 2) for x in os.getloadavg()],
-                              "complete": done, "result": result.to_dict()})
+                              "runs": runs, "complete": done, "result": result.to_dict()})
 
         with tqdm(total=n_outer, desc=f"{data.name} outer splits", unit="split", disable=not show) as bar:
             result = run_transfer(features, task=data.name, n_outer=n_outer, n_inner=n_inner, max_layers=max_layers,
@@ -199,7 +206,7 @@ def render_transfer_markdown(result: dict, title: str | None = None) -> str:
         lines.append(f"| {TRANSFER_LABELS.get(b, b)} | " + " | ".join(f"{v:+.2f}" for v in vals)
                      + f" | {np.nanmean(vals):+.2f} |")
     lines += ["", "## Chosen subsets and time", "",
-              "| task | examples | classes | subsets searched | outer splits done | chosen hidden states (splits) | encode s (first run) | protocol s | load avg (start; last save) | LC + MLP head |",
+              "| task | examples | classes | subsets searched | outer splits done | chosen hidden states (splits) | encode s (first run) | protocol s | run start (UTC), splits: load avg at start → last save | LC + MLP head |",
               "|---|---|---|---|---|---|---|---|---|---|"]
     for t in names:
         r = tasks[t]["result"]
@@ -219,10 +226,29 @@ def render_transfer_markdown(result: dict, title: str | None = None) -> str:
     return "\n".join(lines)
 
 
+def run_history(state: dict) -> list[dict]:
+    """The invocations that computed a task's outer splits, oldest first: start time, command, load average at
+    start and at the last save, which splits, protocol seconds. Files written before the history existed give
+    one entry from their environment (load at save unknown)."""
+    if "runs" in state:
+        return list(state["runs"])
+    env = state.get("environment", {})
+    return [{"started": env.get("date"), "command": env.get("command"),
+             "load_at_start": env.get("machine", {}).get("load_average_1_5_15"),
+             "load_at_save": state.get("load_average_at_save"),
+             "splits": [0, len(state.get("result", {}).get("splits", []))],
+             "protocol_seconds": state.get("protocol_seconds")}]
+
+
 def _load(task: dict, env: dict) -> str:
-    start = (task.get("environment") or env).get("machine", {}).get("load_average_1_5_15")
-    end = task.get("load_average_at_save")
-    return f"{start[0] if start else '?'}; {end[0] if end else '?'}"
+    runs = task.get("runs") or run_history({"environment": task.get("environment") or env,
+                                            "result": task["result"], "protocol_seconds": task["protocol_seconds"]})
+
+    def one(r):
+        start, end = r.get("load_at_start"), r.get("load_at_save")
+        return (f"{(r.get('started') or '?')[11:16]}, splits {r['splits'][0]}-{r['splits'][1] - 1}: "
+                f"{start[0] if start else '?'} → {end[0] if end else '?'}")
+    return "; ".join(one(r) for r in runs)
 
 
 def _first_encode(task: dict) -> float:
