@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from pathlib import Path
 
@@ -82,7 +83,9 @@ def run_ablations(
         return p["result"] if p and p["settings"] == settings[kind] and p["weights_sha256"] == weights else None
 
     def store(key: str, kind: str, result, seconds: float) -> None:
-        parts[key] = {"settings": settings[kind], "weights_sha256": weights, "result": result, "seconds": seconds}
+        parts[key] = {"settings": settings[kind], "weights_sha256": weights, "result": result, "seconds": seconds,
+                      "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                      "load_average_at_finish": [round(x, 2) for x in os.getloadavg()]}
         write_json(path, parts)
 
     plan = [("sts", n) for n in sts] + [("transfer", t) for t in tasks] + [("limited", t) for t in limited_tasks]
@@ -215,9 +218,14 @@ def render_ablation_markdown(result: dict, figures: dict[str, str] | None = None
                 cells.append(f"{r['n_train']} / {fmt(*lc)} / {fmt(*last)} / {lc[0] - last[0]:+.2f}")
             lines.append(f"| 1/{round(1 / float(f))} | " + " | ".join(cells) + " |")
         lines += ["", "(Test accuracy x100, mean ± std over seeds.)", ""]
-    secs = {k: v["seconds"] for kind in ("sts", "transfer", "limited") for k, v in
+    done = {k: v for kind in ("sts", "transfer", "limited") for k, v in
             ((f"{kind}:{n}", p) for n, p in result[kind].items())}
-    lines += ["## Time", "", "| part | seconds |", "|---|---|"] + [f"| {k} | {v:.1f} |" for k, v in secs.items()] + [""]
+    lines += ["## Time", "", "Wall-clock seconds on the 2-core machine; a load average above ~2 means other jobs shared "
+              "the cores (parts finished before these were recorded show 'not recorded').", "",
+              "| part | seconds | finished | load avg at finish |", "|---|---|---|---|"]
+    lines += [f"| {k} | {v['seconds']:.1f} | {v.get('finished', 'not recorded')} | "
+              f"{v['load_average_at_finish'][0] if 'load_average_at_finish' in v else 'not recorded'} |"
+              for k, v in done.items()] + [""]
     return "\n".join(lines)
 
 
