@@ -54,6 +54,9 @@ def parse_args(argv=None):
     p.add_argument("--frozen-runs", default=str(REPO / "docs" / "results" / "state" / "layer-attention-frozen"),
                    help="one small JSON per frozen-encoder run (kept in the repo so that a run resumes anywhere)")
     p.add_argument("--output", default=str(REPO / "docs" / "results" / "layer-attention.md"))
+    p.add_argument("--no-train", action="store_true",
+                   help="encoder regime: use the finished runs only and list the others as not run (writes the page "
+                        "while a long run is still going, or when there is no time for it)")
     p.add_argument("--quick", action="store_true", help="a few steps, STS-B only: checks the script, not results")
     return p.parse_args(argv)
 
@@ -82,6 +85,8 @@ def one_run(args, data_dir, datasets, objective, pooler, seed) -> dict:
         prev = json.loads(done.read_text())
         if prev["train"]["history"]["config"] == json.loads(json.dumps(cfg.__dict__)):
             return prev
+    if args.no_train:
+        return None
     train = run_train(args.model, cfg, folder, pooler=pooler, data_dir=data_dir, resume=True)
     result = {"regime": "encoder", "objective": objective, "pooler": pooler, "seed": seed, "train": train,
               "sts": evaluate_sts(folder / "best", datasets)}
@@ -247,6 +252,9 @@ def render(res: dict) -> str:
                   "The conclusions above are about poolers on a frozen encoder only.", ""]
     if enc:
         lines += ["## Encoder trained with the pooler (the paper's setting)", ""]
+        if res.get("encoder_not_run"):
+            lines += ["**Not run yet**: " + "; ".join(res["encoder_not_run"]) + " (objective / pooler / seed). The "
+                      "same command without `--no-train` trains them (resumable).", ""]
         for obj in res["objectives"]:
             if any(r["objective"] == obj for r in enc):
                 lines += [f"### `{obj}`", "", *_sts_table(enc, sets, res["encoder_poolers"], obj), "",
@@ -281,7 +289,11 @@ def main(argv=None) -> int:
         for obj in args.objectives:
             for pooler in args.encoder_poolers:
                 for seed in args.encoder_seeds:
-                    res["runs"].append(one_run(args, data_dir, datasets, obj, pooler, seed))
+                    run = one_run(args, data_dir, datasets, obj, pooler, seed)
+                    if run is None:
+                        res.setdefault("encoder_not_run", []).append(f"{obj} / {pooler} / seed {seed}")
+                        continue
+                    res["runs"].append(run)
                     write_json(Path(args.output).with_suffix(".json"), res)
     write_text(args.output, render(res))
     print(render(res))
