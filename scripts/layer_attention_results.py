@@ -14,6 +14,7 @@ Resumable: a finished run's result is reused when its config matches.
 
     python scripts/layer_attention_results.py                    # both regimes
     python scripts/layer_attention_results.py --regimes frozen   # the grid only
+    python scripts/layer_attention_results.py --no-train        # page from finished runs only, trains nothing
     python scripts/layer_attention_results.py --quick --output /tmp/la.md
 """
 
