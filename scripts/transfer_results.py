@@ -187,7 +187,7 @@ def collect(runs: Path, model: str, tasks: list[str]) -> dict | None:
         out["tasks"][t] = {"result": r, "n_examples": st["n_examples"], "encode_seconds": st["encode_seconds"],
                            "first_encode_seconds": st.get("first_encode_seconds", st["encode_seconds"]),
                            "protocol_seconds": st["protocol_seconds"], "complete": st.get("complete", False),
-                           "environment": st.get("environment"), "runs": run_history(st),
+                           "runs": run_history(st),
                            "head": st.get("head", "trained pooler head" if "lc_mlp" in r["summary"] else "not run")}
     return out
 

@@ -144,7 +144,7 @@ def run_transfer_tasks(
         saved = json.loads(path.read_text())
         out["tasks"][data.name] = {"result": result.to_dict(), "n_examples": len(data),
                                    "encode_seconds": enc_seconds, "protocol_seconds": saved["protocol_seconds"],
-                                   "first_encode_seconds": first_encode,
+                                   "first_encode_seconds": first_encode, "runs": saved["runs"],
                                    "cache": None if encoder.cache is None else encoder.cache.last_stats,
                                    "head": encoder.head_status() if head else "not requested (--no-head)"}
     return out
@@ -216,7 +216,7 @@ def render_transfer_markdown(result: dict, title: str | None = None) -> str:
         chosen = ", ".join(f"{k} x{v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
         lines.append(f"| {display_name(t)} | {tasks[t]['n_examples']} | {r['n_classes']} | {len(r['subsets'])} | "
                      f"{len(r['splits'])} of {r['n_outer']} | {chosen} | "
-                     f"{_first_encode(tasks[t]):.1f} | {tasks[t]['protocol_seconds']:.1f} | {_load(tasks[t], env)} | "
+                     f"{_first_encode(tasks[t]):.1f} | {tasks[t]['protocol_seconds']:.1f} | {_load(tasks[t])} | "
                      f"{tasks[t]['head']} |")
     total = sum(_first_encode(t) + t["protocol_seconds"] for t in tasks.values())
     lines += ["", f"Total time: {total / 60:.1f} min (encoding when first run + protocol, summed over tasks; a resumed "
@@ -240,15 +240,13 @@ def run_history(state: dict) -> list[dict]:
              "protocol_seconds": state.get("protocol_seconds")}]
 
 
-def _load(task: dict, env: dict) -> str:
-    runs = task.get("runs") or run_history({"environment": task.get("environment") or env,
-                                            "result": task["result"], "protocol_seconds": task["protocol_seconds"]})
-
+def _load(task: dict) -> str:
+    """The table cell of a task's run history (which invocation computed which splits, and the load then)."""
     def one(r):
         start, end = r.get("load_at_start"), r.get("load_at_save")
         return (f"{(r.get('started') or '?')[11:16]}, splits {r['splits'][0]}-{r['splits'][1] - 1}: "
                 f"{start[0] if start else '?'} → {end[0] if end else '?'}")
-    return "; ".join(one(r) for r in runs)
+    return "; ".join(one(r) for r in task.get("runs", [])) or "not recorded"
 
 
 def _first_encode(task: dict) -> float:

@@ -16,7 +16,7 @@ one Gram matrix of the concatenated layers, so every subset and every inner spli
 ``d x d`` solve. The ``shortlist`` best subsets by that score then get the real SAGA inner cross-validation
 and the best of those is chosen (``shortlist=1``: the ridge choice is taken as it is; ``shortlist=None``:
 exhaustive SAGA over every subset, the slow reference). What the shortcut costs is measured, not assumed:
-see ``scripts/transfer_results.py --shortcut-check``.
+see the shortcut check of ``scripts/transfer_results.py`` (``--check-task``, ``--check-splits``).
 
 Pair tasks (MRPC) use SentEval's features ``[u, v, |u - v|, u * v]`` of the two sentences' combinations;
 those are not linear in the layers, so their Gram matrices are computed per subset (slower, same result).
@@ -333,7 +333,7 @@ class RidgeScreen:
         for i, sub in enumerate(subsets):
             member[i, list(sub)] = 1.0
         member /= member.sum(1, keepdim=True)  # row i: the averaging weights of subset i
-        coef, _ = _pair_coefficients(member)
+        coef = _pair_coefficients(member)
         out = np.zeros((len(subsets), len(splits)))
         chunk = max(1, int(self.chunk_bytes // (8 * d * d * 3)))
         for j, (_, dev) in enumerate(splits):
@@ -410,13 +410,11 @@ class RidgeScreen:
         return w, ybar - torch.einsum("bp,bpc->bc", mu, w)
 
 
-def _pair_coefficients(weights: torch.Tensor) -> tuple[torch.Tensor, list[tuple[int, int]]]:
-    """(B, P) coefficients of the layer pairs a <= b and the pairs: a subset's Gram is their weighted sum of
-    ``_symmetric_blocks`` (coefficient w_a w_b; the a < b block holds both G_ab and G_ba)."""
+def _pair_coefficients(weights: torch.Tensor) -> torch.Tensor:
+    """(B, P) coefficients w_a w_b of the layer pairs a <= b: a subset's Gram is their weighted sum of
+    ``_symmetric_blocks`` (the a < b block holds both G_ab and G_ba)."""
     k = weights.shape[1]
-    pairs = [(a, b) for a in range(k) for b in range(a, k)]
-    coef = torch.stack([weights[:, a] * weights[:, b] for a, b in pairs], 1)
-    return coef, pairs
+    return torch.stack([weights[:, a] * weights[:, b] for a in range(k) for b in range(a, k)], 1)
 
 
 def _symmetric_blocks(g4: torch.Tensor) -> torch.Tensor:
