@@ -20,7 +20,7 @@ sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO / "scripts"))
 
 from _provenance import command_line, git_state  # noqa: E402
-from layerwise.ablation_experiments import render_ablation_markdown, run_ablations, write_ablation_outputs  # noqa: E402
+from layerwise.methods.lc.ablation_run import render_ablation_markdown, run_ablations, write_ablation_outputs  # noqa: E402
 from layerwise.data import available_sts  # noqa: E402
 from layerwise.reports import write_text  # noqa: E402
 

@@ -39,9 +39,9 @@ import torch
 from _provenance import command_line, git_state, pass_fail, run_section, write_outputs  # noqa: E402
 from layerwise import LayerEncoder, LayerSubsetSearch, naive_subset_scores
 from layerwise.data import load_sts
-from layerwise.models import ModelNotFoundError
+from layerwise.encoders.registry import ModelNotFoundError
 from layerwise.reports import environment
-from layerwise.search import count_subsets
+from layerwise.methods.lc.search import count_subsets
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUTPUT = REPO / "docs" / "results" / "search-speed.md"

@@ -25,9 +25,9 @@ sys.path.insert(0, str(REPO / "src"))
 
 from layerwise import LayerEncoder  # noqa: E402
 from layerwise.data import available_sts  # noqa: E402
-from layerwise.lattemix import LatteMixConfig, TrainConfig  # noqa: E402
-from layerwise.lattemix.report import METHOD_NAMES  # noqa: E402
-from layerwise.lattemix.run import evaluate_baselines, evaluate_config, prepare  # noqa: E402
+from layerwise.methods.lattemix import LatteMixConfig, TrainConfig  # noqa: E402
+from layerwise.methods.lattemix.report import METHOD_NAMES  # noqa: E402
+from layerwise.methods.lattemix.run import evaluate_baselines, evaluate_config, prepare  # noqa: E402
 from layerwise.reports import environment, fmt, write_json, write_text  # noqa: E402
 
 logger = logging.getLogger("lattemix_results")

@@ -4,7 +4,7 @@ Two regimes, same steps, batch, learning rates and seeds for every pooler:
 
 - **frozen encoder** (every pooler in `--poolers` x each objective x every seed in `--frozen-seeds`): the encoder's
   layer vectors are computed once (training views with dropout, evaluation without) and only the pooler trains
-  (`layerwise.contrastive.frozen`); minutes for the whole grid.
+  (`layerwise.methods.layer_attention.frozen`); minutes for the whole grid.
 - **encoder trained** (the paper's setting; `--encoder-poolers` x objectives x `--encoder-seeds`): the encoder and
   the pooler train together (`layerwise train`), ~10-20 min per run on 2 CPU cores.
 
@@ -31,8 +31,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from layerwise.contrastive import POOLER_KINDS, ContrastiveConfig, SentenceModel  # noqa: E402
-from layerwise.contrastive.run import run_retrieval, run_train  # noqa: E402
+from layerwise.methods.layer_attention import POOLER_KINDS, ContrastiveConfig, SentenceModel  # noqa: E402
+from layerwise.methods.layer_attention.run import run_retrieval, run_train  # noqa: E402
 from layerwise.data import available_sts, load_sts  # noqa: E402
 from layerwise.evaluation.sts import sts_scores  # noqa: E402
 from layerwise.reports import environment, fmt, write_json, write_text  # noqa: E402
@@ -103,9 +103,9 @@ def frozen_grid(args, data_dir, datasets) -> list[dict]:
     """Every pooler x objective x seed on a frozen encoder, from layer vectors computed once."""
     import torch
 
-    from layerwise.contrastive import PoolerConfig, build_pooler
-    from layerwise.contrastive.frozen import compute_features, embed_features, train_pooler_on_features, training_views
-    from layerwise.contrastive.run import load_training_examples
+    from layerwise.methods.layer_attention import PoolerConfig, build_pooler
+    from layerwise.methods.layer_attention.frozen import compute_features, embed_features, train_pooler_on_features, training_views
+    from layerwise.methods.layer_attention.run import load_training_examples
     from layerwise.evaluation.retrieval import FaissIndex, load_quora_retrieval, search
 
     folder = Path(args.frozen_runs)

@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from layerwise.data import STS_DATASETS, available_sts, resolve_data_dir
-from layerwise.experiments import run_search
+from layerwise.methods.lc.run import run_search
 from layerwise.reports import environment, fmt, plot_per_layer, write_json, write_text
 
 logger = logging.getLogger("lc_sts_results")

@@ -1,6 +1,6 @@
 """Write docs/results/transfer.md: BERT-LC on the SentEval transfer tasks (the paper's Table-4 layout).
 
-Runs ``layerwise.transfer_experiments.run_transfer_tasks`` for all-MiniLM-L6-v2 on the seven tasks in the shared
+Runs ``layerwise.methods.lc.transfer_run.run_transfer_tasks`` for all-MiniLM-L6-v2 on the seven tasks in the shared
 data and for all-mpnet-base-v2 on ``--mpnet-tasks``, then measures what the fast subset choice costs: on
 ``--check-task`` (default CR, MiniLM) every subset gets the full SAGA inner cross-validation for the first
 ``--check-splits`` outer splits, and the ridge choice (and ridge top-k + SAGA) is compared with that exhaustive
@@ -31,8 +31,8 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 from _provenance import command_line, git_state  # noqa: E402
 from layerwise.data.senteval import display_name, load_transfer  # noqa: E402
-from layerwise.encoder import LayerEncoder  # noqa: E402
-from layerwise.evaluation.transfer import (  # noqa: E402
+from layerwise.encoders.layer_encoder import LayerEncoder  # noqa: E402
+from layerwise.methods.lc.transfer import (  # noqa: E402
     all_subsets,
     choose_subset,
     default_max_layers,
@@ -41,7 +41,7 @@ from layerwise.evaluation.transfer import (  # noqa: E402
     subset_accuracy,
 )
 from layerwise.reports import environment, write_json, write_text  # noqa: E402
-from layerwise.transfer_experiments import encode_task, render_transfer_markdown, run_history, run_transfer_tasks  # noqa: E402
+from layerwise.methods.lc.transfer_run import encode_task, render_transfer_markdown, run_history, run_transfer_tasks  # noqa: E402
 
 SEVEN = ["mr", "cr", "subj", "sst2", "sst5", "trec", "mrpc"]
 

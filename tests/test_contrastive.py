@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from layerwise.contrastive import (
+from layerwise.methods.layer_attention import (
     POOLER_KINDS,
     InBatchLoss,
     PoolerConfig,
@@ -82,7 +82,7 @@ def test_losses_against_hand_computed_values():
 
 
 def _tiny_model(folder, kind="layer_attention"):
-    from layerwise.contrastive import SentenceModel
+    from layerwise.methods.layer_attention import SentenceModel
 
     torch.manual_seed(0)
     return SentenceModel.from_pretrained(str(folder), pooler=kind, max_length=16)
@@ -91,7 +91,7 @@ def _tiny_model(folder, kind="layer_attention"):
 @pytest.mark.parametrize("objective", ["unsup", "in_batch", "sup_hard_neg"])
 def test_a_few_training_steps_lower_the_loss(objective, tiny_bert, tmp_path):
     from conftest import SENTENCES
-    from layerwise.contrastive import ContrastiveConfig, train_contrastive
+    from layerwise.methods.layer_attention import ContrastiveConfig, train_contrastive
 
     model = _tiny_model(tiny_bert)
     if objective == "unsup":
@@ -109,7 +109,7 @@ def test_a_few_training_steps_lower_the_loss(objective, tiny_bert, tmp_path):
 
 def test_resume_continues_from_the_same_step(tiny_bert, tmp_path):
     from conftest import SENTENCES
-    from layerwise.contrastive import ContrastiveConfig, train_contrastive
+    from layerwise.methods.layer_attention import ContrastiveConfig, train_contrastive
 
     cfg = ContrastiveConfig(objective="unsup", steps=6, batch_size=4, lr=1e-3, warmup_steps=2, eval_every=0)
     straight = _tiny_model(tiny_bert)
@@ -126,7 +126,7 @@ def test_resume_continues_from_the_same_step(tiny_bert, tmp_path):
 
 def test_dev_evaluation_keeps_the_best_and_triplets(tiny_bert, tmp_path):
     from conftest import SENTENCES, write_unlabeled
-    from layerwise.contrastive import ContrastiveConfig, SentenceModel, nli_triplets, train_contrastive
+    from layerwise.methods.layer_attention import ContrastiveConfig, SentenceModel, nli_triplets, train_contrastive
     from layerwise.data import STSData
 
     dev = STSData(name="stsb", sentences1=SENTENCES[:6], sentences2=SENTENCES[6:], scores=np.arange(6.0),
@@ -144,8 +144,8 @@ def test_dev_evaluation_keeps_the_best_and_triplets(tiny_bert, tmp_path):
 
 def test_frozen_feature_training(tiny_bert):
     from conftest import SENTENCES
-    from layerwise.contrastive import ContrastiveConfig
-    from layerwise.contrastive.frozen import (
+    from layerwise.methods.layer_attention import ContrastiveConfig
+    from layerwise.methods.layer_attention.frozen import (
         compute_features, embed_features, train_pooler_on_features, training_views,
     )
 

@@ -6,7 +6,7 @@ import torch
 
 from conftest import SENTENCES
 from layerwise import LayerEncoder
-from layerwise.lattemix import (
+from layerwise.methods.lattemix import (
     LatteMixConfig,
     TrainConfig,
     build_model,
@@ -16,14 +16,14 @@ from layerwise.lattemix import (
     sentence_mixtures,
     train_token_model,
 )
-from layerwise.lattemix.divergences import (
+from layerwise.methods.lattemix.divergences import (
     gaussian_mixture_cosine,
     gaussian_mixture_l2,
     js_divergence,
     kl_categorical_uniform,
     kl_normal_standard,
 )
-from layerwise.tokens import TokenStack
+from layerwise.encoders.tokens import TokenStack
 
 
 def test_gumbel_softmax_becomes_one_hot_as_tau_goes_to_zero():

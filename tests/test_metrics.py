@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from scipy.stats import pearsonr, spearmanr
 
-from layerwise.metrics import cosine_rows, pearson, spearman, spearman_rows
+from layerwise.evaluation.metrics import cosine_rows, pearson, spearman, spearman_rows
 
 
 def test_spearman_matches_scipy_with_ties():
@@ -58,7 +58,7 @@ def test_spearman_rows_shape_errors():
 
 
 def test_rank_correlator_is_exact_on_near_ties_signed_zeros_and_nan():
-    from layerwise.metrics import RankCorrelator
+    from layerwise.evaluation.metrics import RankCorrelator
 
     rng = np.random.default_rng(3)
     gold = np.round(rng.uniform(0, 5, size=64), 1)

@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 
 from layerwise import LayerStack, naive_subset_scores, run_bert_lc
-from layerwise.evaluation import split_indices, sts_scores
+from layerwise.evaluation import sts_scores
+from layerwise.methods.lc import split_indices
 from layerwise.pooling import layer_mean
 
 

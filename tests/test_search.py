@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from layerwise import LayerEncoder, LayerSubsetSearch, naive_subset_scores
-from layerwise.search import count_subsets, subset_cosine
+from layerwise.methods.lc.search import count_subsets, subset_cosine
 
 
 def _random_pairs(n=120, k=5, d=8, seed=0):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from sklearn.linear_model import LogisticRegression, Ridge
 
-from layerwise.evaluation.transfer import (
+from layerwise.methods.lc.transfer import (
     CLASSIFIER,
     RidgeScreen,
     TransferFeatures,

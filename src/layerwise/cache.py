@@ -41,7 +41,7 @@ import numpy as np
 from safetensors import safe_open
 from safetensors.numpy import save_file
 
-from .layers import LayerStack
+from layerwise.layers import LayerStack
 
 __all__ = ["CACHE_FORMAT_VERSION", "CacheCorruptError", "LayerCache"]
 

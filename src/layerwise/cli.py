@@ -1,4 +1,4 @@
-"""``layerwise`` command line: a thin layer over :mod:`layerwise.experiments` and :mod:`layerwise.models`."""
+"""``layerwise`` command line: a thin layer over :mod:`layerwise.methods.lc.run` and :mod:`layerwise.encoders.registry`."""
 
 from __future__ import annotations
 
@@ -6,13 +6,13 @@ import argparse
 import logging
 import sys
 
-from .contrastive.poolers import POOLER_KINDS
-from .contrastive.train import OBJECTIVES
-from .data.senteval import TRANSFER_TASKS
-from .data.sts import STS_DATASETS
-from .metrics import AGGREGATIONS
-from .lattemix.config import MODEL_KINDS
-from .models import BUILTIN_MODELS, DEFAULT_MODEL
+from layerwise.modules.poolers import POOLER_KINDS
+from layerwise.methods.layer_attention.train import OBJECTIVES
+from layerwise.data.senteval import TRANSFER_TASKS
+from layerwise.data.sts import STS_DATASETS
+from layerwise.evaluation.metrics import AGGREGATIONS
+from layerwise.methods.lattemix.config import MODEL_KINDS
+from layerwise.encoders.registry import BUILTIN_MODELS, DEFAULT_MODEL
 
 STS_CHOICES = list(STS_DATASETS)
 DEFAULT_TRANSFER = ("mr", "cr", "subj", "sst2", "sst5", "trec", "mrpc")  # the seven tasks in the shared data
@@ -175,7 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _print_search(result: dict, paths: dict) -> None:
-    from .reports import fmt
+    from layerwise.reports import fmt
 
     pl = result["per_layer"]
     print(f"model {result['model']['name']} | data {result['data']['name']} ({result['data']['split']}, "
@@ -198,11 +198,11 @@ def _print_search(result: dict, paths: dict) -> None:
 
 
 def _run_lattemix(args, command) -> int:
-    from .experiments import add_environment
-    from .lattemix import LatteMixConfig, TrainConfig
-    from .lattemix.report import METHOD_NAMES, method_table, write_outputs
-    from .lattemix.run import run_lattemix
-    from .reports import fmt
+    from layerwise.methods.lc.run import add_environment
+    from layerwise.methods.lattemix import LatteMixConfig, TrainConfig
+    from layerwise.methods.lattemix.report import METHOD_NAMES, method_table, write_outputs
+    from layerwise.methods.lattemix.run import run_lattemix
+    from layerwise.reports import fmt
 
     config = LatteMixConfig(n_classes=args.n_classes, n_groups=args.n_groups, latent_dim=args.latent_dim,
                             depth=args.depth, tau=args.tau, beta=args.beta, beta_warmup_steps=args.beta_warmup_steps)
@@ -230,9 +230,9 @@ def _run_lattemix(args, command) -> int:
 def _run_contrastive(args, command) -> int:
     from pathlib import Path
 
-    from .contrastive.run import run_retrieval, run_train
-    from .contrastive.train import ContrastiveConfig
-    from .reports import environment, write_json
+    from layerwise.methods.layer_attention.run import run_retrieval, run_train
+    from layerwise.methods.layer_attention.train import ContrastiveConfig
+    from layerwise.reports import environment, write_json
 
     if args.command == "train":
         cfg = ContrastiveConfig(objective=args.objective, steps=args.steps, batch_size=args.batch_size, lr=args.lr,
@@ -264,10 +264,10 @@ def _run_contrastive(args, command) -> int:
 
 
 def _run_transfer(args, command) -> int:
-    from .reports import fmt
+    from layerwise.reports import fmt
 
     if args.command == "transfer":
-        from .transfer_experiments import run_transfer_tasks, write_transfer_outputs
+        from layerwise.methods.lc.transfer_run import run_transfer_tasks, write_transfer_outputs
 
         if args.shortlist < 0:
             raise ValueError(f"--shortlist must be 0 (exhaustive) or positive, got {args.shortlist}")
@@ -283,7 +283,7 @@ def _run_transfer(args, command) -> int:
             cells = "  ".join(f"{m} {fmt(v['mean'], v['std'])}" for m, v in t["result"]["summary"].items())
             print(f"  {task:5s} {cells}  ({t['encode_seconds']:.0f}s encode, {t['protocol_seconds']:.0f}s protocol)")
     else:
-        from .ablation_experiments import run_ablations, write_ablation_outputs
+        from layerwise.methods.lc.ablation_run import run_ablations, write_ablation_outputs
 
         if args.max_denominator < 2:
             raise ValueError(f"--max-denominator must be at least 2, got {args.max_denominator}")
@@ -306,7 +306,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING if getattr(args, "quiet", False) else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s")
-    from . import experiments, models
+    from layerwise.encoders import registry as models
+    from layerwise.methods.lc import run as experiments
 
     try:
         if args.command == "models":

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .layers import LayerStack, validate_layers
+from layerwise.layers import LayerStack, validate_layers
 
 __all__ = [
     "Pooling",

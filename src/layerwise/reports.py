@@ -23,7 +23,7 @@ def environment(command: list[str] | None = None) -> dict:
     import torch
     import transformers
 
-    from . import __version__
+    from layerwise import __version__
 
     cmd = command if command is not None else sys.argv
     return {

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from .nli import NLIPairs, load_sentences, load_snli, load_wiki_head, snli_sentences
-from .senteval import TRANSFER_TASKS, TransferData, available_transfer, load_transfer
-from .sts import (
+from layerwise.data.nli import NLIPairs, load_sentences, load_snli, load_wiki_head, snli_sentences
+from layerwise.data.senteval import TRANSFER_TASKS, TransferData, available_transfer, load_transfer
+from layerwise.data.sts import (
     AGGREGATIONS,
     DATA_ENV_VAR,
     STS_DATASETS,

@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .sts import resolve_data_dir
+from layerwise.data.sts import resolve_data_dir
 
 logger = logging.getLogger(__name__)
 

@@ -57,8 +57,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .nli import _require_dir
-from .sts import _index_array, _lines, _read_text, resolve_data_dir
+from layerwise.data.nli import _require_dir
+from layerwise.data.sts import _index_array, _lines, _read_text, resolve_data_dir
 
 logger = logging.getLogger(__name__)
 

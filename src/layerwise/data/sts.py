@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..metrics import AGGREGATIONS  # re-exported: every STS result names its aggregation
+from layerwise.evaluation.metrics import AGGREGATIONS  # re-exported: every STS result names its aggregation
 
 logger = logging.getLogger(__name__)
 

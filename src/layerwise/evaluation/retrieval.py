@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..data.nli import _read_lines, _require_dir
+from layerwise.data.nli import _read_lines, _require_dir
 
 logger = logging.getLogger(__name__)
 

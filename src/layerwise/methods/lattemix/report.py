@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..reports import fmt, write_json, write_text
+from layerwise.reports import fmt, write_json, write_text
 
 __all__ = ["method_table", "render_markdown", "write_outputs"]
 

@@ -5,10 +5,10 @@ Status: poolers, losses, the training loop and NLI triplets are here and tested 
 script are not built yet.
 """
 
-from .losses import InBatchLoss, SupervisedHardNegativeLoss, UnsupervisedSimCSELoss
-from .model import SentenceModel
-from .poolers import POOLER_KINDS, LayerPooler, PoolerConfig, build_pooler, load_pooler
-from .train import OBJECTIVES, ContrastiveConfig, nli_triplets, train_contrastive
+from layerwise.losses.contrastive import InBatchLoss, SupervisedHardNegativeLoss, UnsupervisedSimCSELoss
+from layerwise.encoders.trainable import SentenceModel
+from layerwise.modules.poolers import POOLER_KINDS, LayerPooler, PoolerConfig, build_pooler, load_pooler
+from layerwise.methods.layer_attention.train import OBJECTIVES, ContrastiveConfig, nli_triplets, train_contrastive
 
 __all__ = [
     "OBJECTIVES",

@@ -13,9 +13,9 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .layers import LayerStack, validate_layers
-from .tokens import TokenStack
-from .models import DEFAULT_MODEL, ResolvedModel, layerwise_home, resolve_model, weights_sha256
+from layerwise.layers import LayerStack, validate_layers
+from layerwise.encoders.tokens import TokenStack
+from layerwise.encoders.registry import DEFAULT_MODEL, ResolvedModel, layerwise_home, resolve_model, weights_sha256
 
 logger = logging.getLogger(__name__)
 
@@ -159,7 +159,7 @@ class LayerEncoder:
             )
         self.cache = None
         if cache_dir is not False:
-            from .cache import LayerCache
+            from layerwise.cache import LayerCache
 
             root = Path(cache_dir) if cache_dir not in (None, True) else layerwise_home() / "cache"
             self.cache = LayerCache(root, key=self.cache_key())
@@ -249,7 +249,7 @@ class LayerEncoder:
     def encode_tokens(self, texts: Sequence[str], layers) -> TokenStack:
         """Token vectors of the chosen hidden states (not cached: they are large).
 
-        Returns a :class:`~layerwise.tokens.TokenStack` with vectors of shape (total_tokens, len(layers), d),
+        Returns a :class:`~layerwise.encoders.tokens.TokenStack` with vectors of shape (total_tokens, len(layers), d),
         sentence ``i`` owning rows ``offsets[i]:offsets[i + 1]`` (padding removed, special tokens flagged).
         """
         texts = _check_texts(texts)

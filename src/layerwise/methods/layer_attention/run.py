@@ -6,10 +6,10 @@ import csv
 import logging
 from pathlib import Path
 
-from ..data import load_sts, load_wiki_head
-from ..data.nli import load_sentences
-from .model import SentenceModel
-from .train import ContrastiveConfig, nli_triplets, train_contrastive
+from layerwise.data import load_sts, load_wiki_head
+from layerwise.data.nli import load_sentences
+from layerwise.encoders.trainable import SentenceModel
+from layerwise.methods.layer_attention.train import ContrastiveConfig, nli_triplets, train_contrastive
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ def run_retrieval(model_dir, *, data_dir=None, split: str = "dev", indexes=("exa
     ``without_pooler``: embed with the encoder's last-layer mean instead of the trained pooler (the paper's
     "train with the pooler, search without it").
     """
-    from ..evaluation.retrieval import FaissIndex, load_quora_retrieval, search
+    from layerwise.evaluation.retrieval import FaissIndex, load_quora_retrieval, search
 
     data = load_quora_retrieval(data_dir, split)
     sm = SentenceModel.load(model_dir)

@@ -8,9 +8,9 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from ..tokens import TokenStack
-from .divergences import gaussian_mixture_cosine, gaussian_mixture_l2, js_divergence
-from .models import TokenLatentModel
+from layerwise.encoders.tokens import TokenStack
+from layerwise.methods.lattemix.divergences import gaussian_mixture_cosine, gaussian_mixture_l2, js_divergence
+from layerwise.methods.lattemix.models import TokenLatentModel
 
 __all__ = ["Mixtures", "SIMILARITIES", "sentence_mixtures", "pair_similarity"]
 

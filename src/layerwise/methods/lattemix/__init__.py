@@ -5,10 +5,10 @@ posteriors, p(z|m) = 1/K sum_i q(z|u_i), and two sentences are compared by the c
 of their mixtures (categorical VAE), or the closed-form L2 distance of Gaussian mixtures (Normal VAE).
 """
 
-from .config import MODEL_KINDS, LatteMixConfig
-from .models import TokenLatentModel, build_model, gumbel_softmax_sample, load_model
-from .similarity import SIMILARITIES, Mixtures, pair_similarity, sentence_mixtures
-from .train import TrainConfig, train_token_model
+from layerwise.methods.lattemix.config import MODEL_KINDS, LatteMixConfig
+from layerwise.methods.lattemix.models import TokenLatentModel, build_model, gumbel_softmax_sample, load_model
+from layerwise.methods.lattemix.similarity import SIMILARITIES, Mixtures, pair_similarity, sentence_mixtures
+from layerwise.methods.lattemix.train import TrainConfig, train_token_model
 
 __all__ = [
     "MODEL_KINDS",

@@ -8,9 +8,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..encoder import pool_hidden_states
-from ..models import resolve_model
-from .poolers import LayerPooler, PoolerConfig, build_pooler, load_pooler
+from layerwise.encoders.layer_encoder import pool_hidden_states
+from layerwise.encoders.registry import resolve_model
+from layerwise.modules.poolers import LayerPooler, PoolerConfig, build_pooler, load_pooler
 
 __all__ = ["SentenceModel"]
 

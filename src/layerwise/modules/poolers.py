@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .._module_io import load_module_files, save_module_files
+from layerwise.modules.base import load_module_files, save_module_files
 
 __all__ = ["POOLER_KINDS", "PoolerConfig", "LayerPooler", "build_pooler", "load_pooler"]
 

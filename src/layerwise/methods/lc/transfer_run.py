@@ -14,16 +14,16 @@ from pathlib import Path
 
 import numpy as np
 
-from .data.senteval import TransferData, display_name, load_transfer
-from .encoder import LayerEncoder
-from .evaluation.transfer import (
+from layerwise.data.senteval import TransferData, display_name, load_transfer
+from layerwise.encoders.layer_encoder import LayerEncoder
+from layerwise.methods.lc.transfer import (
     CLASSIFIER,
     DEFAULT_RIDGE_ALPHA,
     TransferFeatures,
     TransferResult,
     run_transfer,
 )
-from .reports import environment, fmt, write_json, write_text
+from layerwise.reports import environment, fmt, write_json, write_text
 
 logger = logging.getLogger(__name__)
 

@@ -13,14 +13,14 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..data import load_snli, load_sts, load_wiki_head
-from ..encoder import LayerEncoder
-from ..layers import validate_layers
-from ..metrics import aggregate_correlation, cosine_rows, spearman
-from ..tokens import TokenStack
-from .config import LatteMixConfig
-from .similarity import SIMILARITIES, pair_similarity, sentence_mixtures
-from .train import TrainConfig, train_token_model
+from layerwise.data import load_snli, load_sts, load_wiki_head
+from layerwise.encoders.layer_encoder import LayerEncoder
+from layerwise.layers import validate_layers
+from layerwise.evaluation.metrics import aggregate_correlation, cosine_rows, spearman
+from layerwise.encoders.tokens import TokenStack
+from layerwise.methods.lattemix.config import LatteMixConfig
+from layerwise.methods.lattemix.similarity import SIMILARITIES, pair_similarity, sentence_mixtures
+from layerwise.methods.lattemix.train import TrainConfig, train_token_model
 
 logger = logging.getLogger(__name__)
 

@@ -18,12 +18,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..layers import LayerStack
-from ..pooling import layer_mean
-from ..search import LayerSubsetSearch
-from .protocol import split_indices
-from .sts import sts_scores
-from .transfer import (
+from layerwise.layers import LayerStack
+from layerwise.pooling import layer_mean
+from layerwise.methods.lc.search import LayerSubsetSearch
+from layerwise.methods.lc.protocol import split_indices
+from layerwise.evaluation.sts import sts_scores
+from layerwise.methods.lc.transfer import (
     RidgeScreen,
     TransferFeatures,
     all_subsets,
@@ -158,7 +158,7 @@ def limited_data(
 
     Returns ``{fraction: {"n_train": int, "lc": [...], "last": [...], "layers": [...]}}`` (x100, per seed).
     """
-    from .transfer import default_max_layers
+    from layerwise.methods.lc.transfer import default_max_layers
 
     n_states = data.n_states
     subsets = all_subsets(n_states, default_max_layers(n_states) if max_layers is None else max_layers)

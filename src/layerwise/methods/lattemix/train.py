@@ -10,8 +10,8 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .config import LatteMixConfig
-from .models import TokenLatentModel, build_model
+from layerwise.methods.lattemix.config import LatteMixConfig
+from layerwise.methods.lattemix.models import TokenLatentModel, build_model
 
 logger = logging.getLogger(__name__)
 

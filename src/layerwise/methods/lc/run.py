@@ -12,12 +12,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .data import load_sts
-from .encoder import LayerEncoder
-from .evaluation.protocol import run_bert_lc
-from .evaluation.sts import per_layer_scores
-from .layers import LayerStack
-from .reports import environment, fmt, plot_per_layer, write_json, write_text
+from layerwise.data import load_sts
+from layerwise.encoders.layer_encoder import LayerEncoder
+from layerwise.methods.lc.protocol import run_bert_lc
+from layerwise.evaluation.sts import per_layer_scores
+from layerwise.layers import LayerStack
+from layerwise.reports import environment, fmt, plot_per_layer, write_json, write_text
 
 logger = logging.getLogger(__name__)
 

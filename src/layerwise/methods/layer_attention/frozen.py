@@ -17,10 +17,10 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .losses import InBatchLoss, SupervisedHardNegativeLoss, UnsupervisedSimCSELoss
-from .model import SentenceModel
-from .poolers import LayerPooler
-from .train import ContrastiveConfig, _batch_indices
+from layerwise.losses.contrastive import InBatchLoss, SupervisedHardNegativeLoss, UnsupervisedSimCSELoss
+from layerwise.encoders.trainable import SentenceModel
+from layerwise.modules.poolers import LayerPooler
+from layerwise.methods.layer_attention.train import ContrastiveConfig, _batch_indices
 
 logger = logging.getLogger(__name__)
 
@@ -113,7 +113,7 @@ def train_pooler_on_features(
     clipping, the seed's batch order); with ``dev`` = (vectors of sentences 1, of sentences 2, gold scores),
     STS dev Spearman every ``eval_every`` steps and the best state is loaded back at the end.
     Returns the history {"step", "loss", "dev", "best_dev", "train_seconds", "config"}."""
-    from ..evaluation.sts import sts_scores
+    from layerwise.evaluation.sts import sts_scores
 
     if not config.freeze_encoder:
         raise ValueError("training on precomputed features needs ContrastiveConfig(freeze_encoder=True)")

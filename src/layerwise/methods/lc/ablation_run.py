@@ -14,14 +14,14 @@ from pathlib import Path
 
 import numpy as np
 
-from .data import load_sts
-from .data.sts import sts_display_name
-from .data.senteval import canonical_task, display_name, load_transfer
-from .encoder import LayerEncoder
-from .evaluation.ablation import LIMITED_FRACTIONS, ablate_sts, ablate_transfer, limited_data
-from .experiments import encode_pairs
-from .reports import environment, fmt, plot_lines, write_json, write_text
-from .transfer_experiments import encode_task
+from layerwise.data import load_sts
+from layerwise.data.sts import sts_display_name
+from layerwise.data.senteval import canonical_task, display_name, load_transfer
+from layerwise.encoders.layer_encoder import LayerEncoder
+from layerwise.methods.lc.ablation import LIMITED_FRACTIONS, ablate_sts, ablate_transfer, limited_data
+from layerwise.methods.lc.run import encode_pairs
+from layerwise.reports import environment, fmt, plot_lines, write_json, write_text
+from layerwise.methods.lc.transfer_run import encode_task
 
 logger = logging.getLogger(__name__)
 

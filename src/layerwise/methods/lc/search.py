@@ -13,7 +13,7 @@ The search enumerates subsets depth-first, extending a prefix ``P`` by one state
     R_{P + {l}}[l'] = R_P[l'] + G[l', l]          (only for l' > l),
 
 so each subset costs O(n) work for the n pairs instead of O(n |D| d). Cosines are then ranked for all
-subsets at once (:func:`layerwise.metrics.spearman_rows`). The result equals averaging the chosen
+subsets at once (:func:`layerwise.evaluation.metrics.spearman_rows`). The result equals averaging the chosen
 layers' vectors and taking cosine (:func:`naive_subset_scores`, the paper's "Method 2", is the reference
 the tests compare with).
 """
@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .metrics import AGGREGATIONS, RankCorrelator, aggregate_correlation, cosine_rows
+from layerwise.evaluation.metrics import AGGREGATIONS, RankCorrelator, aggregate_correlation, cosine_rows
 
 logger = logging.getLogger(__name__)
 

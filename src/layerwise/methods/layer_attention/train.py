@@ -17,8 +17,8 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .losses import InBatchLoss, SupervisedHardNegativeLoss, UnsupervisedSimCSELoss
-from .model import SentenceModel
+from layerwise.losses.contrastive import InBatchLoss, SupervisedHardNegativeLoss, UnsupervisedSimCSELoss
+from layerwise.encoders.trainable import SentenceModel
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ def nli_triplets(data_dir=None) -> list[tuple[str, str, str]]:
     About 5.9k triplets from the SNLI dev and test sets available here, not the 275k of SimCSE's NLI file:
     results trained on them must say so.
     """
-    from ..data import load_snli
+    from layerwise.data import load_snli
 
     pairs = load_snli(data_dir, "all")
     ent: dict[str, str] = {}
@@ -91,7 +91,7 @@ def _loss(model: SentenceModel, objective: str, batch, tau: float) -> torch.Tens
 
 
 def _dev_score(model: SentenceModel, dev) -> float:
-    from ..evaluation.sts import sts_scores
+    from layerwise.evaluation.sts import sts_scores
 
     e1 = model.encode(list(dev.sentences1))
     e2 = model.encode(list(dev.sentences2))

@@ -37,8 +37,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
-from ..layers import LayerStack, validate_layers
-from ..pooling import apply_head, named_selections, random_layers
+from layerwise.layers import LayerStack, validate_layers
+from layerwise.pooling import apply_head, named_selections, random_layers
 
 logger = logging.getLogger(__name__)
 

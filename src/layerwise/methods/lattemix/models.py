@@ -24,9 +24,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .._module_io import load_module_files, save_module_files
-from .config import LatteMixConfig
-from .divergences import kl_categorical_uniform, kl_normal_standard
+from layerwise.modules.base import load_module_files, save_module_files
+from layerwise.methods.lattemix.config import LatteMixConfig
+from layerwise.methods.lattemix.divergences import kl_categorical_uniform, kl_normal_standard
 
 __all__ = ["TokenLatentModel", "build_model", "gumbel_softmax_sample", "load_model"]
 
