@@ -1,0 +1,145 @@
+"""Real truncation: the cut model's output equals the full model's hidden state l, for every architecture."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from layerwise.methods.truncated.truncate import (
+    NO_EMPTY_ENCODER,
+    count_parameters,
+    find_layers,
+    hidden_state,
+    truncate_encoder,
+)
+
+from conftest import WORDS
+
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+def _configs():
+    from transformers import (BertConfig, DebertaV2Config, ElectraConfig, MPNetConfig, RobertaConfig)
+
+    common = dict(vocab_size=len(SPECIALS) + len(WORDS), hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
+                  intermediate_size=37, max_position_embeddings=64, pad_token_id=0)
+    return {
+        "bert": BertConfig(**common),
+        "roberta": RobertaConfig(**{**common, "max_position_embeddings": 66}),
+        "mpnet": MPNetConfig(**{**common, "max_position_embeddings": 66}),
+        "deberta-v2": DebertaV2Config(**common),
+        # ELECTRA discriminator: embeddings smaller than the hidden size, so the embedding projection is used
+        "electra-discriminator": ElectraConfig(**{**common, "embedding_size": 16}),
+        # ELECTRA generator: a smaller hidden size with embeddings of the same size (no projection)
+        "electra-generator": ElectraConfig(**{**common, "hidden_size": 16, "embedding_size": 16,
+                                              "intermediate_size": 20}),
+    }
+
+
+CONFIGS = list(_configs())
+
+
+def _model(name: str):
+    from transformers import AutoModel
+
+    torch.manual_seed(0)
+    return AutoModel.from_config(_configs()[name]).eval()
+
+
+def _inputs():
+    from transformers import BertTokenizerFast
+
+    tok = BertTokenizerFast(vocab={w: i for i, w in enumerate(SPECIALS + WORDS)}, do_lower_case=True)
+    return tok(["a man is playing guitar .", "the dog runs in the park with a red ball on the street ."],
+               padding=True, return_tensors="pt")
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+@pytest.mark.parametrize("layer", [0, 1, 2, 3])
+def test_truncated_output_equals_hidden_state_l_of_the_full_model(name, layer):
+    full = _model(name)
+    if layer == 0 and full.config.model_type in NO_EMPTY_ENCODER:
+        with pytest.raises(ValueError, match="cannot keep 0 layers"):
+            truncate_encoder(full, 0)
+        return
+    inputs = _inputs()
+    want = hidden_state(full, layer, **inputs)
+    cut = truncate_encoder(full, layer)
+    assert cut.config.num_hidden_layers == layer and full.config.num_hidden_layers == 3  # the original is untouched
+    assert len(find_layers(cut)[2]) == layer
+    with torch.no_grad():
+        got = cut(**inputs).last_hidden_state
+    mask = inputs["attention_mask"].bool()
+    torch.testing.assert_close(got[mask], want[mask], rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["bert", "electra-discriminator", "deberta-v2"])
+def test_the_attention_mask_is_honoured(name):
+    """Padding a sentence with another, longer one does not change its truncated vectors."""
+    cut = truncate_encoder(_model(name), 2)
+    inputs = _inputs()
+    alone = {k: v[:1, : int(inputs["attention_mask"][0].sum())] for k, v in inputs.items()}
+    with torch.no_grad():
+        padded = cut(**inputs).last_hidden_state[0, : alone["input_ids"].shape[1]]
+        single = cut(**alone).last_hidden_state[0]
+    torch.testing.assert_close(padded, single, rtol=0, atol=1e-5)
+
+
+def test_parameters_shrink_by_whole_layers_and_exclude_the_pooler():
+    full = _model("bert")
+    per_layer = sum(p.numel() for p in full.encoder.layer[0].parameters())
+    assert count_parameters(full) - count_parameters(truncate_encoder(full, 1)) == 2 * per_layer
+    assert count_parameters(full, exclude_pooler=False) - count_parameters(full) == 32 * 32 + 32
+
+
+def test_bad_layer_is_a_clear_error():
+    with pytest.raises(ValueError, match=r"hidden state 0\.\.3"):
+        truncate_encoder(_model("bert"), 4)
+    with pytest.raises(ValueError, match="hidden state"):
+        truncate_encoder(_model("bert"), -1)
+
+
+def _tokenizer():
+    from transformers import BertTokenizerFast
+
+    return BertTokenizerFast(vocab={w: i for i, w in enumerate(SPECIALS + WORDS)}, do_lower_case=True)
+
+
+@pytest.mark.parametrize("name", ["bert", "mpnet", "electra-discriminator", "electra-generator"])
+def test_truncated_save_loads_with_automodel_and_sentence_transformers(tmp_path, name):
+    from sentence_transformers import SentenceTransformer
+    from transformers import AutoModel
+
+    from layerwise.encoders.layer_encoder import pool_hidden_states
+    from layerwise.export import write_sentence_transformer
+
+    cut = truncate_encoder(_model(name), 2)
+    folder = write_sentence_transformer(cut, _tokenizer(), tmp_path / "cut", provenance={"layer": 2})
+    inputs = _inputs()
+    loaded = AutoModel.from_pretrained(folder, local_files_only=True).eval()
+    assert loaded.config.num_hidden_layers == 2 and len(find_layers(loaded)[2]) == 2
+    with torch.no_grad():
+        want = cut(**inputs).last_hidden_state
+        torch.testing.assert_close(loaded(**inputs).last_hidden_state, want)
+    mean = pool_hidden_states((want,), inputs["attention_mask"])[1][:, 0]
+    st = SentenceTransformer(str(folder), device="cpu", trust_remote_code=False)
+    got = st.encode(["a man is playing guitar .", "the dog runs in the park with a red ball on the street ."],
+                    convert_to_numpy=True)
+    torch.testing.assert_close(torch.from_numpy(got), mean, rtol=1e-5, atol=1e-5)
+
+
+def test_export_never_touches_a_folder_it_did_not_write(tmp_path):
+    from layerwise.export import write_sentence_transformer
+
+    user = tmp_path / "mine"
+    user.mkdir()
+    (user / "notes.txt").write_text("keep me")
+    cut = truncate_encoder(_model("bert"), 1)
+    with pytest.raises(FileExistsError, match="not written by layerwise"):
+        write_sentence_transformer(cut, _tokenizer(), user)
+    assert (user / "notes.txt").read_text() == "keep me"
+    out = write_sentence_transformer(cut, _tokenizer(), tmp_path / "export")
+    with pytest.raises(FileExistsError, match="overwrite"):
+        write_sentence_transformer(cut, _tokenizer(), out)
+    write_sentence_transformer(cut, _tokenizer(), out, overwrite=True)
+    assert not list(tmp_path.glob(".export.tmp-*"))
