@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from layerwise.data.nli import NLIPairs, load_sentences, load_snli, load_wiki_head, snli_sentences
 from layerwise.data.senteval import TRANSFER_TASKS, TransferData, available_transfer, load_transfer
+from layerwise.data.wordsim import WORDSIM_FILES, WordSimData, available_wordsim, load_wordsim
 from layerwise.data.sts import (
     AGGREGATIONS,
     DATA_ENV_VAR,
@@ -19,6 +20,10 @@ __all__ = [
     "DATA_ENV_VAR",
     "STS_DATASETS",
     "TRANSFER_TASKS",
+    "WORDSIM_FILES",
+    "WordSimData",
+    "available_wordsim",
+    "load_wordsim",
     "NLIPairs",
     "STSData",
     "TransferData",

@@ -1,0 +1,102 @@
+"""Per-layer word similarity of any encoder: each hidden state's Spearman on each word-similarity set.
+
+A word is encoded alone (``[CLS] word [SEP]``); its vector at hidden state l is the mean of its sub-word tokens' vectors
+there (special tokens left out). For each set, the cosine of every pair's vectors is ranked against the gold scores.
+TMFT's word-similarity pre-step trains on these pairs; this analysis says, with no training, which layers already
+hold lexical similarity.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from layerwise.data.checksum import content_checksum
+from layerwise.data.wordsim import WordSimData
+from layerwise.evaluation.metrics import cosine_rows, spearman
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["WordSimLayers", "per_layer_wordsim", "render_wordsim_markdown", "word_vectors", "write_wordsim_outputs"]
+
+
+@dataclass(frozen=True)
+class WordSimLayers:
+    """Spearman x100 of every hidden state (0 = embedding output) on every word-similarity set."""
+
+    model: dict  # ModelIdentity as a dict
+    scores: dict[str, list[float]]  # set name -> (L + 1) Spearman x100
+    n_pairs: dict[str, int]
+    data: dict[str, dict]  # set name -> {"source": file, "checksum": content sha256}
+    n_words: int  # distinct words encoded
+
+    def best_layer(self, name: str) -> int:
+        return int(np.nanargmax(self.scores[name]))
+
+    def to_dict(self) -> dict:
+        return {"kind": "wordsim", "schema": 1, **asdict(self)}
+
+
+def word_vectors(encoder, words: Sequence[str]) -> np.ndarray:
+    """(n_words, L + 1, d): the mean of each word's sub-word token vectors at every hidden state, specials left out."""
+    layers = tuple(range(encoder.n_states))
+    tokens = encoder.encode_tokens(list(words), layers)
+    return np.stack([tokens.pool(layer, "mean", include_special=False) for layer in layers], axis=1)
+
+
+def per_layer_wordsim(encoder, datasets: Sequence[WordSimData]) -> WordSimLayers:
+    """Score every hidden state of ``encoder`` (a :class:`~layerwise.encoders.LayerEncoder`) on every set."""
+    if not datasets:
+        raise ValueError("no word-similarity sets given")
+    words = sorted({w for d in datasets for w in (*d.words1, *d.words2)})
+    index = {w: i for i, w in enumerate(words)}
+    vecs = word_vectors(encoder, words)  # (n_words, K, d)
+    scores, n_pairs, data = {}, {}, {}
+    for d in datasets:
+        a = vecs[[index[w] for w in d.words1]]
+        b = vecs[[index[w] for w in d.words2]]
+        scores[d.name] = [100.0 * spearman(cosine_rows(a[:, k], b[:, k]), d.scores) for k in range(vecs.shape[1])]
+        n_pairs[d.name] = len(d)
+        data[d.name] = {"source": d.source, "checksum": content_checksum(d)}
+    return WordSimLayers(model=encoder.identity.to_dict(), scores=scores, n_pairs=n_pairs, data=data,
+                         n_words=len(words))
+
+
+def render_wordsim_markdown(result: WordSimLayers, environment: dict | None = None) -> str:
+    names = list(result.scores)
+    n_states = len(next(iter(result.scores.values())))
+    lines = [f"# Per-layer word similarity: {result.model['name']}", "",
+             "Spearman x100 of the cosine of word vectors (mean of sub-word tokens, special tokens left out; each word "
+             "encoded alone) against the gold scores, for every hidden state (0 = embedding output).", "",
+             "| hidden state | " + " | ".join(f"{n} ({result.n_pairs[n]} pairs)" for n in names) + " |",
+             "|---" * (len(names) + 1) + "|"]
+    for k in range(n_states):
+        cells = []
+        for n in names:
+            v = result.scores[n][k]
+            cells.append(f"**{v:.2f}**" if k == result.best_layer(n) else f"{v:.2f}")
+        lines.append(f"| {k} | " + " | ".join(cells) + " |")
+    lines += ["", "Best hidden state per set in bold."]
+    if environment:
+        lines += ["", f"Command: `{environment['command']}`; date {environment['date']}; "
+                      f"layerwise {environment['versions']['layerwise']}, torch {environment['versions']['torch']}."]
+    return "\n".join(lines) + "\n"
+
+
+def write_wordsim_outputs(result: WordSimLayers, output: str | Path, environment: dict) -> dict[str, Path]:
+    """``wordsim-<model>.{json,md,png}`` in ``output``."""
+    from layerwise.reports import plot_lines, write_json, write_text
+
+    output = Path(output)
+    stem = f"wordsim-{Path(result.model['name']).name}"
+    paths = {"json": write_json(output / f"{stem}.json", {**result.to_dict(), "environment": environment}),
+             "markdown": write_text(output / f"{stem}.md", render_wordsim_markdown(result, environment))}
+    series = {n: (list(range(len(v))), v, None) for n, v in result.scores.items()}
+    paths["plot"] = plot_lines(series, output / f"{stem}.png", title=f"word similarity per hidden state: "
+                               f"{result.model['name']}", xlabel="hidden state (0 = embedding output)",
+                               ylabel="Spearman x 100", xticks=list(range(len(next(iter(series.values()))[0]))))
+    return paths
