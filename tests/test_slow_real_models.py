@@ -1,0 +1,91 @@
+"""Slow tests on the real pretrained encoders (`make test-slow`; deselected by default).
+
+Each pairs a fast path with a real library or a slow twin on real weights and data: the layer encoder against
+sentence-transformers' own `encode`, the exact subset search against the naive search, a truncated export against
+the full model's hidden state, and the word-similarity analysis on the shared data.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import SHARED_DATA
+
+pytestmark = pytest.mark.slow
+
+
+def _minilm_path():
+    from layerwise.encoders.registry import BUILTIN_MODELS
+
+    path = BUILTIN_MODELS["all-MiniLM-L6-v2"].locate()
+    if path is None:
+        pytest.skip("all-MiniLM-L6-v2 is not installed (make setup installs it)")
+    return path
+
+
+def test_layer_encoder_last_layer_equals_sentence_transformers_encode(tmp_path):
+    from sentence_transformers import SentenceTransformer
+
+    from layerwise import LayerEncoder
+    from layerwise.data import load_sts
+
+    path = _minilm_path()
+    texts = list(load_sts("stsb", split="test").sentences1[:200])
+    stack = LayerEncoder(path, cache_dir=tmp_path, show_progress=False).encode(texts)
+    ours = stack.mean[:, -1] / np.linalg.norm(stack.mean[:, -1], axis=1, keepdims=True)
+    theirs = SentenceTransformer(str(path), device="cpu").encode(texts, batch_size=64)  # mean pooling + Normalize
+    np.testing.assert_allclose(ours, theirs, atol=2e-5)
+
+
+def test_exact_search_equals_naive_search_on_real_stsb(tmp_path):
+    from layerwise import LayerEncoder, LayerSubsetSearch, naive_subset_scores
+    from layerwise.data import load_sts
+
+    data = load_sts("stsb", split="dev")
+    enc = LayerEncoder(_minilm_path(), cache_dir=tmp_path, show_progress=False)
+    a, b = enc.encode(data.sentences1).mean, enc.encode(data.sentences2).mean
+    search = LayerSubsetSearch().fit(a, b, data.scores)
+    naive = naive_subset_scores(a, b, data.scores)
+    best_naive = max(naive, key=naive.get)
+    assert search.best_layers_ == best_naive
+    want = np.array([naive[s] for s in search.subsets_])
+    scale = 100.0 if abs(search.best_score_) > 1.0 else 1.0  # scores are x100 in the public API
+    np.testing.assert_allclose(search.scores_ / scale, want / (100.0 if abs(want).max() > 1.0 else 1.0), atol=1e-6)
+
+
+def test_truncated_minilm_export_equals_hidden_state_3(tmp_path):
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from transformers import AutoModel, AutoTokenizer
+
+    from layerwise.encoders.layer_encoder import pool_hidden_states
+    from layerwise.export import write_sentence_transformer
+    from layerwise.methods.truncated.truncate import count_parameters, truncate_encoder
+
+    path = _minilm_path()
+    tok = AutoTokenizer.from_pretrained(path)
+    full = AutoModel.from_pretrained(path).eval()
+    cut = truncate_encoder(full, 3)
+    assert count_parameters(cut) < count_parameters(full)
+    folder = write_sentence_transformer(cut, tok, tmp_path / "minilm-l3")
+    texts = ["A man is playing a guitar.", "Two dogs run through a snowy field near the trees."]
+    enc = tok(texts, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        hidden = full(**enc, output_hidden_states=True).hidden_states
+    want = pool_hidden_states(hidden, enc["attention_mask"])[1][:, 3].numpy()
+    got = SentenceTransformer(str(folder), device="cpu").encode(texts)
+    np.testing.assert_allclose(got, want, atol=1e-5)
+
+
+def test_wordsim_on_the_shared_data_is_in_a_sane_range(tmp_path):
+    from layerwise import LayerEncoder
+    from layerwise.data import load_wordsim
+    from layerwise.methods.truncated.wordsim import per_layer_wordsim
+
+    if not (SHARED_DATA / "wordsim").is_dir():
+        pytest.skip(f"no shared data at {SHARED_DATA}")
+    enc = LayerEncoder(_minilm_path(), cache_dir=False, show_progress=False)
+    result = per_layer_wordsim(enc, [load_wordsim("rg65", SHARED_DATA)])
+    assert len(result.scores["rg65"]) == 7
+    assert 30 < max(result.scores["rg65"]) < 100  # a trained encoder ranks word pairs far better than chance
