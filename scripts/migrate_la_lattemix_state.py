@@ -75,7 +75,7 @@ def _run_result(old: dict):
 
 
 def migrate_layer_attention(store: ResultsStore, data_dir: str, results: Path) -> list[Path]:
-    from layerwise.methods.layer_attention.experiment import PAGE, data_checksums, load_grid_data
+    from layerwise.methods.layer_attention.experiment import PAGE_NAME as PAGE, data_checksums, load_grid_data
     from layerwise.methods.layer_attention.grid import GridConfig, run_key, run_name
 
     page_json = results / "layer-attention.json"
@@ -126,7 +126,7 @@ def _check_text(part: str, recorded: dict, page, sets, limit, data_dir) -> dict:
 def migrate_lattemix(store: ResultsStore, data_dir: str, source: Path) -> list[Path]:
     from dataclasses import replace
 
-    from layerwise.methods.lattemix.experiment import PAGE
+    from layerwise.methods.lattemix.experiment import PAGE_NAME as PAGE
     from layerwise.methods.lattemix.grid import (KindResult, LayerPoint, MainResult, PageConfig, SweepRow, part_key,
                                                  variant_name)
 

@@ -117,6 +117,23 @@ def test_layer_attention_grid_refuses_unknown_settings():
         grid_config({"grid": {"stepz": 3}})
     with pytest.raises(ValueError, match="unknown poolers"):
         grid_config({"grid": {"poolers": ["first_last_means"]}})
+    with pytest.raises(ValueError, match="unknown layer-attention page options"):
+        grid_config({"gird": {}})
+
+
+def test_lattemix_page_and_run_configs_refuse_bad_settings():
+    from layerwise.methods.lattemix import LatteMixRun
+    from layerwise.methods.lattemix.pages import page_config
+
+    with pytest.raises(ValueError, match="unknown lattemix page settings"):
+        page_config({"page": {"seedz": [0]}})
+    with pytest.raises(ValueError, match="unknown lattemix page options"):
+        page_config({"pages": {}})
+    with pytest.raises(ValueError, match="unknown model kinds"):
+        LatteMixRun(kinds=("vae",))
+    with pytest.raises(ValueError, match="seeds is empty"):
+        LatteMixRun(seeds=())
+    assert LatteMixRun(seeds=(3,)).to_dict()["seeds"] == (3,)
 
 
 def test_lattemix_page_runs_resumes_and_renders(tiny_bert, tmp_path, monkeypatch):

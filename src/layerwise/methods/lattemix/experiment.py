@@ -21,9 +21,9 @@ from layerwise.methods.lattemix.run import evaluate_baselines, evaluate_config, 
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PAGE", "run_curve", "run_main", "run_sweep", "text_checksums"]
+__all__ = ["PAGE_NAME", "run_curve", "run_main", "run_sweep", "text_checksums"]
 
-PAGE = "lattemix"
+PAGE_NAME = "lattemix"
 
 
 def text_checksums(page: PageConfig, sets, train_limit: int, data_dir=None) -> dict:
@@ -64,7 +64,7 @@ def run_main(page: PageConfig, store: ResultsStore, model: str, *, data_dir=None
     key = part_key(page, model_key(enc.identity), text_checksums(page, sets, page.train_limit, data_dir),
                    layer=layer, config=config, seeds=page.seeds, train_limit=page.train_limit, kinds=page.kinds)
     name = f"main-{_short(model)}"
-    if store.load(PAGE, name, key) is not None:
+    if store.load(PAGE_NAME, name, key) is not None:
         return False
     t0 = time.perf_counter()
     data = _prepare(page, enc, sets, (layer,), page.train_limit, data_dir)
@@ -73,7 +73,7 @@ def run_main(page: PageConfig, store: ResultsStore, model: str, *, data_dir=None
     result = MainResult(model=data.model, layer=layer, training_text=data.train_info, seconds=data.seconds,
                         data={n: {"split": d.split, "n_pairs": len(d)} for n, (d, _, _) in data.datasets.items()},
                         baselines=base, runs=runs, total_seconds=time.perf_counter() - t0)
-    store.save(Part(PAGE, name, key, result.to_payload(), runs=[run_record(command)]))
+    store.save(Part(PAGE_NAME, name, key, result.to_payload(), runs=[run_record(command)]))
     return True
 
 
@@ -85,7 +85,7 @@ def run_curve(page: PageConfig, store: ResultsStore, model: str, *, data_dir=Non
     keys = {layer: part_key(page, model_key(enc.identity), sums, layer=layer, config=config, seeds=page.seeds[:1],
                             train_limit=page.layer_train_limit) for layer in range(enc.n_states)}
     todo = [layer for layer, key in keys.items()
-            if store.load(PAGE, f"layer-{_short(model)}-{layer}", key) is None]
+            if store.load(PAGE_NAME, f"layer-{_short(model)}-{layer}", key) is None]
     if not todo:
         return 0
     data = _prepare(page, enc, page.small_sets, todo, page.layer_train_limit, data_dir)
@@ -93,7 +93,7 @@ def run_curve(page: PageConfig, store: ResultsStore, model: str, *, data_dir=Non
         base = evaluate_baselines(data, layer, aggregation=page.aggregation)
         run = _train(page, data, config, layer, page.seeds[:1])
         point = LayerPoint(layer=layer, mean=base["mean"], categorical=run.scores, training_text=data.train_info)
-        store.save(Part(PAGE, f"layer-{_short(model)}-{layer}", keys[layer], point.to_payload(),
+        store.save(Part(PAGE_NAME, f"layer-{_short(model)}-{layer}", keys[layer], point.to_payload(),
                         runs=[run_record(command)]))
     return len(todo)
 
@@ -110,7 +110,7 @@ def run_sweep(page: PageConfig, store: ResultsStore, model: str, *, data_dir=Non
         key = part_key(page, model_key(enc.identity), sums, layer=layer, config=config, seeds=page.seeds[:1],
                        train_limit=page.sweep_train_limit)
         name = f"sweep-{_short(model)}-{variant_name(vary, change)}"
-        if store.load(PAGE, name, key) is None:
+        if store.load(PAGE_NAME, name, key) is None:
             todo.append((vary, change, config, key, name))
     if not todo:
         return 0
@@ -119,5 +119,5 @@ def run_sweep(page: PageConfig, store: ResultsStore, model: str, *, data_dir=Non
         run = _train(page, data, config, layer, page.seeds[:1])
         row = SweepRow(vary=vary, change=dict(change), config=run.config, scores=run.scores,
                        train_seconds=run.train_seconds, training_text=data.train_info)
-        store.save(Part(PAGE, name, key, row.to_payload(), runs=[run_record(command)]))
+        store.save(Part(PAGE_NAME, name, key, row.to_payload(), runs=[run_record(command)]))
     return len(todo)

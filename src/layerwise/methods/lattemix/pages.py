@@ -12,16 +12,20 @@ from pathlib import Path
 
 from layerwise.experiments.page_parts import latest_by_name, provenance_lines, save_png
 from layerwise.experiments.registry import PageContext, ResultsPage, register
+from layerwise.methods.lattemix.experiment import PAGE_NAME
 from layerwise.methods.lattemix.grid import LayerPoint, MainResult, PageConfig, SweepRow, variant_name
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["PAGE", "load_page_parts", "page_config", "render", "run"]
 
-NAME = "lattemix"
+NAME = PAGE_NAME
 
 
 def page_config(options: dict | None = None) -> PageConfig:
+    bad = sorted(set(options or {}) - {"page"})
+    if bad:
+        raise ValueError(f"unknown lattemix page options {bad}; valid: page")
     over = dict((options or {}).get("page", {}))
     known = {f.name for f in fields(PageConfig)}
     bad = sorted(set(over) - known)
@@ -52,7 +56,8 @@ def load_page_parts(ctx: PageContext):
     first = Path(page.models[0]).name
     used = [stored[n] for n in (f"main-{Path(m).name}" for m in page.models) if n in stored]
     main = [MainResult.from_payload(p.payload) for p in used]
-    layers = sorted((p for n, p in stored.items() if n.startswith(f"layer-{first}-")), key=lambda p: p.key["layer"])
+    layers = sorted((p for n, p in stored.items() if n.startswith(f"layer-{first}-")
+                     and n.removeprefix(f"layer-{first}-").isdigit()), key=lambda p: p.key["layer"])
     sweep = [stored[n] for n in (f"sweep-{first}-{variant_name(v, c)}" for v, c in page.sweep) if n in stored]
     seed_from = layers or sweep
     return PageParts(main=main, layers=[LayerPoint(**p.payload) for p in layers],

@@ -24,9 +24,9 @@ from layerwise.methods.layer_attention.grid import GridConfig, RunResult, Search
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["GridData", "data_checksums", "load_grid_data", "run_encoder_runs", "run_frozen_grid", "sts_spearman"]
+__all__ = ["PAGE_NAME", "GridData", "data_checksums", "load_grid_data", "run_encoder_runs", "run_frozen_grid", "sts_spearman"]
 
-PAGE = "layer-attention"
+PAGE_NAME = "layer-attention"
 
 
 @dataclass
@@ -82,14 +82,14 @@ def _missing(config: GridConfig, store: ResultsStore, regime: str, model: dict, 
     out = []
     for obj, pooler, seed in config.runs(regime):
         key = run_key(config, model, sums, regime, obj, pooler, seed)
-        if store.load(PAGE, run_name(regime, obj, pooler, seed), key) is None:
+        if store.load(PAGE_NAME, run_name(regime, obj, pooler, seed), key) is None:
             out.append((obj, pooler, seed, key))
     return out
 
 
 def _save(store: ResultsStore, result: RunResult, key: dict, command) -> None:
     name = run_name(result.regime, result.objective, result.pooler, result.seed)
-    store.save(Part(PAGE, name, key, result.to_payload(), runs=[run_record(command)]))
+    store.save(Part(PAGE_NAME, name, key, result.to_payload(), runs=[run_record(command)]))
     logger.info("%s: STS %s", name, ", ".join(f"{k} {v:.2f}" for k, v in result.sts.items()))
 
 
@@ -104,13 +104,15 @@ class _FrozenFeatures:
         sm = SentenceModel.from_pretrained(config.model, pooler="last_cls", max_length=config.max_length)
         self.n_states, self.hidden = sm.encoder.config.num_hidden_layers + 1, sm.encoder.config.hidden_size
 
-        def feats(texts):
-            return compute_features(sm, list(texts), dropout=False)
+        show = logger.isEnabledFor(logging.INFO)
 
-        self.sts = {n: (feats(d.sentences1), feats(d.sentences2)) for n, d in data.sts.items()}
+        def feats(texts, desc="layer vectors"):
+            return compute_features(sm, list(texts), dropout=False, show_progress=show, desc=desc)
+
+        self.sts = {n: (feats(d.sentences1, f"{n} 1"), feats(d.sentences2, f"{n} 2")) for n, d in data.sts.items()}
         self.dev = (feats(data.dev.sentences1), feats(data.dev.sentences2), data.dev.scores)
-        self.views = {o: training_views(sm, o, data.examples[o][0], seed=0) for o in objectives}
-        self.quora = feats(data.quora.corpus) if data.quora is not None else None
+        self.views = {o: training_views(sm, o, data.examples[o][0], seed=0, show_progress=show) for o in objectives}
+        self.quora = feats(data.quora.corpus, "quora") if data.quora is not None else None
         self.without = (SearchRow.from_search(search(data.quora, self.quora.mean[:, -1].numpy()))
                         if data.quora is not None else None)
 

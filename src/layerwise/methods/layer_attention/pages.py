@@ -12,17 +12,22 @@ from pathlib import Path
 
 from layerwise.experiments.page_parts import latest_by_name, provenance_lines, save_png
 from layerwise.experiments.registry import PageContext, ResultsPage, register
+from layerwise.methods.layer_attention.experiment import PAGE_NAME
 from layerwise.methods.layer_attention.grid import GridConfig, RetrievalSettings, RunResult, run_name
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["PAGE", "grid_config", "load_page_runs", "render", "run"]
 
-NAME = "layer-attention"
+NAME = PAGE_NAME
+OPTIONS = ("grid", "train_encoder")
 
 
 def grid_config(options: dict | None = None) -> GridConfig:
     """The page's grid with ``options["grid"]`` overrides; unknown fields are refused with the valid ones named."""
+    bad = sorted(set(options or {}) - set(OPTIONS))
+    if bad:
+        raise ValueError(f"unknown layer-attention page options {bad}; valid: {', '.join(OPTIONS)}")
     over = dict((options or {}).get("grid", {}))
     known = {f.name for f in fields(GridConfig)}
     bad = sorted(set(over) - known)
@@ -56,13 +61,12 @@ def load_page_runs(ctx: PageContext):
 
     config = grid_config(ctx.options)
     parts = latest_by_name(ctx.store.parts(NAME))
-    runs, used, not_run = [], [], []
+    runs, used, not_run = [], [], {"frozen": [], "encoder": []}
     for regime in config.regimes:
         for obj, pooler, seed in config.runs(regime):
             part = parts.get(run_name(regime, obj, pooler, seed))
             if part is None:
-                if regime == "encoder":
-                    not_run.append(f"{obj} / {pooler} / seed {seed}")
+                not_run[regime].append(f"{obj} / {pooler} / seed {seed}")
                 continue
             runs.append(RunResult.from_payload(part.payload))
             used.append(part)

@@ -20,7 +20,7 @@ class PageRuns:
     model: str  # model name from the runs' keys
     runs: list[RunResult]
     provenance: list[str] = field(default_factory=list)  # markdown bullet lines (commands, dates, versions)
-    not_run: list[str] = field(default_factory=list)  # "objective / pooler / seed n" of the grid runs not stored
+    not_run: dict[str, list[str]] = field(default_factory=dict)  # regime -> "objective / pooler / seed n" not stored
 
     def regime(self, regime: str) -> list[RunResult]:
         return [r for r in self.runs if r.regime == regime]
@@ -110,13 +110,16 @@ def _header(page: PageRuns) -> list[str]:
 
 def _frozen_section(page: PageRuns) -> list[str]:
     frozen, cfg = page.regime("frozen"), page.config
+    missing = page.not_run.get("frozen", [])
     if not frozen:
-        return []
+        return ["## Frozen encoder", "", "Not run yet: `layerwise results run layer-attention` computes it.", ""] if missing else []
     lines = [f"## Frozen encoder: every pooler, both objectives, {len(cfg.frozen_seeds)} seeds (mean ± std over seeds)",
              "", "The encoder's layer vectors are computed once (training views with dropout: two independent passes "
              "for unsup, one per column for sup_hard_neg; evaluation without dropout) and only the pooler trains, "
              "so the dropout noise is drawn once per example rather than at every step.", "",
              "![frozen grid](layer-attention-frozen.png)", ""]
+    if missing:
+        lines += ["**Not run yet**: " + "; ".join(missing) + " (objective / pooler / seed).", ""]
     for obj in cfg.objectives:
         lines += [f"### `{obj}`", "", *_sts_table(frozen, page.sets, cfg.poolers, obj), "",
                   _verdict(frozen, cfg.poolers, obj), ""]
@@ -131,8 +134,8 @@ def _frozen_section(page: PageRuns) -> list[str]:
 def _encoder_section(page: PageRuns) -> list[str]:
     enc, cfg = page.regime("encoder"), page.config
     lines = ["## Encoder trained with the pooler (the paper's setting)", ""]
-    if page.not_run:
-        lines += ["**Not run yet**: " + "; ".join(page.not_run) + " (objective / pooler / seed). "
+    if page.not_run.get("encoder"):
+        lines += ["**Not run yet**: " + "; ".join(page.not_run["encoder"]) + " (objective / pooler / seed). "
                   "`layerwise results run layer-attention` trains them (resumable).", ""]
     if not enc:
         return lines + ["The conclusions above are about poolers on a frozen encoder only.", ""]
