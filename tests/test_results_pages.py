@@ -162,3 +162,37 @@ def test_lattemix_page_runs_resumes_and_renders(tiny_bert, tmp_path, monkeypatch
     rows = table_rows((tmp_path / "out" / "lattemix.md").read_text())
     assert ["hidden state", "mean stsb", "Latte-Mix cos stsb", "Latte-Mix -JS stsb"] in rows
     assert (tmp_path / "out" / "lattemix-layers.png").is_file()
+
+
+@pytest.mark.slow
+def test_the_library_finds_every_committed_part_under_the_key_it_computes(monkeypatch):
+    """The migrated parts carry the keys a run computes here (installed models, the shared data): nothing reruns."""
+    import os
+
+    from conftest import SHARED_DATA
+
+    data_dir = os.environ.get("LAYERWISE_DATA") or str(SHARED_DATA)
+    if not Path(data_dir, "quora").is_dir():
+        pytest.skip(f"the shared data folder {data_dir} is not present")
+    from layerwise.encoders.registry import BUILTIN_MODELS
+
+    absent = [m.name for m in BUILTIN_MODELS.values() if m.locate() is None]
+    if absent:
+        pytest.skip(f"{', '.join(absent)} not installed")
+    from layerwise.methods.lattemix import experiment as lm
+    from layerwise.methods.lattemix.grid import PageConfig
+    from layerwise.methods.layer_attention import experiment as la
+    from layerwise.methods.layer_attention.grid import GridConfig
+
+    store = ResultsStore(RESULTS / "state")
+    cfg = GridConfig()
+    data = la.load_grid_data(cfg, data_dir)
+    model, sums = la.grid_model_key(cfg), la.data_checksums(data)
+    assert la._missing(cfg, store, "frozen", model, sums) == []
+    assert la._missing(cfg, store, "encoder", model, sums) == []
+    monkeypatch.setattr(lm, "_prepare", lambda *a, **k: pytest.fail("a stored Latte-Mix part would be recomputed"))
+    page = PageConfig()
+    for m in page.models:
+        assert lm.run_main(page, store, m, data_dir=data_dir) is False
+    assert lm.run_curve(page, store, page.models[0], data_dir=data_dir) == 0
+    assert lm.run_sweep(page, store, page.models[0], data_dir=data_dir) == 0
