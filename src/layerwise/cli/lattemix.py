@@ -35,19 +35,17 @@ def run(args, command) -> int:
     from layerwise.methods.lc.run import add_environment
     from layerwise.methods.lattemix import LatteMixConfig, TrainConfig
     from layerwise.methods.lattemix.report import METHOD_NAMES, method_table, write_outputs
-    from layerwise.methods.lattemix.run import run_lattemix
+    from layerwise.methods.lattemix.run import LatteMixRun, run_lattemix
     from layerwise.reports import fmt
 
     config = LatteMixConfig(n_classes=args.n_classes, n_groups=args.n_groups, latent_dim=args.latent_dim,
                             depth=args.depth, tau=args.tau, beta=args.beta, beta_warmup_steps=args.beta_warmup_steps)
     train = TrainConfig(epochs=args.epochs, batch_size=args.train_batch_size, lr=args.lr)
-    result = run_lattemix(
-        args.model, datasets=args.datasets, data_dir=args.data_dir, layer=args.layer, kinds=args.kinds,
-        seeds=args.seeds, config=config, train=train, train_sources=args.train_sources,
-        train_limit=args.train_limit, include_special=args.include_special, aggregation=args.aggregation,
-        encoder_options=encoder_options(args),
-        save_dir=f"{args.output}/models" if args.save_models else None,
-    )
+    run = LatteMixRun(model=args.model, datasets=tuple(args.datasets), layer=args.layer, kinds=tuple(args.kinds),
+                      seeds=tuple(args.seeds), config=config, train=train, train_sources=tuple(args.train_sources),
+                      train_limit=args.train_limit, include_special=args.include_special, aggregation=args.aggregation)
+    result = run_lattemix(run, data_dir=args.data_dir, encoder_options=encoder_options(args),
+                          save_dir=f"{args.output}/models" if args.save_models else None)
     add_environment(result, command)
     paths = write_outputs(result, args.output)
     print(f"model {result['model']['name']} | hidden state {result['layer']} | "

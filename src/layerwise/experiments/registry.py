@@ -69,4 +69,7 @@ def _load_declarations() -> None:
         importlib.import_module(module)
 
 
-_DECLARING_MODULES: tuple[str, ...] = ()  # filled as pages move into the library
+_DECLARING_MODULES: tuple[str, ...] = (  # filled as pages move into the library
+    "layerwise.methods.layer_attention.pages",
+    "layerwise.methods.lattemix.pages",
+)

@@ -9,11 +9,13 @@ from layerwise.methods.lattemix.config import MODEL_KINDS, LatteMixConfig
 from layerwise.methods.lattemix.models import TokenLatentModel, build_model, gumbel_softmax_sample, load_model
 from layerwise.methods.lattemix.similarity import SIMILARITIES, Mixtures, pair_similarity, sentence_mixtures
 from layerwise.methods.lattemix.train import TrainConfig, train_token_model
+from layerwise.methods.lattemix.run import LatteMixRun, run_lattemix
 
 __all__ = [
     "MODEL_KINDS",
     "SIMILARITIES",
     "LatteMixConfig",
+    "LatteMixRun",
     "Mixtures",
     "TokenLatentModel",
     "TrainConfig",
@@ -21,6 +23,7 @@ __all__ = [
     "gumbel_softmax_sample",
     "load_model",
     "pair_similarity",
+    "run_lattemix",
     "sentence_mixtures",
     "train_token_model",
 ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
@@ -18,13 +18,13 @@ from layerwise.encoders.layer_encoder import LayerEncoder
 from layerwise.layers import validate_layers
 from layerwise.evaluation.metrics import aggregate_correlation, cosine_rows, spearman
 from layerwise.encoders.tokens import TokenStack
-from layerwise.methods.lattemix.config import LatteMixConfig
+from layerwise.methods.lattemix.config import MODEL_KINDS, LatteMixConfig
 from layerwise.methods.lattemix.similarity import SIMILARITIES, pair_similarity, sentence_mixtures
 from layerwise.methods.lattemix.train import TrainConfig, train_token_model
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LatteMixData", "prepare", "evaluate_baselines", "evaluate_config", "training_sentences"]
+__all__ = ["LatteMixData", "LatteMixRun", "prepare", "run_lattemix", "evaluate_baselines", "evaluate_config", "training_sentences"]
 
 TRAIN_SOURCES = ("snli", "wiki")
 
@@ -200,34 +200,47 @@ def evaluate_config(
     }
 
 
-def run_lattemix(
-    model: str = "all-MiniLM-L6-v2",
-    *,
-    datasets=("stsb", "sickr"),
-    data_dir=None,
-    layer: int = -1,
-    kinds=("categorical", "normal", "ae"),
-    seeds=(0, 1, 2),
-    config: LatteMixConfig = LatteMixConfig(),
-    train: TrainConfig = TrainConfig(),
-    train_sources=TRAIN_SOURCES,
-    train_limit: int | None = None,
-    include_special: bool = False,
-    aggregation: str = "all",
-    encoder_options: dict | None = None,
-    save_dir=None,
-) -> dict:
+@dataclass(frozen=True)
+class LatteMixRun:
+    """One Latte-Mix experiment: which model, data, hidden state, model kinds and seeds, and how they train."""
+
+    model: str = "all-MiniLM-L6-v2"  # built-in name or folder
+    datasets: tuple[str, ...] = ("stsb", "sickr")  # STS sets evaluated (never trained on)
+    layer: int = -1  # hidden state (0 = embedding output, -1 = last)
+    kinds: tuple[str, ...] = MODEL_KINDS  # token models trained
+    seeds: tuple[int, ...] = (0, 1, 2)  # one model per seed; the first also samples the training text
+    config: LatteMixConfig = LatteMixConfig()  # model hyper-parameters (``kind`` is set per entry of ``kinds``)
+    train: TrainConfig = TrainConfig()
+    train_sources: tuple[str, ...] = TRAIN_SOURCES
+    train_limit: int | None = None  # training sentences (None: all)
+    include_special: bool = False  # special tokens in the mixtures
+    aggregation: str = "all"  # STS12-16 subsets: "all", "wmean" or "mean"
+
+    def __post_init__(self) -> None:
+        bad = [k for k in self.kinds if k not in MODEL_KINDS]
+        if bad or not self.kinds:
+            raise ValueError(f"unknown model kinds {bad or 'none given'}; valid: {', '.join(MODEL_KINDS)}")
+        if not self.seeds:
+            raise ValueError("seeds is empty: give at least one seed, e.g. (0,)")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def run_lattemix(run: LatteMixRun, *, data_dir=None, encoder_options: dict | None = None, save_dir=None) -> dict:
     """Train each model kind on ``layer``'s token vectors (one per seed) and compare with the layer's poolings."""
-    encoder = LayerEncoder(model, **(encoder_options or {}))
-    (layer,) = validate_layers([layer], encoder.n_states)
-    data = prepare(encoder, datasets, layers=(layer,), data_dir=data_dir, train_sources=train_sources,
-                   train_limit=train_limit, seed=int(seeds[0]) if len(seeds) else 0)
+    encoder = LayerEncoder(run.model, **(encoder_options or {}))
+    (layer,) = validate_layers([run.layer], encoder.n_states)
+    data = prepare(encoder, run.datasets, layers=(layer,), data_dir=data_dir, train_sources=run.train_sources,
+                   train_limit=run.train_limit, seed=int(run.seeds[0]))
+    aggregation = run.aggregation
     runs = {}
-    for kind in kinds:
-        runs[kind] = evaluate_config(data, replace(config, kind=kind), train, layer=layer, seeds=seeds,
-                                     include_special=include_special, aggregation=aggregation, save_dir=save_dir)
+    for kind in run.kinds:
+        runs[kind] = evaluate_config(data, replace(run.config, kind=kind), run.train, layer=layer, seeds=run.seeds,
+                                     include_special=run.include_special, aggregation=aggregation, save_dir=save_dir)
     return {
         "kind": "lattemix",
+        "settings": run.to_dict(),
         "model": data.model,
         "layer": layer,
         "aggregation": aggregation,

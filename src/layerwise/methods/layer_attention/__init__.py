@@ -1,8 +1,8 @@
 """Layer-wise attention pooling and contrastive objectives (Oh et al., COLING 2022).
 
-Status: poolers, losses, the training loop and NLI triplets are here and tested (retrieval evaluation is in
-``layerwise.evaluation.retrieval``); the `layerwise train` / `layerwise retrieval` commands and the results
-script are not built yet.
+Poolers, losses, the training loop and NLI triplets; the results page (``pages``: the frozen-encoder grid and the
+encoder-trained runs in ``experiment``, typed runs and their store keys in ``grid``, markdown and figure in
+``report``). Retrieval evaluation is in ``layerwise.evaluation.retrieval``.
 """
 
 from layerwise.losses.contrastive import InBatchLoss, SupervisedHardNegativeLoss, UnsupervisedSimCSELoss

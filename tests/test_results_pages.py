@@ -1,0 +1,198 @@
+"""The layer-attention and Latte-Mix pages: rendered from the committed store alone they keep every number of the
+committed pages; a run reuses exactly the parts whose key is stored and computes the others."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from layerwise.experiments import ResultsStore, get_page
+from layerwise.experiments.registry import PageContext
+
+RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
+NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?(?![\w.])")  # numbers, not digits inside names (sts12)
+
+
+def table_rows(markdown: str) -> list[list[str]]:
+    """Every row of every markdown table (separator rows dropped), as stripped cells."""
+    rows = []
+    for line in markdown.splitlines():
+        line = line.strip()
+        if not (line.startswith("|") and line.endswith("|")) or set(line) <= set("|-: "):
+            continue
+        rows.append([c.strip() for c in line[1:-1].split("|")])
+    return rows
+
+
+def row_numbers(rows):
+    return [[n for c in row for n in NUMBER.findall(c)] for row in rows]
+
+
+def test_table_parser_reads_cells_and_skips_separators():
+    md = "text 1.5\n\n| a | b |\n|---|---|\n| x | 71.25 ± 0.15 |\n"
+    assert table_rows(md) == [["a", "b"], ["x", "71.25 ± 0.15"]]
+    assert row_numbers(table_rows(md)) == [[], ["71.25", "0.15"]]
+
+
+@pytest.mark.parametrize("name", ["layer-attention", "lattemix"])
+def test_render_from_the_committed_store_keeps_every_number(name, tmp_path):
+    page = get_page(name)
+    ctx = PageContext(store=ResultsStore(RESULTS / "state"), output=tmp_path)
+    written = page.render(ctx)
+    assert tmp_path / f"{name}.md" in written and (tmp_path / f"{name}.json").is_file()
+    before = table_rows((RESULTS / f"{name}.md").read_text(encoding="utf-8"))
+    after = table_rows((tmp_path / f"{name}.md").read_text(encoding="utf-8"))
+    assert len(before) > 20 and len(after) == len(before)
+    assert row_numbers(after) == row_numbers(before)
+    renamed = {"first_last_mean": "first0_last_mean"}
+    assert [[renamed.get(c, c) for c in r] for r in before] == after
+
+
+def _data(folder):
+    from conftest import write_stsb, write_unlabeled
+
+    data = write_unlabeled(write_stsb(folder, n_pairs=15))
+    (data / "quora").mkdir()
+    (data / "quora" / "dev.tsv").write_text(
+        "1\ta man is playing guitar .\ta man plays the guitar .\t1\n"
+        "0\ta child eats food .\tthe dog is swimming in the water .\t2\n"
+        "1\ta woman plays piano .\ta woman is riding a bike in the park .\t3\n")
+    return data
+
+
+def _la_options(model, tmp_path, **over):
+    grid = {"model": str(model), "objectives": ["unsup"], "poolers": ["layer_attention", "first0_last_mean"],
+            "frozen_seeds": [0], "encoder_poolers": ["last_cls"], "encoder_seeds": [0], "steps": 2,
+            "batch_size": 4, "sts_sets": ["stsb"], "retrieval_poolers": ["layer_attention"],
+            "retrieval": {"indexes": ["exact"]}, "train_limit": 16, "checkpoints": str(tmp_path / "runs")}
+    grid.update(over)
+    return {"grid": grid}
+
+
+def test_layer_attention_page_runs_resumes_and_recomputes_only_changed_settings(tiny_bert, tmp_path, monkeypatch):
+    from layerwise.methods.layer_attention import experiment
+    from layerwise.methods.layer_attention.pages import load_page_runs
+
+    monkeypatch.setenv("LAYERWISE_HOME", str(tmp_path / "home"))
+    data, store = _data(tmp_path / "data"), ResultsStore(tmp_path / "state")
+    page = get_page("layer-attention")
+    ctx = PageContext(store=store, output=tmp_path / "out", data_dir=str(data), command=("test",),
+                      options=_la_options(tiny_bert, tmp_path))
+    page.run(ctx)
+    parts = {p.name: p for p in store.parts("layer-attention")}
+    assert sorted(parts) == ["encoder-unsup-last_cls-seed0", "frozen-unsup-first0_last_mean-seed0",
+                             "frozen-unsup-layer_attention-seed0"]
+    searched = parts["frozen-unsup-layer_attention-seed0"]
+    assert searched.key["retrieval"] is not None and searched.key["data"]["quora"]
+    assert parts["frozen-unsup-first0_last_mean-seed0"].key["retrieval"] is None
+    assert searched.key["model"]["weights_sha256"] and searched.key["max_length"] == 32
+    assert searched.runs[0]["command"] == "test"
+
+    def boom(*a, **k):
+        raise AssertionError("a stored run was recomputed")
+
+    monkeypatch.setattr(experiment, "_frozen_run", boom)
+    monkeypatch.setattr(experiment, "_encoder_run", boom)
+    page.run(ctx)  # every key is stored: nothing is computed
+    monkeypatch.undo()
+    monkeypatch.setenv("LAYERWISE_HOME", str(tmp_path / "home"))
+    ctx3 = PageContext(store=store, output=tmp_path / "out", data_dir=str(data),
+                       options=_la_options(tiny_bert, tmp_path, steps=3, regimes=["frozen"]))
+    page.run(ctx3)  # a changed setting: new parts, the old ones kept
+    assert len(store.parts("layer-attention")) == 5
+    written = page.render(ctx3)
+    md = (tmp_path / "out" / "layer-attention.md").read_text()
+    assert any(p.suffix == ".png" for p in written)
+    rows = table_rows(md)
+    # STS table: header + 2 poolers; search table: header + with the pooler + without it
+    assert rows[0][:3] == ["pooler", "seeds", "stsb"] and len(rows) == 6
+    steps = [r.history["steps_this_run"] for r in load_page_runs(ctx3).runs]
+    assert steps == [3, 3]  # the newest key of each part is shown
+
+
+def test_layer_attention_grid_refuses_unknown_settings():
+    from layerwise.methods.layer_attention.pages import grid_config
+
+    with pytest.raises(ValueError, match="unknown layer-attention grid settings"):
+        grid_config({"grid": {"stepz": 3}})
+    with pytest.raises(ValueError, match="unknown poolers"):
+        grid_config({"grid": {"poolers": ["first_last_means"]}})
+    with pytest.raises(ValueError, match="unknown layer-attention page options"):
+        grid_config({"gird": {}})
+
+
+def test_lattemix_page_and_run_configs_refuse_bad_settings():
+    from layerwise.methods.lattemix import LatteMixRun
+    from layerwise.methods.lattemix.pages import page_config
+
+    with pytest.raises(ValueError, match="unknown lattemix page settings"):
+        page_config({"page": {"seedz": [0]}})
+    with pytest.raises(ValueError, match="unknown lattemix page options"):
+        page_config({"pages": {}})
+    with pytest.raises(ValueError, match="unknown model kinds"):
+        LatteMixRun(kinds=("vae",))
+    with pytest.raises(ValueError, match="seeds is empty"):
+        LatteMixRun(seeds=())
+    assert LatteMixRun(seeds=(3,)).to_dict()["seeds"] == (3,)
+
+
+def test_lattemix_page_runs_resumes_and_renders(tiny_bert, tmp_path, monkeypatch):
+    from layerwise.methods.lattemix import LatteMixConfig, TrainConfig
+    from layerwise.methods.lattemix import experiment
+
+    monkeypatch.setenv("LAYERWISE_HOME", str(tmp_path / "home"))
+    data, store = _data(tmp_path / "data"), ResultsStore(tmp_path / "state")
+    options = {"page": {"models": [str(tiny_bert)], "sts_sets": ["stsb"], "small_sets": ["stsb"], "seeds": [0],
+                        "kinds": ["categorical", "ae"], "train": TrainConfig(max_steps=3),
+                        "model_config": LatteMixConfig(n_classes=4, n_groups=2, latent_dim=4, beta_warmup_steps=2),
+                        "train_limit": 30, "layer_train_limit": 20, "sweep_train_limit": 25,
+                        "sweep": [("default", {}), ("groups", {"n_groups": 1})]}}
+    page = get_page("lattemix")
+    ctx = PageContext(store=store, output=tmp_path / "out", data_dir=str(data), options=options)
+    page.run(ctx)
+    names = sorted(p.name for p in store.parts("lattemix"))
+    tiny = tiny_bert.name
+    assert names == [f"layer-{tiny}-{i}" for i in range(3)] + [f"main-{tiny}", f"sweep-{tiny}-default-default",
+                                                               f"sweep-{tiny}-groups-n_groups=1"]
+    main = next(p for p in store.parts("lattemix") if p.name.startswith("main"))
+    assert main.key["train_limit"] == 30 and main.key["data"]["train"] and main.key["kinds"] == ["categorical", "ae"]
+    monkeypatch.setattr(experiment, "_train", lambda *a, **k: (_ for _ in ()).throw(AssertionError("recomputed")))
+    page.run(ctx)  # everything stored: nothing trains
+    page.render(ctx)
+    rows = table_rows((tmp_path / "out" / "lattemix.md").read_text())
+    assert ["hidden state", "mean stsb", "Latte-Mix cos stsb", "Latte-Mix -JS stsb"] in rows
+    assert (tmp_path / "out" / "lattemix-layers.png").is_file()
+
+
+@pytest.mark.slow
+def test_the_library_finds_every_committed_part_under_the_key_it_computes(monkeypatch):
+    """The migrated parts carry the keys a run computes here (installed models, the shared data): nothing reruns."""
+    import os
+
+    from conftest import SHARED_DATA
+
+    data_dir = os.environ.get("LAYERWISE_DATA") or str(SHARED_DATA)
+    if not Path(data_dir, "quora").is_dir():
+        pytest.skip(f"the shared data folder {data_dir} is not present")
+    from layerwise.encoders.registry import BUILTIN_MODELS
+
+    absent = [m.name for m in BUILTIN_MODELS.values() if m.locate() is None]
+    if absent:
+        pytest.skip(f"{', '.join(absent)} not installed")
+    from layerwise.methods.lattemix import experiment as lm
+    from layerwise.methods.lattemix.grid import PageConfig
+    from layerwise.methods.layer_attention import experiment as la
+    from layerwise.methods.layer_attention.grid import GridConfig
+
+    store = ResultsStore(RESULTS / "state")
+    cfg = GridConfig()
+    data = la.load_grid_data(cfg, data_dir)
+    model, sums = la.grid_model_key(cfg), la.data_checksums(data)
+    assert la._missing(cfg, store, "frozen", model, sums) == []
+    assert la._missing(cfg, store, "encoder", model, sums) == []
+    monkeypatch.setattr(lm, "_prepare", lambda *a, **k: pytest.fail("a stored Latte-Mix part would be recomputed"))
+    page = PageConfig()
+    for m in page.models:
+        assert lm.run_main(page, store, m, data_dir=data_dir) is False
+    assert lm.run_curve(page, store, page.models[0], data_dir=data_dir) == 0
+    assert lm.run_sweep(page, store, page.models[0], data_dir=data_dir) == 0
