@@ -104,7 +104,7 @@ def test_a_few_training_steps_lower_the_loss(objective, tiny_bert, tmp_path):
                             warmup_steps=0, eval_every=0, temperature=0.5)
     hist = train_contrastive(model, examples, cfg, tmp_path / "run", show_progress=False)
     assert np.mean(hist["loss"][-5:]) < np.mean(hist["loss"][:5])
-    assert (tmp_path / "run" / "last" / "trainer_state.pt").is_file()
+    assert (tmp_path / "run" / "last" / "trainer_state.json").is_file()
 
 
 def test_resume_continues_from_the_same_step(tiny_bert, tmp_path):
