@@ -57,6 +57,33 @@ def _encoder_options(args) -> dict:
     }
 
 
+def _add_train_parser(sub) -> None:
+    """The `layerwise train` command's options."""
+    p = sub.add_parser("train", help="contrastive training of an encoder with a layer pooler (SimCSE objectives)")
+    p.add_argument("--model", default=DEFAULT_MODEL, help="built-in name or local Hugging Face folder")
+    p.add_argument("--pooler", default="layer_attention", choices=POOLER_KINDS)
+    p.add_argument("--objective", default="unsup", choices=OBJECTIVES)
+    p.add_argument("--train-data", default=None,
+                   help="sentences (one per line) or CSV sent0,sent1[,hard_neg]; default: wiki head (unsup) or "
+                        "SNLI dev+test triplets from --data-dir")
+    p.add_argument("--data-dir", default=None, help="data folder (default: $LAYERWISE_DATA)")
+    p.add_argument("--steps", type=int, default=500)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--lr", type=float, default=3e-5)
+    p.add_argument("--pooler-lr", type=float, default=1e-3)
+    p.add_argument("--warmup-steps", type=int, default=50)
+    p.add_argument("--temperature", type=float, default=0.05)
+    p.add_argument("--freeze-encoder", action="store_true", help="train the pooler only")
+    p.add_argument("--eval-every", type=int, default=100, help="steps between STS-B dev evaluations")
+    p.add_argument("--max-length", type=int, default=32)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--resume", action="store_true", help="continue from OUTPUT/last (same model, data and settings)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="start again in an OUTPUT that holds a run (removes only its last/, best/ and train.json)")
+    p.add_argument("--output", default="runs/train")
+    p.add_argument("-q", "--quiet", action="store_true")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="layerwise",
@@ -134,29 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--include-special", action="store_true", help="keep [CLS]/[SEP] tokens in training and mixtures")
     p.add_argument("--save-models", action="store_true", help="save each trained model under OUTPUT/models")
 
-    p = sub.add_parser("train", help="contrastive training of an encoder with a layer pooler (SimCSE objectives)")
-    p.add_argument("--model", default=DEFAULT_MODEL, help="built-in name or local Hugging Face folder")
-    p.add_argument("--pooler", default="layer_attention", choices=POOLER_KINDS)
-    p.add_argument("--objective", default="unsup", choices=OBJECTIVES)
-    p.add_argument("--train-data", default=None,
-                   help="sentences (one per line) or CSV sent0,sent1[,hard_neg]; default: wiki head (unsup) or "
-                        "SNLI dev+test triplets from --data-dir")
-    p.add_argument("--data-dir", default=None, help="data folder (default: $LAYERWISE_DATA)")
-    p.add_argument("--steps", type=int, default=500)
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--lr", type=float, default=3e-5)
-    p.add_argument("--pooler-lr", type=float, default=1e-3)
-    p.add_argument("--warmup-steps", type=int, default=50)
-    p.add_argument("--temperature", type=float, default=0.05)
-    p.add_argument("--freeze-encoder", action="store_true", help="train the pooler only")
-    p.add_argument("--eval-every", type=int, default=100, help="steps between STS-B dev evaluations")
-    p.add_argument("--max-length", type=int, default=32)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--resume", action="store_true", help="continue from OUTPUT/last (same model, data and settings)")
-    p.add_argument("--overwrite", action="store_true",
-                   help="start again in an OUTPUT that holds a run (removes only its last/, best/ and train.json)")
-    p.add_argument("--output", default="runs/train")
-    p.add_argument("-q", "--quiet", action="store_true")
+    _add_train_parser(sub)
 
     p = sub.add_parser("retrieval", help="Quora duplicate-question search with a trained model (FAISS)")
     p.add_argument("model_dir", help="a folder written by `layerwise train` (OUTPUT/best or OUTPUT/last)")

@@ -50,14 +50,18 @@ def run_train(model: str, config: ContrastiveConfig, output, *, pooler: str = "l
     """Train ``pooler`` (and the encoder unless frozen) with ``config``; dev = STS-B dev (built in).
 
     torch is seeded with ``config.seed`` before the pooler is built, so two runs with one seed are identical.
+    An existing run in ``output`` needs ``resume`` (continue) or ``overwrite`` (start again; removes only its
+    ``last/``, ``best/`` and ``train.json``).
     """
-    if not overwrite:  # refuse an existing run (or a resume with nothing to resume) before loading anything
-        prepare_output(output, resume=resume, overwrite=False)
+    if not overwrite or resume:  # refuse an existing run, a resume with nothing to resume, or both flags, first
+        prepare_output(output, resume=resume, overwrite=overwrite)
     examples, source = load_training_examples(config.objective, train_data, data_dir=data_dir)
     dev = load_sts("stsb", data_dir=data_dir, split="dev")
     seed_everything(config.seed)
     sm = SentenceModel.from_pretrained(model, pooler=pooler, max_length=max_length)
-    hist = train_contrastive(sm, examples, config, output, dev=dev, resume=resume, overwrite=overwrite)
+    if overwrite:  # everything loaded: only now remove the earlier run's own outputs
+        prepare_output(output, resume=resume, overwrite=True)
+    hist = train_contrastive(sm, examples, config, output, dev=dev, resume=resume)
     return {"kind": "train", "model": str(model), "pooler": pooler, "training_data": source,
             "n_examples": len(examples), "dev": f"STS-B dev ({len(dev)} pairs)", "history": hist,
             "output": str(output)}

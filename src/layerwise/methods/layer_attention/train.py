@@ -146,19 +146,19 @@ def train_contrastive(
     resume: bool = False,
     show_progress: bool | None = None,
     max_steps_this_run: int | None = None,
-    overwrite: bool = False,
 ) -> dict:
     """Train on ``examples`` (sentences, pairs or triplets for the objective); write checkpoints under ``output_dir``.
 
     ``output_dir/last`` is written at every evaluation and at the end (model, optimiser, RNG, history, fingerprint);
     ``output_dir/best`` holds the model with the best dev Spearman (when ``dev``, an STSData, is given). An existing
-    run needs ``resume=True`` (continue; refused if model, data or settings differ) or ``overwrite=True``.
+    run needs ``resume=True`` (continue; refused if model, data or settings differ); to start again, clear it first
+    with ``layerwise.training.prepare_output(output_dir, resume=False, overwrite=True)`` (removes only its outputs).
     ``max_steps_this_run`` stops early (as an interruption would) without changing the schedule.
     Returns the history {"step", "loss", "dev", "best_dev", "seconds", "train_seconds", "steps_this_run", "config"}.
     """
     if not examples:
         raise ValueError("no training examples: pass sentences, pairs or triplets for the objective")
     task = ContrastiveTask(model, examples, config, dev)
-    run = train(task, config.training_config(), output_dir=output_dir, resume=resume, overwrite=overwrite,
-                show_progress=show_progress, max_steps_this_run=max_steps_this_run)
+    run = train(task, config.training_config(), output_dir=output_dir, resume=resume, show_progress=show_progress,
+                max_steps_this_run=max_steps_this_run)
     return run_history(run, config)
