@@ -222,7 +222,9 @@ class _Regression(TrainingTask):
 
     def loss(self, step, micro):
         rows = slice(micro * 4, micro * 4 + 4) if self.halves else slice(0, 8)
-        return {"loss": ((self.module(self.x[rows]) - self.y[rows]) ** 2).mean()}
+        w = self.module.weight  # batches follow the module's device and dtype
+        x, y = self.x[rows].to(w.device, w.dtype), self.y[rows].to(w.device, w.dtype)
+        return {"loss": ((self.module(x) - y) ** 2).mean()}
 
 
 def test_the_loop_against_a_hand_written_adamw_loop():
@@ -248,3 +250,12 @@ def test_the_loop_against_a_hand_written_adamw_loop():
         losses.append(float(loss.detach()))
     np.testing.assert_allclose(run.loss, losses, rtol=1e-5)
     assert torch.allclose(task.module.weight, ref.weight, atol=1e-6) and run.step == list(range(1, 8))
+
+
+def test_the_loop_moves_and_casts_the_module():
+    g = torch.Generator().manual_seed(0)
+    task = _Regression(torch.randn(8, 3, generator=g), torch.randn(8, 1, generator=g), halves=False)
+    run = train(task, TrainingConfig(steps=3, device="cpu", dtype="bfloat16"))
+    assert task.module.weight.dtype == torch.bfloat16 and all(np.isfinite(run.loss))
+    with pytest.raises(ValueError, match="resume and overwrite need an output_dir"):
+        train(task, TrainingConfig(steps=1), resume=True)

@@ -102,7 +102,11 @@ def prepare_output(output_dir, *, resume: bool, overwrite: bool) -> Path | None:
         raise FileExistsError(f"{out} already holds {', '.join(found)}: pass resume=True to continue that run or "
                               "overwrite=True to start again (only the tool's own outputs are removed)")
     for name in found:
-        shutil.rmtree(out / name) if (out / name).is_dir() else (out / name).unlink()
+        if (out / name).is_dir():
+            shutil.rmtree(out / name)
+        else:
+            (out / name).unlink()
+        logger.info("overwrite: removed %s", out / name)
     for name in ("last", "best"):
         remove_stale(out / name)
     return out

@@ -179,8 +179,10 @@ def train(task: TrainingTask, config: TrainingConfig, *, output_dir=None, resume
                     save_checkpoint(out / "last", task, opt, state, schedule=schedule)
     if out is not None and stop < config.steps and stop > start:
         save_checkpoint(out / "last", task, opt, state, schedule=schedule)
-    if restore_best and state.best is not None:
-        task.load_weights(out / "best") if out is not None else task.module.load_state_dict(memory["best"])
+    if restore_best and state.best is not None and out is not None:
+        task.load_weights(out / "best")
+    elif restore_best and state.best is not None:
+        task.module.load_state_dict(memory["best"])
     hist = state.history
     metrics = {k: v for k, v in hist.items() if k not in ("step", "loss", "dev")}
     return TrainingRun(step=hist["step"], loss=hist["loss"], dev=hist["dev"], best_dev=state.best, metrics=metrics,
