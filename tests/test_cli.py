@@ -105,8 +105,15 @@ def test_train_then_retrieval_on_tiny_model(tiny_bert, env, capsys):
     assert "MRR@10" in printed and "faiss flat" in printed
     ret = json.loads((env / "ret" / "retrieval.json").read_text())
     assert ret["results"][0]["mrr@10"] == ret["results"][1]["mrr@10"]  # exact and flat agree
+    capsys.readouterr()
+    before = (out / "train.json").read_text()
+    assert main(args) == 2  # an existing run is not overwritten without --resume / --overwrite
+    assert "pass resume=True" in capsys.readouterr().err and (out / "train.json").read_text() == before
+    assert main([*args, "--output", str(env / "fresh"), "--resume"]) == 2  # nothing to resume
+    assert "nothing to resume" in capsys.readouterr().err and not (env / "fresh" / "last").exists()
     assert main(["train", "--model", str(tiny_bert), "--train-data", str(env / "none.txt"),
-                 "--data-dir", str(data), "--steps", "1", "--output", str(out), "-q"]) == 2
+                 "--data-dir", str(data), "--steps", "1", "--output", str(out), "--overwrite", "-q"]) == 2
+    assert (out / "last").is_dir()  # the failed start removed nothing: the data error came first
 
 
 def test_transfer_end_to_end_and_resume(tiny_bert, env, capsys):

@@ -142,3 +142,40 @@ def test_a_few_steps_lower_the_loss_on_a_tiny_random_model(kind, tiny_bert):
                                                                lr_warmup_steps=0, seed=0), show_progress=False)
     assert hist["steps"] > 20
     assert full_loss(trained) < full_loss(untrained) - 0.5
+
+
+def _reference_token_training(config, tokens, train):
+    """The slow twin: the hand-written loop the trainer had before the shared loop (Adam, warm-up, one generator for
+    the epoch orders and the noise)."""
+    torch.manual_seed(train.seed)
+    gen = torch.Generator().manual_seed(train.seed)
+    model = build_model(config)
+    data = torch.from_numpy(tokens)
+    model.set_input_stats(data)
+    opt = torch.optim.Adam(model.parameters(), lr=train.lr)
+    total = int(np.ceil(len(data) / train.batch_size)) * train.epochs
+    losses, step = [], 0
+    while step < total:
+        perm = torch.randperm(len(data), generator=gen)
+        for start in range(0, len(data), train.batch_size):
+            beta = config.beta * min(1.0, step / config.beta_warmup_steps)
+            for g in opt.param_groups:
+                g["lr"] = train.lr * min(1.0, (step + 1) / train.lr_warmup_steps)
+            out = model(data[perm[start : start + train.batch_size]], beta=beta, generator=gen)
+            opt.zero_grad(set_to_none=True)
+            out["loss"].backward()
+            opt.step()
+            losses.append(float(out["loss"].detach()))
+            step += 1
+    return model, losses
+
+
+@pytest.mark.parametrize("kind", ["categorical", "normal"])
+def test_the_shared_loop_keeps_the_batch_order_and_noise_of_a_seed(kind):
+    tokens = np.random.default_rng(0).normal(size=(150, 16)).astype(np.float32)
+    cfg = LatteMixConfig(kind=kind, input_dim=16, n_classes=8, n_groups=2, latent_dim=4, beta_warmup_steps=5)
+    train = TrainConfig(epochs=2, batch_size=32, lr=3e-3, lr_warmup_steps=3, seed=1)
+    model, hist = train_token_model(cfg, tokens, train, show_progress=False)
+    ref, losses = _reference_token_training(cfg, tokens, train)
+    assert hist["loss"] == losses
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), ref.state_dict().values()))

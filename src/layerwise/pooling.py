@@ -71,19 +71,26 @@ def apply_head(x: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.ndarra
 
 
 def scalar_mix(stack: LayerStack, weights, *, gamma: float = 1.0, kind: str = "mean") -> np.ndarray:
-    """Softmax-weighted layer mix (AllenNLP ``ScalarMix``): gamma * sum_l softmax(w)_l * pool(H[l]).
+    """Softmax-weighted layer mix, gamma * sum_l softmax(w)_l * pool(H[l]): float32 (n, d).
 
-    ``weights`` has one real number per hidden state (L + 1 of them); they need not be positive.
+    Computed by :class:`layerwise.modules.scalar_mix.ScalarMix` (in float64) with its weights set to ``weights``,
+    one real number per hidden state (L + 1 of them); they need not be positive.
     """
+    import torch
+
+    from layerwise.modules.scalar_mix import ScalarMix
+
     w = np.asarray(weights, dtype=np.float64)
     if w.shape != (stack.n_states,):
         raise ValueError(
             f"scalar_mix needs one weight per hidden state ({stack.n_states}), got shape {w.shape}"
         )
-    p = np.exp(w - w.max())
-    p /= p.sum()
-    src = _source(stack, kind)
-    return (gamma * np.einsum("l,nld->nd", p, src.astype(np.float64))).astype(np.float32)
+    mix = ScalarMix(stack.n_states).double()
+    with torch.no_grad():
+        mix.weights.copy_(torch.from_numpy(w))
+        mix.gamma.fill_(float(gamma))
+        out = mix(torch.from_numpy(_source(stack, kind).astype(np.float64)))
+    return out.numpy().astype(np.float32)
 
 
 def _source(stack: LayerStack, kind: str) -> np.ndarray:

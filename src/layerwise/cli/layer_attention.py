@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from layerwise.encoders.registry import DEFAULT_MODEL
 from layerwise.methods.layer_attention.train import OBJECTIVES
 from layerwise.modules.poolers import POOLER_KINDS
@@ -26,7 +28,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--eval-every", type=int, default=100, help="steps between STS-B dev evaluations")
     p.add_argument("--max-length", type=int, default=32)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--resume", action="store_true", help="continue from OUTPUT/last")
+    p.add_argument("--resume", action="store_true", help="continue from OUTPUT/last (same model, data and settings)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="start again in an OUTPUT that holds a run (removes only its last/, best/ and train.json)")
     p.add_argument("--output", default="runs/train")
     p.add_argument("-q", "--quiet", action="store_true")
 
@@ -57,8 +61,13 @@ def run(args, command) -> int:
                                 pooler_lr=args.pooler_lr, warmup_steps=args.warmup_steps,
                                 temperature=args.temperature, freeze_encoder=args.freeze_encoder,
                                 eval_every=args.eval_every, seed=args.seed)
-        result = run_train(args.model, cfg, args.output, pooler=args.pooler, train_data=args.train_data,
-                           data_dir=args.data_dir, max_length=args.max_length, resume=args.resume)
+        try:
+            result = run_train(args.model, cfg, args.output, pooler=args.pooler, train_data=args.train_data,
+                               data_dir=args.data_dir, max_length=args.max_length, resume=args.resume,
+                               overwrite=args.overwrite)
+        except FileExistsError as exc:  # an existing run without --resume / --overwrite
+            print(f"layerwise: error: {exc}", file=sys.stderr)
+            return 2
         result["environment"] = environment(command)
         path = write_json(Path(args.output) / "train.json", result)
         h = result["history"]

@@ -14,6 +14,7 @@ import torch
 from tqdm.auto import tqdm
 
 from layerwise.layers import LayerStack, validate_layers
+from layerwise.encoders.batching import length_sorted_batches
 from layerwise.encoders.tokens import TokenStack
 from layerwise.encoders.registry import (
     DEFAULT_MODEL,
@@ -241,21 +242,9 @@ class LayerEncoder:
         return stack.take([where[t] for t in texts])
 
     def _batches(self, texts: list[str], *, special_tokens_mask: bool = False):
-        """Yield (indices, padded batch) in order of decreasing *token* length.
-
-        All texts are tokenised once up front, so batches are formed by their real token counts and
-        padding is minimal (sentence-transformers sorts by character length instead).
-        """
-        enc = self.tokenizer(
-            texts, truncation=True, max_length=self.max_length,
-            return_special_tokens_mask=special_tokens_mask, return_attention_mask=True,
-        )
-        order = np.argsort([-len(ids) for ids in enc["input_ids"]], kind="stable")
-        keys = list(enc.keys())
-        for start in range(0, len(texts), self.batch_size):
-            idx = order[start : start + self.batch_size]
-            features = [{k: enc[k][i] for k in keys} for i in idx]
-            yield idx, self.tokenizer.pad(features, padding=True, return_tensors="pt")
+        """(indices, padded batch) in order of decreasing token length (:func:`length_sorted_batches`)."""
+        return length_sorted_batches(self.tokenizer, texts, batch_size=self.batch_size, max_length=self.max_length,
+                                     special_tokens_mask=special_tokens_mask)
 
     @torch.inference_mode()
     def encode_tokens(self, texts: Sequence[str], layers) -> TokenStack:

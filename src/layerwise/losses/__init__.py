@@ -1,5 +1,11 @@
 """Training objectives, one file per family."""
 
-from layerwise.losses.contrastive import InBatchLoss, SupervisedHardNegativeLoss, UnsupervisedSimCSELoss
+from layerwise.losses.contrastive import (
+    OBJECTIVES,
+    InBatchLoss,
+    SupervisedHardNegativeLoss,
+    UnsupervisedSimCSELoss,
+    objective_loss,
+)
 
-__all__ = ["InBatchLoss", "SupervisedHardNegativeLoss", "UnsupervisedSimCSELoss"]
+__all__ = ["OBJECTIVES", "InBatchLoss", "SupervisedHardNegativeLoss", "UnsupervisedSimCSELoss", "objective_loss"]

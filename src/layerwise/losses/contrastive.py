@@ -10,7 +10,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-__all__ = ["InBatchLoss", "SupervisedHardNegativeLoss", "UnsupervisedSimCSELoss"]
+__all__ = ["OBJECTIVES", "InBatchLoss", "SupervisedHardNegativeLoss", "UnsupervisedSimCSELoss", "objective_loss"]
+
+OBJECTIVES = ("unsup", "sup_hard_neg", "in_batch")  # the views compared: (z, z'), (a, p, n), (a, p)
 
 
 def _cos_matrix(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -69,3 +71,13 @@ class SupervisedHardNegativeLoss(nn.Module):
             )
         logits = torch.cat([_cos_matrix(anchors, positives), _cos_matrix(anchors, negatives)], dim=1)
         return F.cross_entropy(logits / self.temperature, torch.arange(len(anchors), device=anchors.device))
+
+
+_OBJECTIVE_LOSSES = {"unsup": UnsupervisedSimCSELoss, "in_batch": InBatchLoss, "sup_hard_neg": SupervisedHardNegativeLoss}
+
+
+def objective_loss(objective: str, views: list[torch.Tensor], temperature: float) -> torch.Tensor:
+    """The loss of ``objective`` on its views, each (N, d): unsup (z, z'), in_batch (a, p), sup_hard_neg (a, p, n)."""
+    if objective not in _OBJECTIVE_LOSSES:
+        raise ValueError(f"unknown objective {objective!r}; valid: {', '.join(OBJECTIVES)}")
+    return _OBJECTIVE_LOSSES[objective](temperature)(*views)

@@ -15,13 +15,14 @@ h_i^l the same for every i, so each state's CLS queries all states, as in self-a
 scaling keeps the softmax from saturating at initialisation. Ablations: ``attention_cls_only`` (queries
 and keys from CLS vectors, values from CLS), ``attention_mean_only`` (queries, keys and values from mean
 vectors), ``attention_no_last_cls`` (h = MLP(h^L), no concatenation). Baselines: ``last_cls``,
-``last_mean``, ``first_last_mean`` ({0, L}), ``scalar_mix`` (gamma * sum_l softmax(w)_l h_l^a), each
-followed by the same kind of MLP (Linear(d -> d) + tanh) so that every pooler has a trained head.
+``last_mean``, ``first0_last_mean`` (mean of states {0, L}: the embedding output counts as "first", as
+``first0_last`` in ``layerwise.pooling``), ``scalar_mix`` (:class:`~layerwise.modules.scalar_mix.ScalarMix` over the
+mean vectors, gamma * sum_l softmax(w)_l h_l^a), each followed by the same kind of MLP (Linear(d -> d) + tanh) so that
+every pooler has a trained head. Saved and loaded with the :class:`~layerwise.modules.base.Module` format.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -29,7 +30,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from layerwise.modules.base import load_module_files, save_module_files
+from layerwise.modules.base import Module
+from layerwise.modules.scalar_mix import ScalarMix
 
 __all__ = ["POOLER_KINDS", "PoolerConfig", "LayerPooler", "build_pooler", "load_pooler"]
 
@@ -40,7 +42,7 @@ POOLER_KINDS = (
     "attention_no_last_cls",
     "last_cls",
     "last_mean",
-    "first_last_mean",
+    "first0_last_mean",
     "scalar_mix",
 )
 
@@ -56,35 +58,46 @@ class PoolerConfig:
         if self.kind not in POOLER_KINDS:
             raise ValueError(f"unknown pooler kind {self.kind!r}; valid: {', '.join(POOLER_KINDS)}")
         if self.hidden_size < 1 or self.n_states < 2:
-            raise ValueError("hidden_size must be positive and n_states at least 2 (embedding output + 1 layer)")
+            raise ValueError(
+                f"hidden_size must be positive and n_states at least 2 (embedding output + 1 layer), got "
+                f"hidden_size={self.hidden_size}, n_states={self.n_states}"
+            )
 
-    def save(self, path: Path) -> None:
-        Path(path).write_text(json.dumps(asdict(self), indent=2) + "\n")
+    def to_dict(self) -> dict:
+        return asdict(self)
 
     @classmethod
-    def load(cls, path: Path) -> "PoolerConfig":
-        return cls(**json.loads(Path(path).read_text()))
+    def from_dict(cls, data: dict) -> "PoolerConfig":
+        return cls(**data)
 
 
-class LayerPooler(nn.Module):
-    """One module for every kind in :data:`POOLER_KINDS`; ``forward(cls, mean)`` with (B, K, d) inputs -> (B, d)."""
+class LayerPooler(Module):
+    """One module for every kind in :data:`POOLER_KINDS`; ``forward(cls, mean)`` with (B, K, d) inputs -> (B, d).
 
-    def __init__(self, config: PoolerConfig):
+    Built from keyword settings (those of :class:`PoolerConfig`, validated by it); ``self.config`` holds them.
+    """
+
+    config_keys = ("kind", "hidden_size", "n_states", "mlp")
+
+    def __init__(self, kind: str = PoolerConfig.kind, hidden_size: int = PoolerConfig.hidden_size,
+                 n_states: int = PoolerConfig.n_states, mlp: bool = PoolerConfig.mlp):
         super().__init__()
-        self.config = config
-        d, kind = config.hidden_size, config.kind
+        config = self.config = PoolerConfig(kind=kind, hidden_size=hidden_size, n_states=n_states, mlp=mlp)
+        d = config.hidden_size
         if kind.startswith("attention") or kind == "layer_attention":
             self.w_q = nn.Linear(d, d, bias=False)
             self.w_k = nn.Linear(d, d, bias=False)
             self.w_v = nn.Linear(d, d, bias=False)
         if kind == "scalar_mix":
-            self.mix_weights = nn.Parameter(torch.zeros(config.n_states))
-            self.gamma = nn.Parameter(torch.ones(()))
+            self.mix = ScalarMix(config.n_states)
         concat = kind in ("layer_attention", "attention_cls_only", "attention_mean_only")
         d_in = 2 * d if concat else d
         self.head = nn.Sequential(nn.Linear(d_in, d), nn.Tanh()) if config.mlp else None
         if not config.mlp and concat:
             raise ValueError(f"{kind} concatenates [CLS_L ; h^L] (2d) and needs mlp=True to return d")
+
+    def get_config_dict(self) -> dict:
+        return asdict(self.config)
 
     def attention(self, cls: torch.Tensor, mean: torch.Tensor) -> torch.Tensor:
         """The (B, K, K) attention weights a_ij of the attention kinds."""
@@ -107,10 +120,10 @@ class LayerPooler(nn.Module):
             h = cls[:, -1]
         elif kind == "last_mean":
             h = mean[:, -1]
-        elif kind == "first_last_mean":
+        elif kind == "first0_last_mean":
             h = 0.5 * (mean[:, 0] + mean[:, -1])
         elif kind == "scalar_mix":
-            h = self.gamma * torch.einsum("k,bkd->bd", torch.softmax(self.mix_weights, 0), mean)
+            h = self.mix(mean)
         else:
             v_src = cls if kind == "attention_cls_only" else mean
             att = self.attention(cls, mean)  # (B, K, K)
@@ -118,17 +131,12 @@ class LayerPooler(nn.Module):
             h = h_l if kind == "attention_no_last_cls" else torch.cat([cls[:, -1], h_l], dim=-1)
         return self.head(h) if self.head is not None else h
 
-    def save(self, folder: str | Path) -> Path:
-        """``config.json`` + ``model.safetensors`` in ``folder``."""
-        return save_module_files(folder, self.config, self)
-
 
 def build_pooler(config: PoolerConfig) -> LayerPooler:
-    return LayerPooler(config)
+    """A fresh pooler with ``config``'s settings (initialised from torch's global RNG: seed first)."""
+    return LayerPooler(**asdict(config))
 
 
 def load_pooler(folder: str | Path) -> LayerPooler:
-    config_path, state = load_module_files(folder, "pooler")
-    pooler = LayerPooler(PoolerConfig.load(config_path))
-    pooler.load_state_dict(state)
-    return pooler.eval()
+    """A pooler saved with :meth:`LayerPooler.save`, in eval mode."""
+    return LayerPooler.load(folder)

@@ -18,13 +18,14 @@ autoencoder is deterministic (no KL).
 from __future__ import annotations
 
 import math
+from dataclasses import fields
 from pathlib import Path
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from layerwise.modules.base import load_module_files, save_module_files
+from layerwise.modules.base import Module
 from layerwise.methods.lattemix.config import LatteMixConfig
 from layerwise.methods.lattemix.divergences import kl_categorical_uniform, kl_normal_standard
 
@@ -33,7 +34,9 @@ __all__ = ["TokenLatentModel", "build_model", "gumbel_softmax_sample", "load_mod
 
 def gumbel_softmax_sample(logits: torch.Tensor, tau: float, generator: torch.Generator | None = None) -> torch.Tensor:
     """A relaxed one-hot sample over the last axis (Eq. 4); becomes one-hot as tau -> 0."""
-    u = torch.rand(logits.shape, generator=generator, dtype=logits.dtype, device=logits.device)
+    # drawn on the generator's device (the CPU generator of a run on a GPU), then moved: the same noise everywhere
+    where = generator.device if generator is not None else logits.device
+    u = torch.rand(logits.shape, generator=generator, dtype=logits.dtype, device=where).to(logits.device)
     e = (-torch.log(u.clamp(1e-20, 1.0))).clamp_min(1e-20)  # Exp(1) noise
     g = -torch.log(e)  # Gumbel(0, 1)
     return F.softmax((logits + g) / tau, dim=-1)
@@ -49,13 +52,17 @@ def _mlp(d_in: int, d_hidden: int, d_out: int, depth: int) -> nn.Sequential:
     return nn.Sequential(*layers)
 
 
-class TokenLatentModel(nn.Module):
-    """One class for the three kinds; ``config.kind`` picks the posterior. Shapes: u (m, d)."""
+class TokenLatentModel(Module):
+    """One class for the three kinds; ``config.kind`` picks the posterior. Shapes: u (m, d).
 
-    def __init__(self, config: LatteMixConfig):
+    Built from the keyword settings of :class:`LatteMixConfig` (validated by it); ``self.config`` holds them.
+    """
+
+    config_keys = tuple(f.name for f in fields(LatteMixConfig))
+
+    def __init__(self, **settings):
         super().__init__()
-        self.config = config
-        c = config
+        self.config = c = LatteMixConfig.from_dict(settings)
         if c.kind == "categorical":
             self.latent_size = c.n_groups * c.n_classes
             enc_out = self.latent_size  # logits
@@ -105,7 +112,8 @@ class TokenLatentModel(nn.Module):
         elif c.kind == "normal":
             mu, logvar = h.chunk(2, dim=-1)
             logvar = logvar.clamp(-10, 10)
-            eps = torch.randn(mu.shape, generator=generator, dtype=mu.dtype, device=mu.device)
+            where = generator.device if generator is not None else mu.device
+            eps = torch.randn(mu.shape, generator=generator, dtype=mu.dtype, device=where).to(mu.device)
             z = mu + eps * torch.exp(0.5 * logvar)
             kl = kl_normal_standard(mu, logvar)
         else:
@@ -116,18 +124,15 @@ class TokenLatentModel(nn.Module):
         loss = (recon + beta * kl).mean()
         return {"loss": loss, "recon": recon.mean(), "kl": kl.mean()}
 
-    def save(self, folder: str | Path) -> Path:
-        """Write ``config.json`` and ``model.safetensors`` into ``folder``."""
-        return save_module_files(folder, self.config, self)
+    def get_config_dict(self) -> dict:
+        return self.config.to_dict()
 
 
 def build_model(config: LatteMixConfig) -> TokenLatentModel:
-    return TokenLatentModel(config)
+    """A fresh model with ``config``'s settings (initialised from torch's global RNG: seed first)."""
+    return TokenLatentModel(**config.to_dict())
 
 
 def load_model(folder: str | Path) -> TokenLatentModel:
-    """Load a model saved with :meth:`TokenLatentModel.save`."""
-    config_path, state = load_module_files(folder, "Latte-Mix model")
-    model = TokenLatentModel(LatteMixConfig.load(config_path))
-    model.load_state_dict(state)
-    return model.eval()
+    """Load a model saved with :meth:`TokenLatentModel.save`, in eval mode."""
+    return TokenLatentModel.load(folder)

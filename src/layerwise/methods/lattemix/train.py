@@ -1,21 +1,28 @@
-"""Training a token latent model on frozen token vectors (no labels)."""
+"""Training a token latent model on frozen token vectors (no labels), through the one training loop.
+
+Adam (AdamW without weight decay) at ``lr`` after a linear warm-up, no clipping, one pass per epoch over the tokens
+in an order drawn from a seeded ``torch.Generator`` at the start of each epoch; the same generator draws the
+Gumbel / Gaussian noise. The generator's state and the current epoch's order are checkpointed, so a resumed run
+repeats a straight run exactly, and for a seed the batches and noise are those of earlier versions of this trainer.
+"""
 
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from layerwise.methods.lattemix.config import LatteMixConfig
 from layerwise.methods.lattemix.models import TokenLatentModel, build_model
+from layerwise.training import TrainingConfig, TrainingTask, seed_everything, tensors_sha256
+from layerwise.training import train as train_loop  # `train` is this module's TrainConfig argument
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TrainConfig", "train_token_model"]
+__all__ = ["TokenModelTask", "TrainConfig", "train_token_model"]
 
 
 @dataclass(frozen=True)
@@ -27,8 +34,54 @@ class TrainConfig:
     seed: int = 0  # initialisation, token order, Gumbel and Gaussian noise
     max_steps: int | None = None  # stop early (tests, quick runs)
 
+    def __post_init__(self) -> None:
+        checks = [(self.epochs >= 1, "epochs", "an integer >= 1"), (self.batch_size >= 1, "batch_size", "an integer >= 1"),
+                  (self.lr > 0, "lr", "a number > 0"), (self.lr_warmup_steps >= 0, "lr_warmup_steps", "an integer >= 0"),
+                  (self.max_steps is None or self.max_steps >= 0, "max_steps", "None or an integer >= 0")]
+        for ok, name, fix in checks:
+            if not ok:
+                raise ValueError(f"TrainConfig.{name}={getattr(self, name)!r} is invalid: use {fix}")
+
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+class TokenModelTask(TrainingTask):
+    """A token VAE on (m, d) token vectors; step s reads batch s mod ceil(m / batch_size) of its epoch's order."""
+
+    def __init__(self, model: TokenLatentModel, data: torch.Tensor, train_config: TrainConfig):
+        self.module, self.data, self.train_config = model, data, train_config
+        self.generator = torch.Generator().manual_seed(train_config.seed)
+        self.steps_per_epoch = int(np.ceil(len(data) / train_config.batch_size))
+        self.order = torch.arange(len(data))  # replaced at the start of every epoch
+        kind = model.config.kind
+        self.description = "training AE" if kind == "ae" else f"training {kind} VAE"
+
+    def param_groups(self) -> list[dict]:
+        return [{"name": "model", "params": list(self.module.parameters()), "lr": self.train_config.lr}]
+
+    def loss(self, step: int, micro: int) -> dict:
+        pos = step % self.steps_per_epoch
+        if pos == 0:
+            self.order = torch.randperm(len(self.data), generator=self.generator)
+        bs = self.train_config.batch_size
+        ref = next(self.module.parameters())
+        batch = self.data[self.order[pos * bs : (pos + 1) * bs]].to(device=ref.device, dtype=ref.dtype)
+        c = self.module.config
+        beta = c.beta * (min(1.0, step / c.beta_warmup_steps) if c.beta_warmup_steps else 1.0)
+        out = self.module(batch, beta=beta, generator=self.generator)
+        return {"loss": out["loss"], "recon": out["recon"], "kl": out["kl"], "beta": beta}
+
+    def fingerprint(self) -> dict:
+        model = {"weights_sha256": tensors_sha256(self.module.state_dict()), "config": self.module.get_config_dict()}
+        return {"model": model, "data": tensors_sha256({"tokens": self.data}), "settings": self.train_config.to_dict()}
+
+    def state_tensors(self) -> dict[str, torch.Tensor]:
+        return {"generator": self.generator.get_state(), "order": self.order}
+
+    def load_state_tensors(self, tensors: dict[str, torch.Tensor]) -> None:
+        self.generator.set_state(tensors["generator"])
+        self.order = tensors["order"]
 
 
 def train_token_model(
@@ -37,11 +90,16 @@ def train_token_model(
     train: TrainConfig = TrainConfig(),
     *,
     show_progress: bool | None = None,
+    output_dir: str | Path | None = None,
+    resume: bool = False,
+    overwrite: bool = False,
+    checkpoint_every: int = 0,
 ) -> tuple[TokenLatentModel, dict]:
     """Fit a model of kind ``config.kind`` on token vectors ``tokens`` of shape (m, d).
 
     Returns the model (in eval mode) and a history {"loss", "recon", "kl", "beta" (per step), "seconds", "steps"}.
-    beta(step) = config.beta * min(1, step / config.beta_warmup_steps).
+    beta(step) = config.beta * min(1, step / config.beta_warmup_steps). With ``output_dir``: a checkpoint in
+    ``last/`` every ``checkpoint_every`` steps (0: at the end) and ``resume`` / ``overwrite`` as in every trainer.
     """
     tokens = np.asarray(tokens, dtype=np.float32)
     if tokens.ndim != 2 or len(tokens) == 0:
@@ -51,47 +109,20 @@ def train_token_model(
             f"token vectors have d={tokens.shape[1]} but config.input_dim={config.input_dim}: build the config "
             "with input_dim equal to the encoder's hidden size"
         )
-    if train.epochs < 1 or train.batch_size < 1:
-        raise ValueError("epochs and batch_size must be positive")
-    torch.manual_seed(train.seed)
-    gen = torch.Generator().manual_seed(train.seed)
+    seed_everything(train.seed)  # before building: the initial weights follow the seed
     model = build_model(config)
     data = torch.from_numpy(tokens)
     model.set_input_stats(data)
-    opt = torch.optim.Adam(model.parameters(), lr=train.lr)
-    steps_per_epoch = int(np.ceil(len(data) / train.batch_size))
-    total = steps_per_epoch * train.epochs
-    if train.max_steps is not None:
-        total = min(total, int(train.max_steps))
-    history = {"loss": [], "recon": [], "kl": [], "beta": []}
-    show = logger.isEnabledFor(logging.INFO) if show_progress is None else show_progress
-    model.train()
-    t0 = time.perf_counter()
-    step = 0
-    with tqdm(total=total, desc=f"training {config.kind} VAE" if config.kind != "ae" else "training AE",
-              unit="step", disable=not show) as bar:
-        while step < total:
-            perm = torch.randperm(len(data), generator=gen)
-            for start in range(0, len(data), train.batch_size):
-                if step >= total:
-                    break
-                batch = data[perm[start : start + train.batch_size]]
-                beta = config.beta * (min(1.0, step / config.beta_warmup_steps) if config.beta_warmup_steps else 1.0)
-                lr_scale = min(1.0, (step + 1) / train.lr_warmup_steps) if train.lr_warmup_steps else 1.0
-                for g in opt.param_groups:
-                    g["lr"] = train.lr * lr_scale
-                out = model(batch, beta=beta, generator=gen)
-                opt.zero_grad(set_to_none=True)
-                out["loss"].backward()
-                opt.step()
-                for k in ("loss", "recon", "kl"):
-                    history[k].append(float(out[k].detach()))
-                history["beta"].append(beta)
-                step += 1
-                bar.update(1)
-                if step % 50 == 0:
-                    bar.set_postfix(loss=f"{history['loss'][-1]:.2f}", kl=f"{history['kl'][-1]:.2f}")
-    history["seconds"] = time.perf_counter() - t0
-    history["steps"] = step
+    total = int(np.ceil(len(data) / train.batch_size)) * train.epochs
+    total = total if train.max_steps is None else min(total, int(train.max_steps))
+    history = {"loss": [], "recon": [], "kl": [], "beta": [], "seconds": 0.0, "steps": 0}
+    if total > 0:
+        loop = TrainingConfig(steps=total, warmup_steps=train.lr_warmup_steps, decay="constant", weight_decay=0.0,
+                              max_grad_norm=None, eval_every=checkpoint_every, seed=train.seed)
+        run = train_loop(TokenModelTask(model, data, train), loop, output_dir=output_dir, resume=resume,
+                         overwrite=overwrite, show_progress=show_progress)
+        history.update({k: run.metrics[k] for k in ("recon", "kl", "beta")}, loss=run.loss, seconds=run.seconds,
+                       steps=len(run.loss))
     model.eval()
     return model, history
+

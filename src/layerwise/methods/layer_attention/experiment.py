@@ -20,7 +20,7 @@ from layerwise.data.checksum import content_checksum
 from layerwise.evaluation.sts import sts_scores
 from layerwise.experiments.page_parts import run_record, sts_checksum
 from layerwise.experiments.store import Part, ResultsStore, model_key
-from layerwise.methods.layer_attention.grid import GridConfig, RunResult, SearchRow, pooler_kind, run_key, run_name
+from layerwise.methods.layer_attention.grid import GridConfig, RunResult, SearchRow, run_key, run_name
 
 logger = logging.getLogger(__name__)
 
@@ -123,7 +123,7 @@ def _frozen_run(config, data, feats: _FrozenFeatures, obj, pooler, seed) -> RunR
     from layerwise.modules.poolers import PoolerConfig, build_pooler
 
     torch.manual_seed(seed)
-    pool = build_pooler(PoolerConfig(kind=pooler_kind(pooler), hidden_size=feats.hidden, n_states=feats.n_states))
+    pool = build_pooler(PoolerConfig(kind=pooler, hidden_size=feats.hidden, n_states=feats.n_states))
     hist = train_pooler_on_features(pool, feats.views[obj], config.contrastive("frozen", obj, seed), dev=feats.dev)
     sts = {n: sts_spearman(embed_features(pool, a), embed_features(pool, b), data.sts[n])
            for n, (a, b) in feats.sts.items()}
@@ -157,10 +157,14 @@ def _encoder_run(config: GridConfig, data: GridData, obj, pooler, seed) -> RunRe
     from layerwise.evaluation.retrieval import FaissIndex, search
     from layerwise.methods.layer_attention.train import train_contrastive
 
+    from layerwise.training import seed_everything
+    from layerwise.training.checkpoint import STATE_JSON
+
     folder = Path(config.checkpoints) / obj / pooler / f"seed{seed}"
-    sm = SentenceModel.from_pretrained(config.model, pooler=pooler_kind(pooler), max_length=config.max_length)
+    seed_everything(seed)  # before the pooler is built: one seed, one initialisation
+    sm = SentenceModel.from_pretrained(config.model, pooler=pooler, max_length=config.max_length)
     hist = train_contrastive(sm, data.examples[obj][0], config.contrastive("encoder", obj, seed), folder,
-                             dev=data.dev, resume=True)
+                             dev=data.dev, resume=(folder / "last" / STATE_JSON).is_file())
     best = SentenceModel.load(folder / "best")
     sts = {n: sts_spearman(best.encode(list(d.sentences1)), best.encode(list(d.sentences2)), d)
            for n, d in data.sts.items()}

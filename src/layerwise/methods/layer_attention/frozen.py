@@ -10,21 +10,22 @@ dropout noise is drawn once per example and view, not anew at every step.
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from layerwise.losses.contrastive import InBatchLoss, SupervisedHardNegativeLoss, UnsupervisedSimCSELoss
 from layerwise.encoders.trainable import SentenceModel
+from layerwise.losses.contrastive import objective_loss
+from layerwise.methods.layer_attention.train import ContrastiveConfig, batch_indices, run_history
 from layerwise.modules.poolers import LayerPooler
-from layerwise.methods.layer_attention.train import ContrastiveConfig, _batch_indices
+from layerwise.training import TrainingTask, tensors_sha256, train
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LayerFeatures", "compute_features", "training_views", "train_pooler_on_features", "embed_features"]
+__all__ = ["FrozenPoolerTask", "LayerFeatures", "compute_features", "training_views", "train_pooler_on_features", "embed_features"]
 
 
 @dataclass(frozen=True)
@@ -45,23 +46,23 @@ class LayerFeatures:
 @torch.no_grad()
 def compute_features(model: SentenceModel, texts: list[str], *, dropout: bool, seed: int = 0, batch_size: int = 128,
                      show_progress: bool = False, desc: str = "layer vectors") -> LayerFeatures:
-    """Layer vectors of ``texts`` from ``model``'s encoder (dropout on or off), length-sorted batches, order kept."""
+    """Layer vectors of ``texts`` from ``model``'s encoder (dropout on or off), batches sorted by token length,
+    order kept. torch's global RNG is seeded with ``seed`` first (the dropout noise)."""
     if not texts:
         raise ValueError("no texts to encode")
     was = model.encoder.training
     model.encoder.train(dropout)
     torch.manual_seed(seed)
-    order = np.argsort([-len(t) for t in texts], kind="stable")
     cls = mean = None
     try:
-        for s in tqdm(range(0, len(texts), batch_size), desc=desc, unit="batch", disable=not show_progress):
-            idx = order[s:s + batch_size]
-            c, m = model.layer_vectors([texts[i] for i in idx])
-            if cls is None:
-                cls = torch.empty((len(texts), *c.shape[1:]), dtype=torch.float32)
-                mean = torch.empty_like(cls)
-            t = torch.as_tensor(idx)
-            cls[t], mean[t] = c.float(), m.float()
+        with tqdm(total=len(texts), desc=desc, unit="sent", disable=not show_progress) as bar:
+            for idx, c, m in model.batched_layer_vectors(list(texts), batch_size=batch_size):
+                if cls is None:
+                    cls = torch.empty((len(texts), *c.shape[1:]), dtype=torch.float32)
+                    mean = torch.empty_like(cls)
+                t = torch.as_tensor(idx)
+                cls[t], mean[t] = c.float().cpu(), m.float().cpu()
+                bar.update(len(idx))
     finally:
         model.encoder.train(was)
     return LayerFeatures(cls, mean)
@@ -87,18 +88,46 @@ def embed_features(pooler: LayerPooler, feats: LayerFeatures, *, batch_size: int
     """Pooler outputs (n, d) for precomputed layer vectors, in eval mode."""
     was = pooler.training
     pooler.eval()
-    out = [pooler(feats.cls[s:s + batch_size], feats.mean[s:s + batch_size]) for s in range(0, len(feats), batch_size)]
+    device = next(pooler.parameters(), feats.cls).device
+    out = [pooler(feats.cls[s:s + batch_size].to(device), feats.mean[s:s + batch_size].to(device)).float().cpu()
+           for s in range(0, len(feats), batch_size)]
     pooler.train(was)
-    return torch.cat(out).float().numpy()
+    return torch.cat(out).numpy()
 
 
-def _loss(pooler: LayerPooler, objective: str, views: tuple[LayerFeatures, ...], idx, tau: float) -> torch.Tensor:
-    z = [pooler(v.cls[idx], v.mean[idx]) for v in views]
-    if objective == "unsup":
-        return UnsupervisedSimCSELoss(tau)(z[0], z[1])
-    if objective == "in_batch":
-        return InBatchLoss(tau)(z[0], z[1])
-    return SupervisedHardNegativeLoss(tau)(z[0], z[1], z[2])
+class FrozenPoolerTask(TrainingTask):
+    """The pooler alone on precomputed views: batch b of a step is ``batch_indices(n, batch_size, seed, b)``."""
+
+    def __init__(self, pooler: LayerPooler, views: tuple[LayerFeatures, ...], config: ContrastiveConfig, dev=None):
+        self.module, self.views, self.config, self.dev = pooler, views, config, dev
+        self.description = f"pooler ({config.objective})"
+
+    def param_groups(self) -> list[dict]:
+        return [{"name": "pooler", "params": list(self.module.parameters()), "lr": self.config.pooler_lr}]
+
+    def loss(self, step: int, micro: int) -> dict:
+        c = self.config
+        idx = torch.as_tensor(batch_indices(len(self.views[0]), c.batch_size, c.seed, step * c.grad_accumulation + micro))
+        device = next(self.module.parameters(), self.views[0].cls).device
+        z = [self.module(v.cls[idx].to(device), v.mean[idx].to(device)) for v in self.views]
+        return {"loss": objective_loss(c.objective, z, c.temperature)}
+
+    def evaluate(self) -> float | None:
+        from layerwise.evaluation.sts import sts_scores
+
+        if self.dev is None:
+            return None
+        a, b, gold = self.dev
+        return float(sts_scores(embed_features(self.module, a), embed_features(self.module, b), gold)["spearman"])
+
+    def fingerprint(self) -> dict:
+        def features(parts) -> str:
+            return tensors_sha256({f"{i}.{k}": getattr(f, k) for i, f in enumerate(parts) for k in ("cls", "mean")})
+
+        dev = None if self.dev is None else features(self.dev[:2]) + ":" + tensors_sha256(
+            {"gold": torch.as_tensor(np.asarray(self.dev[2], dtype=np.float64))})
+        model = {"weights_sha256": tensors_sha256(self.module.state_dict()), "pooler": self.module.get_config_dict()}
+        return {"model": model, "data": features(self.views), "dev": dev, "settings": asdict(self.config)}
 
 
 def train_pooler_on_features(
@@ -108,60 +137,21 @@ def train_pooler_on_features(
     *,
     dev: tuple[LayerFeatures, LayerFeatures, np.ndarray] | None = None,
     show_progress: bool = False,
+    output_dir: str | Path | None = None,
+    resume: bool = False,
+    overwrite: bool = False,
 ) -> dict:
     """Train ``pooler`` on precomputed views with ``config`` (AdamW at ``pooler_lr``, warm-up + linear decay,
     clipping, the seed's batch order); with ``dev`` = (vectors of sentences 1, of sentences 2, gold scores),
     STS dev Spearman every ``eval_every`` steps and the best state is loaded back at the end.
-    Returns the history {"step", "loss", "dev", "best_dev", "train_seconds", "config"}."""
-    from layerwise.evaluation.sts import sts_scores
-
+    With ``output_dir``: checkpoints ``last/`` and ``best/`` (pooler module format) and ``resume``/``overwrite``.
+    Returns the history {"step", "loss", "dev", "best_dev", "seconds", "train_seconds", "steps_this_run", "config"}."""
     if not config.freeze_encoder:
         raise ValueError("training on precomputed features needs ContrastiveConfig(freeze_encoder=True)")
     n = len(views[0])
     if any(len(v) != n for v in views):
         raise ValueError(f"views differ in length: {[len(v) for v in views]}")
-    torch.manual_seed(config.seed)
-    params = list(pooler.parameters())
-    opt = torch.optim.AdamW(params, lr=config.pooler_lr, weight_decay=config.weight_decay) if params else None
-
-    def schedule(step: int) -> float:
-        if step < config.warmup_steps:
-            return (step + 1) / config.warmup_steps
-        return max(0.0, (config.steps - step) / max(1, config.steps - config.warmup_steps))
-
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule) if opt else None
-    history = {"step": [], "loss": [], "dev": [], "config": asdict(config)}
-    best, best_state = -float("inf"), None
-    train_seconds = 0.0
-
-    def dev_score() -> float:
-        a, b, gold = dev
-        return sts_scores(embed_features(pooler, a), embed_features(pooler, b), gold)["spearman"]
-
-    pooler.train()
-    for step in tqdm(range(config.steps), desc=f"pooler ({config.objective})", unit="step", disable=not show_progress):
-        t0 = time.perf_counter()
-        idx = torch.as_tensor(_batch_indices(n, config.batch_size, config.seed, step))
-        loss = _loss(pooler, config.objective, views, idx, config.temperature)
-        if opt is not None:
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm)
-            opt.step()
-            sched.step()
-        train_seconds += time.perf_counter() - t0
-        history["step"].append(step + 1)
-        history["loss"].append(float(loss.detach()))
-        done = step + 1
-        if dev is not None and ((config.eval_every and done % config.eval_every == 0) or done == config.steps):
-            score = dev_score()
-            history["dev"].append((done, score))
-            if score > best:
-                best = score
-                best_state = {k: v.detach().clone() for k, v in pooler.state_dict().items()}
-    if best_state is not None:
-        pooler.load_state_dict(best_state)
-    history["best_dev"] = best if dev is not None else None
-    history["train_seconds"] = train_seconds
-    history["steps_this_run"] = config.steps
-    return history
+    task = FrozenPoolerTask(pooler, views, config, dev)
+    run = train(task, config.training_config(), output_dir=output_dir, resume=resume, overwrite=overwrite,
+                show_progress=show_progress, restore_best=True)
+    return run_history(run, config)

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 
 from layerwise.methods.layer_attention.train import ContrastiveConfig
 
-__all__ = ["GRID_POOLERS", "GridConfig", "RetrievalSettings", "RunResult", "SearchRow", "pooler_kind", "run_key",
+__all__ = ["GRID_POOLERS", "GridConfig", "RetrievalSettings", "RunResult", "SearchRow", "run_key",
            "run_name"]
 
 # Every pooler of the page; ``first0_last_mean`` = mean of hidden states {0, L} (0 = embedding output).
@@ -22,15 +22,6 @@ GRID_POOLERS = ("layer_attention", "attention_cls_only", "attention_mean_only", 
                 "last_cls", "last_mean", "first0_last_mean", "scalar_mix")
 REGIMES = ("frozen", "encoder")
 STS_SETS = ("stsb", "sickr", "sts12", "sts13", "sts14", "sts15", "sts16")
-
-
-def pooler_kind(name: str) -> str:
-    """The ``PoolerConfig.kind`` of a page pooler name (``first0_last_mean`` was once called ``first_last_mean``)."""
-    from layerwise.modules.poolers import POOLER_KINDS
-
-    if name == "first0_last_mean" and name not in POOLER_KINDS and "first_last_mean" in POOLER_KINDS:
-        return "first_last_mean"
-    return name
 
 
 @dataclass(frozen=True)
@@ -164,8 +155,12 @@ def run_key(config: GridConfig, model: dict, data: dict, regime: str, objective:
         "dtype": config.dtype,
         "regime": regime,
         "pooler": pooler,
-        "training": asdict(config.contrastive(regime, objective, seed)),
+        # the grid never accumulates gradients (grad_accumulation = 1, as before the setting existed)
+        "training": {k: v for k, v in asdict(config.contrastive(regime, objective, seed)).items()
+                     if k != "grad_accumulation"},
         "train_limit": config.train_limit,
         "retrieval": asdict(config.retrieval) if search else None,
-        "features": {"view_seed": 0, "dropout_once_per_example": True} if regime == "frozen" else None,
+        # views computed in batches sorted by token count (encoders.batching): the dropout masks depend on the batches
+        "features": {"view_seed": 0, "dropout_once_per_example": True, "batches": "token_length"}
+        if regime == "frozen" else None,
     }

@@ -10,6 +10,7 @@ from layerwise.data import load_sts, load_wiki_head
 from layerwise.data.nli import load_sentences
 from layerwise.encoders.trainable import SentenceModel
 from layerwise.methods.layer_attention.train import ContrastiveConfig, nli_triplets, train_contrastive
+from layerwise.training import prepare_output, seed_everything
 
 logger = logging.getLogger(__name__)
 
@@ -45,11 +46,21 @@ def load_training_examples(objective: str, path=None, *, data_dir=None) -> tuple
 
 
 def run_train(model: str, config: ContrastiveConfig, output, *, pooler: str = "layer_attention", train_data=None,
-              data_dir=None, max_length: int = 32, resume: bool = False) -> dict:
-    """Train ``pooler`` (and the encoder unless frozen) with ``config``; dev = STS-B dev (built in)."""
+              data_dir=None, max_length: int = 32, resume: bool = False, overwrite: bool = False) -> dict:
+    """Train ``pooler`` (and the encoder unless frozen) with ``config``; dev = STS-B dev (built in).
+
+    torch is seeded with ``config.seed`` before the pooler is built, so two runs with one seed are identical.
+    An existing run in ``output`` needs ``resume`` (continue) or ``overwrite`` (start again; removes only its
+    ``last/``, ``best/`` and ``train.json``).
+    """
+    if not overwrite or resume:  # refuse an existing run, a resume with nothing to resume, or both flags, first
+        prepare_output(output, resume=resume, overwrite=overwrite)
     examples, source = load_training_examples(config.objective, train_data, data_dir=data_dir)
     dev = load_sts("stsb", data_dir=data_dir, split="dev")
+    seed_everything(config.seed)
     sm = SentenceModel.from_pretrained(model, pooler=pooler, max_length=max_length)
+    if overwrite:  # everything loaded: only now remove the earlier run's own outputs
+        prepare_output(output, resume=resume, overwrite=True)
     hist = train_contrastive(sm, examples, config, output, dev=dev, resume=resume)
     return {"kind": "train", "model": str(model), "pooler": pooler, "training_data": source,
             "n_examples": len(examples), "dev": f"STS-B dev ({len(dev)} pairs)", "history": hist,

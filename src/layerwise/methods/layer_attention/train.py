@@ -1,52 +1,59 @@
 """Contrastive training of an encoder plus layer pooler (or the pooler alone on a frozen encoder).
 
-AdamW, linear warm-up then linear decay, gradient clipping, seeded batches, evaluation on an STS dev set every
-``eval_every`` steps keeping the best checkpoint, and resuming from the last checkpoint at the same step.
-Batches are a pure function of (seed, step), and the RNG state (dropout) is saved, so a resumed run continues
-exactly where a straight run would be.
+A thin adapter over the one training loop (``layerwise.training``): AdamW with a group per module (pooler at
+``pooler_lr``, encoder at ``lr``), linear warm-up then linear decay, clipping, gradient accumulation, STS dev
+evaluation every ``eval_every`` steps keeping ``best/``, checkpoints in ``last/`` and exact resume.
+Batch ``b`` (``b = step * grad_accumulation + micro``) is a pure function of (seed, b): see :func:`batch_indices`.
 """
 
 from __future__ import annotations
 
-import logging
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
-from layerwise.losses.contrastive import InBatchLoss, SupervisedHardNegativeLoss, UnsupervisedSimCSELoss
+from layerwise.data.checksum import content_checksum
 from layerwise.encoders.trainable import SentenceModel
+from layerwise.losses.contrastive import OBJECTIVES, objective_loss
+from layerwise.training import TrainingConfig, TrainingRun, TrainingTask, tensors_sha256, train
 
-logger = logging.getLogger(__name__)
-
-__all__ = ["OBJECTIVES", "ContrastiveConfig", "nli_triplets", "train_contrastive"]
-
-OBJECTIVES = ("unsup", "sup_hard_neg", "in_batch")
+__all__ = ["OBJECTIVES", "ContrastiveConfig", "ContrastiveTask", "batch_indices", "nli_triplets", "run_history",
+           "train_contrastive"]
 
 
 @dataclass(frozen=True)
 class ContrastiveConfig:
     objective: str = "unsup"  # "unsup" (sentences), "sup_hard_neg" (triplets), "in_batch" (pairs)
     steps: int = 500  # optimisation steps
-    batch_size: int = 64  # examples per step
+    batch_size: int = 64  # examples per micro-batch (in-batch negatives come from it)
     lr: float = 3e-5  # encoder learning rate (SimCSE's for base models)
     pooler_lr: float = 1e-3  # pooler learning rate (a fresh module)
     warmup_steps: int = 50  # linear warm-up, then linear decay to 0 at `steps`
     weight_decay: float = 0.0
-    max_grad_norm: float = 1.0  # gradient clipping
+    max_grad_norm: float = 1.0  # gradient clipping (0: none)
     temperature: float = 0.05  # tau of the contrastive softmax
     freeze_encoder: bool = False  # train the pooler only (the encoder still gives dropout noise)
-    eval_every: int = 100  # steps between STS dev evaluations (0: only at the end)
+    eval_every: int = 100  # steps between STS dev evaluations and checkpoints (0: only at the end)
     seed: int = 0
+    grad_accumulation: int = 1  # micro-batches per optimisation step
 
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
             raise ValueError(f"unknown objective {self.objective!r}; valid: {', '.join(OBJECTIVES)}")
-        if self.steps < 1 or self.batch_size < 2:
-            raise ValueError("steps must be >= 1 and batch_size >= 2 (in-batch negatives need a batch)")
+        if self.batch_size < 2:
+            raise ValueError(f"batch_size={self.batch_size} is invalid: use >= 2 (in-batch negatives need a batch)")
+        for name in ("lr", "pooler_lr", "temperature"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name}={getattr(self, name)!r} is invalid: use a number > 0")
+        self.training_config()  # validates steps, warmup_steps, eval_every, grad_accumulation ...
+
+    def training_config(self) -> TrainingConfig:
+        """The loop settings of this config."""
+        return TrainingConfig(steps=self.steps, warmup_steps=self.warmup_steps, decay="linear",
+                              weight_decay=self.weight_decay, max_grad_norm=self.max_grad_norm,
+                              grad_accumulation=self.grad_accumulation, eval_every=self.eval_every, seed=self.seed)
 
 
 def nli_triplets(data_dir=None) -> list[tuple[str, str, str]]:
@@ -68,34 +75,65 @@ def nli_triplets(data_dir=None) -> list[tuple[str, str, str]]:
     return [(p, ent[p], con[p]) for p in ent if p in con]
 
 
-def _batch_indices(n: int, batch_size: int, seed: int, step: int) -> np.ndarray:
+def batch_indices(n: int, batch_size: int, seed: int, batch: int) -> np.ndarray:
+    """Example indices (batch_size,) of batch number ``batch``: epoch e = batch // (n // batch_size) shuffles the
+    n examples with ``default_rng([seed, e])`` and the batch is its next slice (the tail of an epoch is dropped)."""
     per_epoch = max(1, n // batch_size)
-    epoch, pos = divmod(step, per_epoch)
+    epoch, pos = divmod(batch, per_epoch)
     perm = np.random.default_rng([seed, epoch]).permutation(n)
     return perm[pos * batch_size : (pos + 1) * batch_size]
 
 
-def _loss(model: SentenceModel, objective: str, batch, tau: float) -> torch.Tensor:
+def example_views(objective: str, batch: list) -> list[list[str]]:
+    """The texts each objective compares: unsup [s, s] (two dropout passes), in_batch [a, p], sup_hard_neg [a, p, n]."""
     if objective == "unsup":
-        texts = list(batch)
-        z = model(texts + texts)  # one forward: two independent dropout masks per sentence
-        return UnsupervisedSimCSELoss(tau)(z[: len(texts)], z[len(texts) :])
-    if objective == "in_batch":
-        a, b = zip(*batch)
-        z = model(list(a) + list(b))
-        return InBatchLoss(tau)(z[: len(a)], z[len(a) :])
-    a, p, n = zip(*batch)
-    z = model(list(a) + list(p) + list(n))
-    k = len(a)
-    return SupervisedHardNegativeLoss(tau)(z[:k], z[k : 2 * k], z[2 * k :])
+        return [list(batch), list(batch)]
+    return [list(col) for col in zip(*batch)]
 
 
-def _dev_score(model: SentenceModel, dev) -> float:
-    from layerwise.evaluation.sts import sts_scores
+def run_history(run: TrainingRun, config) -> dict:
+    """The history dict the contrastive trainers return (``TrainingRun`` fields plus the config)."""
+    return {"step": run.step, "loss": run.loss, "dev": run.dev, "best_dev": run.best_dev, "seconds": run.seconds,
+            "train_seconds": run.train_seconds, "steps_this_run": run.steps_this_run, "config": asdict(config)}
 
-    e1 = model.encode(list(dev.sentences1))
-    e2 = model.encode(list(dev.sentences2))
-    return sts_scores(e1, e2, dev.scores)["spearman"]
+
+class ContrastiveTask(TrainingTask):
+    """Encoder + pooler on texts: one forward over all views of a batch, split, then the objective's loss."""
+
+    def __init__(self, model: SentenceModel, examples: list, config: ContrastiveConfig, dev=None):
+        self.module, self.examples, self.config, self.dev = model, examples, config, dev
+        self.description = f"training ({config.objective})"
+
+    def param_groups(self) -> list[dict]:
+        for p in self.module.encoder.parameters():
+            p.requires_grad_(not self.config.freeze_encoder)
+        groups = [{"name": "pooler", "params": list(self.module.pooler.parameters()), "lr": self.config.pooler_lr}]
+        if not self.config.freeze_encoder:
+            groups.append({"name": "encoder", "params": list(self.module.encoder.parameters()), "lr": self.config.lr})
+        return groups
+
+    def loss(self, step: int, micro: int) -> dict:
+        c = self.config
+        idx = batch_indices(len(self.examples), c.batch_size, c.seed, step * c.grad_accumulation + micro)
+        views = example_views(c.objective, [self.examples[i] for i in idx])
+        z = self.module([t for v in views for t in v])  # one forward: independent dropout masks per copy
+        return {"loss": objective_loss(c.objective, list(z.split(len(idx))), c.temperature)}
+
+    def evaluate(self) -> float | None:
+        from layerwise.evaluation.sts import sts_scores
+
+        if self.dev is None:
+            return None
+        e1 = self.module.encode(list(self.dev.sentences1))
+        e2 = self.module.encode(list(self.dev.sentences2))
+        return float(sts_scores(e1, e2, self.dev.scores)["spearman"])
+
+    def fingerprint(self) -> dict:
+        m = self.module
+        model = {"weights_sha256": tensors_sha256(m.state_dict()), "model_type": m.encoder.config.model_type,
+                 "pooler": m.pooler.get_config_dict(), "max_length": m.max_length}
+        return {"model": model, "data": content_checksum(self.examples),
+                "dev": content_checksum(self.dev) if self.dev is not None else None, "settings": asdict(self.config)}
 
 
 def train_contrastive(
@@ -111,83 +149,16 @@ def train_contrastive(
 ) -> dict:
     """Train on ``examples`` (sentences, pairs or triplets for the objective); write checkpoints under ``output_dir``.
 
-    ``output_dir/last`` is written at every evaluation and at the end (model, optimiser, scheduler, RNG, history);
-    ``output_dir/best`` holds the model with the best dev Spearman (when ``dev``, an STSData, is given).
+    ``output_dir/last`` is written at every evaluation and at the end (model, optimiser, RNG, history, fingerprint);
+    ``output_dir/best`` holds the model with the best dev Spearman (when ``dev``, an STSData, is given). An existing
+    run needs ``resume=True`` (continue; refused if model, data or settings differ); to start again, clear it first
+    with ``layerwise.training.prepare_output(output_dir, resume=False, overwrite=True)`` (removes only its outputs).
     ``max_steps_this_run`` stops early (as an interruption would) without changing the schedule.
-    Returns the history {"step", "loss", "dev"}.
+    Returns the history {"step", "loss", "dev", "best_dev", "seconds", "train_seconds", "steps_this_run", "config"}.
     """
     if not examples:
-        raise ValueError("no training examples")
-    out = Path(output_dir)
-    torch.manual_seed(config.seed)
-    for p in model.encoder.parameters():
-        p.requires_grad_(not config.freeze_encoder)
-    groups = [{"params": list(model.pooler.parameters()), "lr": config.pooler_lr}]
-    if not config.freeze_encoder:
-        groups.append({"params": list(model.encoder.parameters()), "lr": config.lr})
-    opt = torch.optim.AdamW(groups, weight_decay=config.weight_decay)
-
-    def schedule(step: int) -> float:
-        if step < config.warmup_steps:
-            return (step + 1) / config.warmup_steps
-        return max(0.0, (config.steps - step) / max(1, config.steps - config.warmup_steps))
-
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
-    history = {"step": [], "loss": [], "dev": [], "config": asdict(config)}
-    start, best = 0, -float("inf")
-    if resume and (out / "last" / "trainer_state.pt").is_file():
-        state = torch.load(out / "last" / "trainer_state.pt", weights_only=False)
-        if state["config"] != asdict(config):
-            raise ValueError(f"cannot resume: {out / 'last'} was trained with a different config")
-        loaded = SentenceModel.load(out / "last")
-        model.encoder.load_state_dict(loaded.encoder.state_dict())
-        model.pooler.load_state_dict(loaded.pooler.state_dict())
-        opt.load_state_dict(state["optimizer"])
-        sched.load_state_dict(state["scheduler"])
-        torch.set_rng_state(state["torch_rng"])
-        start, best, history = state["step"], state["best"], state["history"]
-        logger.info("resuming from step %d (%s)", start, out / "last")
-    stop = config.steps if max_steps_this_run is None else min(config.steps, start + max_steps_this_run)
-
-    def checkpoint(step: int) -> None:
-        model.save(out / "last")
-        torch.save({"step": step, "best": best, "history": history, "config": asdict(config),
-                    "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
-                    "torch_rng": torch.get_rng_state()}, out / "last" / "trainer_state.pt")
-
-    show = logger.isEnabledFor(logging.INFO) if show_progress is None else show_progress
-    model.train()
-    t0 = time.perf_counter()
-    train_seconds = 0.0
-    with tqdm(total=config.steps, initial=start, desc=f"training ({config.objective})", unit="step",
-              disable=not show) as bar:
-        for step in range(start, stop):
-            t_step = time.perf_counter()
-            idx = _batch_indices(len(examples), config.batch_size, config.seed, step)
-            loss = _loss(model, config.objective, [examples[i] for i in idx], config.temperature)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_([p for g in groups for p in g["params"]], config.max_grad_norm)
-            opt.step()
-            sched.step()
-            train_seconds += time.perf_counter() - t_step  # optimisation only, evaluations excluded
-            history["step"].append(step + 1)
-            history["loss"].append(float(loss.detach()))
-            bar.update(1)
-            bar.set_postfix(loss=f"{history['loss'][-1]:.3f}")
-            done = step + 1
-            if (config.eval_every and done % config.eval_every == 0) or done == config.steps:
-                if dev is not None:
-                    score = _dev_score(model, dev)
-                    history["dev"].append((done, score))
-                    if score > best:
-                        best = score
-                        model.save(out / "best")
-                checkpoint(done)
-    if stop < config.steps:  # cut short: keep what was done (the last step always checkpoints above)
-        checkpoint(stop)
-    history["seconds"] = time.perf_counter() - t0  # this run, evaluations and checkpoints included
-    history["train_seconds"] = train_seconds  # this run's optimisation steps only (throughput)
-    history["steps_this_run"] = stop - start
-    history["best_dev"] = best if dev is not None else None
-    return history
+        raise ValueError("no training examples: pass sentences, pairs or triplets for the objective")
+    task = ContrastiveTask(model, examples, config, dev)
+    run = train(task, config.training_config(), output_dir=output_dir, resume=resume, show_progress=show_progress,
+                max_steps_this_run=max_steps_this_run)
+    return run_history(run, config)

@@ -1,0 +1,37 @@
+"""Batches of texts sorted by token length, written once for every loop that encodes texts.
+
+All texts are tokenised once up front, then cut into batches in order of decreasing token count, so each batch
+is padded only to its own longest text (sentence-transformers sorts by character length instead). The caller
+writes each batch's outputs back at ``idx``, which restores the original order.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, Sequence
+
+import numpy as np
+
+__all__ = ["length_sorted_batches"]
+
+
+def length_sorted_batches(tokenizer, texts: Sequence[str], *, batch_size: int, max_length: int,
+                          special_tokens_mask: bool = False) -> Iterator[tuple[np.ndarray, dict]]:
+    """Yield ``(idx, encoding)``: ``idx`` (b,) positions in ``texts``, ``encoding`` the padded tensors of those texts.
+
+    ``encoding`` is a Hugging Face ``BatchEncoding`` of (b, T) tensors (``input_ids``, ``attention_mask`` ...,
+    ``special_tokens_mask`` when asked), T the longest of the b texts after truncation to ``max_length`` tokens.
+    Batches follow decreasing token length; ties keep the input order.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    texts = list(texts)
+    if not texts:
+        return
+    enc = tokenizer(texts, truncation=True, max_length=max_length,
+                    return_special_tokens_mask=special_tokens_mask, return_attention_mask=True)
+    order = np.argsort([-len(ids) for ids in enc["input_ids"]], kind="stable")
+    keys = list(enc.keys())
+    for start in range(0, len(texts), batch_size):
+        idx = order[start : start + batch_size]
+        features = [{k: enc[k][i] for k in keys} for i in idx]
+        yield idx, tokenizer.pad(features, padding=True, return_tensors="pt")
