@@ -1,5 +1,6 @@
 """The one training loop shared by every trainer: settings, schedule, checkpoints without pickle, exact resume."""
 
+from layerwise.training.batches import batch_indices, steps_per_epoch
 from layerwise.training.checkpoint import (
     TrainerState,
     fingerprint_differences,
@@ -17,12 +18,14 @@ __all__ = [
     "TrainingConfig",
     "TrainingRun",
     "TrainingTask",
+    "batch_indices",
     "fingerprint_differences",
     "load_checkpoint",
     "lr_factor",
     "prepare_output",
     "save_checkpoint",
     "seed_everything",
+    "steps_per_epoch",
     "tensors_sha256",
     "train",
 ]

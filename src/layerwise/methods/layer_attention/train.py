@@ -18,6 +18,7 @@ from layerwise.data.checksum import content_checksum
 from layerwise.encoders.trainable import SentenceModel
 from layerwise.losses.contrastive import OBJECTIVES, objective_loss
 from layerwise.training import TrainingConfig, TrainingRun, TrainingTask, tensors_sha256, train
+from layerwise.training.batches import batch_indices
 
 __all__ = ["OBJECTIVES", "ContrastiveConfig", "ContrastiveTask", "batch_indices", "nli_triplets", "run_history",
            "train_contrastive"]
@@ -73,15 +74,6 @@ def nli_triplets(data_dir=None) -> list[tuple[str, str, str]]:
         elif label == "contradiction":
             con.setdefault(p, h)
     return [(p, ent[p], con[p]) for p in ent if p in con]
-
-
-def batch_indices(n: int, batch_size: int, seed: int, batch: int) -> np.ndarray:
-    """Example indices (batch_size,) of batch number ``batch``: epoch e = batch // (n // batch_size) shuffles the
-    n examples with ``default_rng([seed, e])`` and the batch is its next slice (the tail of an epoch is dropped)."""
-    per_epoch = max(1, n // batch_size)
-    epoch, pos = divmod(batch, per_epoch)
-    perm = np.random.default_rng([seed, epoch]).permutation(n)
-    return perm[pos * batch_size : (pos + 1) * batch_size]
 
 
 def example_views(objective: str, batch: list) -> list[list[str]]:
