@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -143,3 +144,30 @@ def test_export_never_touches_a_folder_it_did_not_write(tmp_path):
         write_sentence_transformer(cut, _tokenizer(), out)
     write_sentence_transformer(cut, _tokenizer(), out, overwrite=True)
     assert not list(tmp_path.glob(".export.tmp-*"))
+
+
+@pytest.mark.parametrize("layers", [(2,), (0, 2), (1, 2)])
+def test_tmft_model_round_trips_through_sentence_transformers(tmp_path, tiny_bert, layers):
+    """TruncatedModel's vectors == its saved folder's vectors in sentence-transformers == mean of full hidden states."""
+    from sentence_transformers import SentenceTransformer
+    from transformers import AutoModel, AutoTokenizer
+
+    from layerwise.encoders.layer_encoder import pool_hidden_states
+    from layerwise.methods.truncated.model import TruncatedModel
+
+    texts = ["a man is playing guitar .", "the dog runs in the park with a red ball on the street ."]
+    model = TruncatedModel.from_pretrained(str(tiny_bert), layers, max_length=32)
+    assert model.encoder.config.num_hidden_layers == max(layers)
+    ours = model.encode(texts)
+    tok = AutoTokenizer.from_pretrained(tiny_bert)
+    full = AutoModel.from_pretrained(tiny_bert).eval()
+    enc = tok(texts, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        mean = pool_hidden_states(full(**enc, output_hidden_states=True).hidden_states, enc["attention_mask"])[1]
+    np.testing.assert_allclose(ours, mean[:, list(layers)].mean(1).numpy(), atol=1e-5)
+    folder = model.save(tmp_path / "tmft")
+    st = SentenceTransformer(str(folder), device="cpu", trust_remote_code=False)
+    np.testing.assert_allclose(st.encode(texts), ours, atol=1e-5)
+    again = TruncatedModel.load(folder)
+    assert again.layers == tuple(layers)
+    np.testing.assert_allclose(again.encode(texts), ours, atol=1e-6)

@@ -13,6 +13,8 @@ import shutil
 import uuid
 from pathlib import Path
 
+import torch
+
 __all__ = ["EXPORT_MARKER", "write_sentence_transformer"]
 
 EXPORT_MARKER = "layerwise_export.json"
@@ -20,15 +22,16 @@ POOLING_MODES = ("mean", "cls", "max")
 
 
 def write_sentence_transformer(model, tokenizer, folder: str | os.PathLike, *, pooling: str = "mean",
-                               max_seq_length: int | None = None, provenance: dict | None = None,
-                               overwrite: bool = False) -> Path:
+                               layers: tuple[int, ...] | None = None, max_seq_length: int | None = None,
+                               provenance: dict | None = None, overwrite: bool = False) -> Path:
     """Save ``model`` (a transformers encoder) and ``tokenizer`` as a sentence-transformers folder.
 
-    ``pooling``: token pooling of the encoder's output (``mean`` masks padding). ``provenance`` (JSON) is written to
-    ``layerwise_export.json`` beside the modules.
+    ``pooling``: token pooling (``mean`` masks padding). ``layers``: hidden states averaged before pooling (None or
+    the last one alone: the encoder's output); a subset uses ``WeightedLayerPooling`` with 0/1 weights over every
+    hidden state, a built-in module. ``provenance`` (JSON) is written to ``layerwise_export.json``.
     """
     from sentence_transformers import SentenceTransformer
-    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer, WeightedLayerPooling
 
     if pooling not in POOLING_MODES:
         raise ValueError(f"unknown pooling {pooling!r}; valid: {', '.join(POOLING_MODES)}")
@@ -40,9 +43,18 @@ def write_sentence_transformer(model, tokenizer, folder: str | os.PathLike, *, p
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         kwargs = {} if max_seq_length is None else {"max_seq_length": int(max_seq_length)}
-        encoder = Transformer(str(tmp), **kwargs)
-        st = SentenceTransformer(modules=[encoder, Pooling(int(model.config.hidden_size), pooling_mode=pooling)],
-                                 device="cpu")
+        top, dim = int(model.config.num_hidden_layers), int(model.config.hidden_size)
+        subset = layers is not None and tuple(layers) != (top,)
+        if subset:  # every hidden state reaches the pooling module; the flag is saved in config.json
+            kwargs["config_kwargs"] = {"output_hidden_states": True}
+        modules = [Transformer(str(tmp), **kwargs)]
+        if subset:
+            # a Parameter, not a plain tensor: only a Parameter is in the state dict that is saved and loaded back
+            weights = torch.nn.Parameter(torch.tensor([1.0 if k in set(layers) else 0.0 for k in range(top + 1)]),
+                                         requires_grad=False)
+            modules.append(WeightedLayerPooling(dim, num_hidden_layers=top, layer_start=0, layer_weights=weights))
+        modules.append(Pooling(dim, pooling_mode=pooling))
+        st = SentenceTransformer(modules=modules, device="cpu")
         st.save(str(tmp))
         (tmp / EXPORT_MARKER).write_text(json.dumps({"written_by": "layerwise", **(provenance or {})}, indent=2) + "\n")
         if dest.exists():
