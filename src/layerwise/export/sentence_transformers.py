@@ -1,19 +1,20 @@
 """Write a Hugging Face encoder + pooling as a sentence-transformers folder, with built-in modules only.
 
 The folder loads with ``SentenceTransformer(folder)`` (no ``trust_remote_code``) and with ``AutoModel`` (the encoder
-at its root). It is written into a temporary sibling folder and renamed into place, so a crash leaves no half folder;
-an existing folder is replaced only when asked and only if this tool wrote it (its ``layerwise_export.json``).
+at its root). It is written into a temporary sibling folder and renamed into place
+(:func:`layerwise.files.atomic_folder`), so a crash leaves no half folder; an existing folder is replaced only when
+asked and only if this tool wrote it (its ``layerwise_export.json``).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
-import uuid
 from pathlib import Path
 
 import torch
+
+from layerwise.files import atomic_folder
 
 __all__ = ["EXPORT_MARKER", "write_sentence_transformer"]
 
@@ -37,9 +38,7 @@ def write_sentence_transformer(model, tokenizer, folder: str | os.PathLike, *, p
         raise ValueError(f"unknown pooling {pooling!r}; valid: {', '.join(POOLING_MODES)}")
     dest = Path(folder)
     _check_destination(dest, overwrite)
-    tmp = dest.parent / f".{dest.name}.tmp-{uuid.uuid4().hex[:8]}"
-    try:
-        tmp.mkdir(parents=True)
+    with atomic_folder(dest, replaceable=lambda p: (p / EXPORT_MARKER).is_file()) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         kwargs = {} if max_seq_length is None else {"max_seq_length": int(max_seq_length)}
@@ -54,15 +53,8 @@ def write_sentence_transformer(model, tokenizer, folder: str | os.PathLike, *, p
                                          requires_grad=False)
             modules.append(WeightedLayerPooling(dim, num_hidden_layers=top, layer_start=0, layer_weights=weights))
         modules.append(Pooling(dim, pooling_mode=pooling))
-        st = SentenceTransformer(modules=modules, device="cpu")
-        st.save(str(tmp))
+        SentenceTransformer(modules=modules, device="cpu").save(str(tmp))
         (tmp / EXPORT_MARKER).write_text(json.dumps({"written_by": "layerwise", **(provenance or {})}, indent=2) + "\n")
-        if dest.exists():
-            shutil.rmtree(dest)  # only a folder this tool wrote (checked above)
-        tmp.rename(dest)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return dest
 
 
@@ -72,8 +64,7 @@ def _check_destination(dest: Path, overwrite: bool) -> None:
     if not dest.is_dir():
         raise FileExistsError(f"{dest} is a file; give a folder path for the exported model")
     if not any(dest.iterdir()):
-        dest.rmdir()  # an empty folder holds nothing to lose
-        return
+        return  # an empty folder holds nothing to lose
     if not (dest / EXPORT_MARKER).is_file():
         raise FileExistsError(f"{dest} exists and was not written by layerwise: choose another folder (nothing in "
                               "it is touched)")

@@ -1,0 +1,127 @@
+"""TMFT on a tiny random BERT and small written data: each objective learns, resume is exact, the run end to end."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import write_stsb, write_unlabeled
+
+from layerwise.methods.truncated.config import MLMConfig, TMFTConfig, WSConfig
+from layerwise.methods.truncated.model import TruncatedModel
+from layerwise.methods.truncated.tasks import MaskedLMTask, PairRegressionTask, PairSet
+from layerwise.training import TrainingConfig, seed_everything, train
+
+WS_LINES = ("man woman 8.3\ndog cat 7.0\ncar bike 6.1\nguitar piano 5.5\nred blue 4.0\npark street 3.2\n"
+            "water food 1.0\nman guitar 0.5\nhouse street 2.0\nboy child 9.0\ncar street 4.5\ndog water 2.2\n"
+            "piano guitar 7.7\nman boy 6.6\nwoman child 5.1\ncat house 1.5\nbike park 3.3\nred food 0.2\n"
+            "blue water 2.9\nstreet park 6.0\n")
+
+
+@pytest.fixture
+def data_dir(tmp_path):
+    folder = write_unlabeled(write_stsb(tmp_path / "data", n_pairs=24))
+    ws = folder / "wordsim" / "faruqui_eval-word-vectors"
+    ws.mkdir(parents=True)
+    (ws / "EN-RG-65.txt").write_text(WS_LINES.replace(" ", "\t"))
+    return folder
+
+
+def _pairs(n=8):
+    texts = ["a man plays guitar .", "a woman plays piano .", "the dog runs .", "a cat sits .",
+             "two people sit on the street .", "a child eats food .", "a red car .", "a blue bike ."]
+    return PairSet(tuple(texts[:n]), tuple(texts[::-1][:n]), np.linspace(0, 1, n), "toy")
+
+
+def _losses(task, steps, **kw):
+    return train(task, TrainingConfig(steps=steps, seed=0, **kw), show_progress=False).loss
+
+
+def test_sts_objective_lowers_the_loss(tiny_bert):
+    seed_everything(0)
+    model = TruncatedModel.from_pretrained(str(tiny_bert), (1,), max_length=16)
+    losses = _losses(PairRegressionTask(model, _pairs(), batch_size=8, lr=1e-3, seed=0), 30, decay="constant")
+    assert np.mean(losses[-3:]) < 0.75 * np.mean(losses[:3])
+
+
+def test_loss_is_mse_of_cosine_against_target(tiny_bert):
+    model = TruncatedModel.from_pretrained(str(tiny_bert), (0, 2), max_length=16).eval()
+    pairs = _pairs(4)
+    task = PairRegressionTask(model, pairs, batch_size=4, lr=1e-3, seed=0)
+    from layerwise.training import batch_indices
+
+    idx = batch_indices(4, 4, 0, 0)
+    with torch.no_grad():
+        got = task.loss(0, 0)["loss"].item()
+        u = model([pairs.texts1[i] for i in idx])
+        v = model([pairs.texts2[i] for i in idx])
+    cos = (u * v).sum(-1) / (u.norm(dim=-1) * v.norm(dim=-1))
+    want = ((cos - torch.as_tensor(pairs.targets[idx], dtype=cos.dtype)) ** 2).mean().item()
+    assert got == pytest.approx(want, rel=1e-5)
+
+
+def test_mlm_objective_lowers_the_loss(tiny_bert):
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    seed_everything(0)
+    mlm = AutoModelForMaskedLM.from_pretrained(tiny_bert)
+    head = mlm.get_output_embeddings()
+    assert head.weight.data_ptr() == mlm.get_input_embeddings().weight.data_ptr()  # decoder tied to the embeddings
+    tok = AutoTokenizer.from_pretrained(tiny_bert)
+    texts = ["a man plays the guitar in the park .", "the dog is swimming in the water ."] * 4
+    task = MaskedLMTask(mlm, tok, texts, batch_size=8, lr=3e-3, seed=0, mlm_probability=0.5)
+    losses = _losses(task, 30, decay="constant")
+    assert np.mean(losses[-5:]) < np.mean(losses[:5])
+
+
+def test_resumed_sts_training_equals_a_straight_run(tiny_bert, tmp_path):
+    def run(folder, cut):
+        seed_everything(0)
+        model = TruncatedModel.from_pretrained(str(tiny_bert), (2,), max_length=16)
+        task = PairRegressionTask(model, _pairs(), batch_size=4, lr=1e-3, seed=3, dev=_pairs())
+        loop = TrainingConfig(steps=6, eval_every=2, seed=0)
+        if cut:
+            train(task, loop, output_dir=folder, show_progress=False, max_steps_this_run=3)
+            seed_everything(123)  # whatever happens in between must not matter
+            model2 = TruncatedModel.from_pretrained(str(tiny_bert), (2,), max_length=16)
+            task = PairRegressionTask(model2, _pairs(), batch_size=4, lr=1e-3, seed=3, dev=_pairs())
+            out = train(task, loop, output_dir=folder, resume=True, show_progress=False)
+        else:
+            out = train(task, loop, output_dir=folder, show_progress=False)
+        return out, task.module
+
+    a, ma = run(tmp_path / "straight", cut=False)
+    b, mb = run(tmp_path / "resumed", cut=True)
+    assert a.loss == b.loss
+    for (k, x), (_, y) in zip(ma.encoder.state_dict().items(), mb.encoder.state_dict().items(), strict=True):
+        assert torch.equal(x, y), k
+
+
+def test_config_round_trip_and_validation():
+    c = TMFTConfig(model="m", layers=(3, 0), pre_step="ws", ws=WSConfig(epochs=2), mlm=MLMConfig(limit=10))
+    assert c.layers == (0, 3) and TMFTConfig.from_dict(c.to_dict()) == c
+    assert c.name == "m-ws-L0_3-seed0"
+    with pytest.raises(ValueError, match="pre_step"):
+        TMFTConfig(pre_step="both")
+    with pytest.raises(ValueError, match="unknown TMFT settings"):
+        TMFTConfig.from_dict({"layer": 3})
+
+
+@pytest.mark.parametrize("pre_step", ["none", "ws", "mlm"])
+def test_run_tmft_end_to_end(tiny_bert, data_dir, tmp_path, pre_step):
+    from sentence_transformers import SentenceTransformer
+
+    from layerwise.methods.truncated.run import run_tmft
+
+    config = TMFTConfig(model=str(tiny_bert), layers=(1,), pre_step=pre_step, epochs=2, batch_size=8, lr=1e-4,
+                        max_length=16, ws=WSConfig(sets=("rg65",), epochs=2, batch_size=4),
+                        mlm=MLMConfig(epochs=1, batch_size=4, grad_accumulation=2))
+    result = run_tmft(config, data_dir=data_dir, output=tmp_path / "runs", show_progress=False)
+    assert result.steps == 2 * (24 // 8) and result.parameters < result.full_parameters
+    assert -100 <= result.test_spearman <= 100 and np.isfinite(result.dev_spearman)
+    assert (result.pre_step is None) == (pre_step == "none")
+    st = SentenceTransformer(result.saved_model, device="cpu")
+    assert st.encode(["a man plays guitar ."]).shape == (1, 32)
+    again = run_tmft(config, data_dir=data_dir, output=tmp_path / "runs", show_progress=False)  # resumes: no-op
+    assert again.test_spearman == pytest.approx(result.test_spearman)
