@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from layerwise.cli._checks import positive_int
 from layerwise.encoders.registry import DEFAULT_MODEL
 from layerwise.methods.layer_attention.train import OBJECTIVES
 from layerwise.modules.poolers import POOLER_KINDS
@@ -35,8 +36,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--data-dir", default=None)
     p.add_argument("--split", default="dev", choices=["dev", "test", "all"])
     p.add_argument("--index", nargs="+", default=["exact", "flat", "ivf"], choices=["exact", "flat", "ivf"])
-    p.add_argument("--nlist", type=int, default=100)
-    p.add_argument("--nprobe", type=int, default=10)
+    p.add_argument("--nlist", type=positive_int, default=100)
+    p.add_argument("--nprobe", type=positive_int, default=10)
     p.add_argument("--without-pooler", action="store_true", help="search with the last-layer mean, not the pooler")
     p.add_argument("--output", default="runs/retrieval")
     p.add_argument("-q", "--quiet", action="store_true")

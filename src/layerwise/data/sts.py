@@ -308,11 +308,27 @@ def load_sts(
         data = _load_sickr(root, split_key)
     else:
         data = _load_semeval(key, root)
+    _check_score_range(data)
     logger.info(
         "Loaded %s (%s): %d pairs in %d subset(s) from %s",
         _DISPLAY[key], data.split, len(data), len(data.subset_names), data.source,
     )
     return data
+
+
+#: The range of each set's gold scores (STS 0-5; SICK-R relatedness 1-5); a score outside it means a damaged file.
+SCORE_RANGES = {**{k: (0.0, 5.0) for k in STS_DATASETS}, "sickr": (1.0, 5.0)}
+
+
+def _check_score_range(data: STSData) -> None:
+    lo, hi = SCORE_RANGES[data.name]
+    bad = np.flatnonzero((data.scores < lo) | (data.scores > hi))
+    if len(bad):
+        i = int(bad[0])
+        raise ValueError(
+            f"{data.source}: gold score {data.scores[i]:g} of pair {i} ({data.sentences1[i][:40]!r}) is outside "
+            f"{_DISPLAY[data.name]}'s range {lo:g}-{hi:g} ({len(bad)} such pairs); the file is damaged or not "
+            f"{_DISPLAY[data.name]}: restore it")
 
 
 # ----------------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
+from layerwise._progress import progress
 
 from layerwise.methods.lattemix.config import LatteMixConfig
 from layerwise.methods.lattemix.models import TokenLatentModel, build_model
@@ -68,7 +68,7 @@ def train_token_model(
     model.train()
     t0 = time.perf_counter()
     step = 0
-    with tqdm(total=total, desc=f"training {config.kind} VAE" if config.kind != "ae" else "training AE",
+    with progress(total=total, desc=f"training {config.kind} VAE" if config.kind != "ae" else "training AE",
               unit="step", disable=not show) as bar:
         while step < total:
             perm = torch.randperm(len(data), generator=gen)

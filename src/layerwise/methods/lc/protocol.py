@@ -75,6 +75,25 @@ class LCResult:
         return d
 
 
+def _check_inputs(stack1, stack2, gold, groups, aggregation: str, n_splits: int):
+    """Gold (n,) and groups (n,) or None, checked before any search; the first problem raises ValueError."""
+    from layerwise.evaluation.sts import check_gold
+
+    if aggregation not in AGGREGATIONS:
+        raise ValueError(f"unknown aggregation {aggregation!r}; valid: {', '.join(AGGREGATIONS)}")
+    gold = check_gold(gold)
+    n = len(gold)
+    if len(stack1) != n or len(stack2) != n:
+        raise ValueError(f"{len(stack1)} and {len(stack2)} encoded sentences for {n} gold scores")
+    if n_splits < 1:
+        raise ValueError(f"n_splits must be at least 1, got {n_splits}")
+    if groups is not None:
+        groups = np.asarray(groups)
+        if groups.shape != (n,):
+            raise ValueError(f"groups has shape {groups.shape} but there are {n} pairs; pass one group per pair")
+    return gold, groups
+
+
 def run_bert_lc(
     stack1: LayerStack,
     stack2: LayerStack,
@@ -94,15 +113,8 @@ def run_bert_lc(
     Split ``k`` uses seed ``seed + k``; the random-subset baseline of split ``k`` is drawn with the same seed.
     ``head`` = the checkpoint's trained pooler head ``(W, b)`` adds "lc_mlp": LC's subset fed through it.
     """
-    if aggregation not in AGGREGATIONS:
-        raise ValueError(f"unknown aggregation {aggregation!r}; valid: {', '.join(AGGREGATIONS)}")
-    gold = np.asarray(gold, dtype=np.float64)
+    gold, groups = _check_inputs(stack1, stack2, gold, groups, aggregation, n_splits)
     n = len(gold)
-    if len(stack1) != n or len(stack2) != n:
-        raise ValueError(f"{len(stack1)} and {len(stack2)} encoded sentences for {n} gold scores")
-    if n_splits < 1:
-        raise ValueError(f"n_splits must be at least 1, got {n_splits}")
-    groups = None if groups is None else np.asarray(groups)
     n_states = stack1.n_states
     result = LCResult(aggregation=aggregation, dev_size=dev_size, n_states=n_states, max_layers=0)
     for k in range(n_splits):
@@ -137,11 +149,11 @@ def run_bert_lc(
                 n_dev=len(dev),
                 n_test=len(test),
                 layers=search.best_layers_,
-                dev_spearman=100 * search.best_score_,
+                dev_spearman=search.best_score_,
                 test=test_scores,
                 poolings=poolings,
                 best_by_size={
-                    s: {"layers": list(ls), "dev_spearman": 100 * v}
+                    s: {"layers": list(ls), "dev_spearman": v}
                     for s, (ls, v) in search.best_by_size().items()
                 },
                 search_seconds=seconds,
@@ -150,7 +162,7 @@ def run_bert_lc(
         )
         logger.info(
             "split %d (seed %d): chose %s, dev %.2f, test %.2f (last %.2f) in %.2fs",
-            k, split_seed, search.best_layers_, 100 * search.best_score_,
+            k, split_seed, search.best_layers_, search.best_score_,
             test_scores["lc"]["spearman"], test_scores["last"]["spearman"], seconds,
         )
     return result

@@ -28,7 +28,7 @@ from math import comb
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
+from layerwise._progress import progress
 
 from layerwise.evaluation.metrics import AGGREGATIONS, RankCorrelator, aggregate_correlation, cosine_rows
 
@@ -51,6 +51,8 @@ def count_subsets(n_states: int, max_layers: int | None = None) -> int:
 
 
 def _check_stacks(a: np.ndarray, b: np.ndarray, gold: np.ndarray) -> tuple[np.ndarray, ...]:
+    from layerwise.evaluation.sts import check_gold
+
     a = np.asarray(a)
     b = np.asarray(b)
     gold = np.asarray(gold, dtype=np.float64)
@@ -64,7 +66,7 @@ def _check_stacks(a: np.ndarray, b: np.ndarray, gold: np.ndarray) -> tuple[np.nd
         )
     if a.shape[0] < 2:
         raise ValueError(f"a subset search needs at least 2 pairs, got {a.shape[0]}")
-    return a, b, gold
+    return a, b, check_gold(gold)
 
 
 def subset_cosine(a: np.ndarray, b: np.ndarray, layers) -> np.ndarray:
@@ -91,12 +93,13 @@ def naive_subset_scores(
     """The paper's "Method 2", plainly: for each subset average its layers, take cosine, then Spearman.
 
     Slow by design; it is the reference that :class:`LayerSubsetSearch` is tested and timed against.
+    Returns subset -> Spearman x 100, the scale of ``LayerSubsetSearch.scores_``.
     """
     a, b, gold = _check_stacks(a, b, gold)
     k = a.shape[1] if max_layers is None else max_layers
     out = {}
     for sub in _all_subsets(a.shape[1], k):
-        out[sub] = aggregate_correlation(subset_cosine(a, b, sub), gold, groups, aggregation)
+        out[sub] = 100.0 * aggregate_correlation(subset_cosine(a, b, sub), gold, groups, aggregation)
     return out
 
 
@@ -183,9 +186,9 @@ class LayerSubsetSearch:
     Attributes (after :meth:`fit`)
     ------------------------------
     masks_ : ndarray of shape (n_subsets, L+1), bool — membership of each subset searched.
-    scores_ : ndarray of shape (n_subsets,) — Spearman x 1 (not x 100) of each subset.
+    scores_ : ndarray of shape (n_subsets,) — Spearman x 100 of each subset (the scale of ``sts_scores``).
     best_layers_ : tuple of int — the best subset (hidden-state indices, 0 = embedding output).
-    best_score_ : float
+    best_score_ : float — Spearman x 100 of the best subset.
     n_states_ : int
     """
 
@@ -260,7 +263,7 @@ class LayerSubsetSearch:
         all_bits, all_scores = [], []
         # The depth-first enumeration runs here while up to n_jobs chunks are ranked in worker threads
         # (numpy releases the GIL in its sorts and array arithmetic).
-        with tqdm(total=total, desc="layer subsets", unit="subset", disable=not show) as bar, \
+        with progress(total=total, desc="layer subsets", unit="subset", disable=not show) as bar, \
                 ThreadPoolExecutor(max_workers=max(1, n_jobs)) as pool:
             pending: deque = deque()
 
@@ -278,7 +281,7 @@ class LayerSubsetSearch:
                 collect(pending.popleft())
         bits = np.concatenate(all_bits)
         self.masks_ = ((bits[:, None] >> np.arange(n_states, dtype=np.int64)) & 1).astype(bool)
-        self.scores_ = np.concatenate(all_scores)
+        self.scores_ = 100.0 * np.concatenate(all_scores)  # one scale in the public API: x100, as sts_scores
         self.n_states_ = n_states
         self.max_layers_ = max_layers
         best = int(np.nanargmax(self.scores_))
