@@ -192,6 +192,14 @@ def _check_data(args) -> None:
         if absent:
             raise UsageError(f"transfer task(s) {', '.join(absent)} not found in {where}; "
                              "pass --data-dir with senteval/ holding them, or leave them out")
+    sources = getattr(args, "train_sources", None) or []
+    if "snli" in sources or "wiki" in sources:
+        from layerwise.data.nli import load_snli, load_wiki_head
+
+        if "snli" in sources:
+            load_snli(data_dir, "all")  # small files: read now, so a missing one stops the run before the model
+        if "wiki" in sources:
+            load_wiki_head(data_dir)
 
 
 def preflight(args) -> None:

@@ -180,10 +180,16 @@ def _stratify(labels: np.ndarray, test_fraction: float) -> np.ndarray | None:
     return labels
 
 
+def _check_n_splits(n_splits, which: str) -> None:
+    if isinstance(n_splits, bool) or not isinstance(n_splits, (int, np.integer)) or n_splits < 1:
+        raise ValueError(f"{which} splits must be a whole number of at least 1, got {n_splits!r}; e.g. 10")
+
+
 def outer_splits(labels: np.ndarray, *, n_splits: int, test_fraction: float = 0.15, seed: int = 0):
     """``(train_dev, test)`` index arrays of ``n_splits`` seeded stratified splits (split k: ``seed + k``)."""
     from sklearn.model_selection import train_test_split
 
+    _check_n_splits(n_splits, "outer")
     labels = np.asarray(labels)
     idx = np.arange(len(labels))
     out = []
@@ -196,6 +202,7 @@ def outer_splits(labels: np.ndarray, *, n_splits: int, test_fraction: float = 0.
 
 def inner_splits(labels: np.ndarray, *, n_splits: int, dev_fraction: float = 0.18, seed: int = 0):
     """``n_splits`` seeded stratified 82/18 splits of positions ``0 .. len(labels)-1``: list of (train, dev)."""
+    _check_n_splits(n_splits, "inner")
     from sklearn.model_selection import ShuffleSplit, StratifiedShuffleSplit
 
     labels = np.asarray(labels)
@@ -271,8 +278,8 @@ class RidgeScreen:
         if dim is not None and (int(dim) < 1 or data.is_pair):
             raise ValueError(f"screen dim must be a positive int for single-sentence tasks (got {dim}; "
                              f"pair task: {data.is_pair}); use dim=None for the full vectors")
-        if alpha <= 0:
-            raise ValueError(f"alpha must be positive, got {alpha}")
+        if not (math.isfinite(alpha) and alpha > 0):
+            raise ValueError(f"ridge alpha must be a finite number above 0, got {alpha}; e.g. 1e-3 (the default)")
         self.dim = None if dim is None else int(dim)
         self.data = data
         self.alpha = float(alpha)
