@@ -257,7 +257,7 @@ def test_ctrl_c_prints_one_line_and_keeps_the_cache(tiny_bert, data, env, case, 
     assert len(list((env / "home" / "cache").rglob("shard-*.safetensors"))) == 1  # the chunk finished before
     monkeypatch.setattr(LayerEncoder, "_encode_unique", real)
     assert case.run(argv, capsys).code == 0
-    assert case.run([*argv[:-3], "--output", env / "fresh", "--no-cache", "-q"], capsys).code == 0
+    assert case.run([*argv[:-3], "--output", env / "fresh", "--cache-dir", env / "c2", "-q"], capsys).code == 0
     resumed = json.loads(next((env / "o").glob("*.json")).read_text())
     fresh = json.loads(next((env / "fresh").glob("*.json")).read_text())
     assert resumed["per_layer"] == fresh["per_layer"]
