@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -68,14 +69,22 @@ class Case:
 
     def record(self, what: str, given: str, outcome: str, observed: str, *, code: int | None = None) -> None:
         assert outcome in OUTCOMES, outcome
-        self.records.append({"group": self.group, "test": self.test, "case": what, "input": given,
-                             "outcome": outcome, "observed": " ".join(observed.split())[:400], "exit_code": code,
+        self.records.append({"group": self.group, "test": self.test, "case": what, "input": _scrub(given),
+                             "outcome": outcome, "observed": _scrub(" ".join(observed.split()))[:400],
+                             "exit_code": code,
                              "traceback": "Traceback (most recent call last)" in observed})
 
 
+_TMP = re.compile(r"/(?:private/)?(?:var/folders/[^\s']+?/T|tmp)/pytest-of-[^/]+/pytest-\d+/[^/\s']+")
+
+
+def _scrub(text: str) -> str:
+    """Temporary test folders as ``$TMP`` (the page should not change with every run's folder names)."""
+    return _TMP.sub("$TMP", text)
+
+
 def _command(argv) -> str:
-    home = str(Path(os.environ.get("LAYERWISE_HOME", "/nonexistent")).parent)
-    return "layerwise " + " ".join(str(a).replace(home, "$TMP") for a in argv)
+    return "layerwise " + " ".join(str(a) for a in argv)
 
 
 def case_fixture(request):

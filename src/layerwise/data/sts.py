@@ -326,7 +326,7 @@ def _check_score_range(data: STSData) -> None:
     if len(bad):
         i = int(bad[0])
         raise ValueError(
-            f"{data.source}: gold score {data.scores[i]:g} of pair {i} (subset {data.subsets[i]!r}: "
+            f"{data.source}: gold score {data.scores[i]:g} of pair {i} (subset {str(data.subsets[i])!r}: "
             f"{data.sentences1[i][:40]!r}) is outside "
             f"{_DISPLAY[data.name]}'s range {lo:g}-{hi:g} ({len(bad)} such pairs); the file is damaged or not "
             f"{_DISPLAY[data.name]}: restore it")
