@@ -67,6 +67,17 @@ def test_bad_numeric_option_is_one_line_before_any_work(what, argv, option, env,
     assert seen.seconds < 5
 
 
+@pytest.mark.reliability("Numeric options")
+def test_lattemix_layer_out_of_range_before_the_model_is_loaded(tiny_bert, data, env, case, capsys, monkeypatch):
+    from conftest import write_unlabeled
+
+    _no_model_load(monkeypatch)
+    write_unlabeled(data)
+    case.cli_error(["lattemix", "--model", tiny_bert, "--data-dir", data, "--datasets", "stsb", "--layer", "7",
+                    "--output", env / "o", "-q"], capsys, what="lattemix --layer 7 on a 2-layer model",
+                   match=("--layer 7", "3 (0 = embedding output .. 2 = last layer"))
+
+
 # -- paths ----------------------------------------------------------------------------------------------
 
 

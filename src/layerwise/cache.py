@@ -41,7 +41,6 @@ import numpy as np
 from safetensors import safe_open
 from safetensors.numpy import save_file
 
-from layerwise.errors import LayerwiseError
 from layerwise.layers import LayerStack
 
 __all__ = ["CACHE_FORMAT_VERSION", "CacheCorruptError", "LayerCache"]
@@ -60,7 +59,7 @@ _DTYPES = {"F16": np.dtype(np.float16), "F32": np.dtype(np.float32), "F64": np.d
 _DTYPE_NAMES = {v: k for k, v in _DTYPES.items()}
 
 
-class CacheCorruptError(LayerwiseError, RuntimeError):
+class CacheCorruptError(RuntimeError):
     """A cache file cannot be trusted.
 
     Damaged shards are handled inside :class:`LayerCache` (moved aside and recomputed); this error

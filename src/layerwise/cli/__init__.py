@@ -12,6 +12,7 @@ import argparse
 import logging
 import sys
 
+from layerwise.cache import CacheCorruptError
 from layerwise.cli import lattemix, layer_attention, lc, models
 from layerwise.cli._checks import preflight
 from layerwise.errors import LayerwiseError
@@ -25,8 +26,9 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
 #: Exceptions caused by input, reported as one line. Library code raises these (with the fix in the message)
-#: at its public boundaries; TypeError, KeyError, RuntimeError and the rest are bugs.
-USER_ERRORS = (LayerwiseError, ValueError, OSError)
+#: at its public boundaries; TypeError, KeyError, RuntimeError and the rest are bugs. A cache folder that
+#: belongs to another key (CacheCorruptError) is the user's to fix too.
+USER_ERRORS = (LayerwiseError, ValueError, OSError, CacheCorruptError)
 
 KEPT_ON_INTERRUPT = ("interrupted: nothing finished is lost; encoded sentences stay in the layer cache and finished "
                      "parts in the output folder, so the same command continues where it stopped")

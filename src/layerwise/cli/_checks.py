@@ -202,6 +202,22 @@ def _check_data(args) -> None:
             load_wiki_head(data_dir)
 
 
+def _check_model(args) -> None:
+    """Resolve ``--model`` (its files are checked, a built-in's weights hash too) and check ``--layer`` against it."""
+    import json
+
+    from layerwise.encoders.registry import resolve_model
+
+    resolved = resolve_model(args.model)
+    layer = getattr(args, "layer", None)
+    if layer is None:
+        return
+    n_states = int(json.loads((resolved.path / "config.json").read_text())["num_hidden_layers"]) + 1
+    if not -n_states <= layer < n_states:
+        raise UsageError(f"--layer {layer} is not a hidden state of {resolved.name}: it has {n_states} "
+                         f"(0 = embedding output .. {n_states - 1} = last layer, or -1 for the last)")
+
+
 def preflight(args) -> None:
     """Check the paths, device and data a parsed command will use; raise :class:`UsageError` on the first problem."""
     from layerwise.encoders.registry import layerwise_home
@@ -218,3 +234,5 @@ def preflight(args) -> None:
     if getattr(args, "device", None):
         check_device(args.device)
     _check_data(args)
+    if getattr(args, "model", None):
+        _check_model(args)
