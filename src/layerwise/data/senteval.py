@@ -58,7 +58,8 @@ from pathlib import Path
 import numpy as np
 
 from layerwise.data.nli import _require_dir
-from layerwise.data.sts import _index_array, _lines, _read_text, resolve_data_dir
+from layerwise.data._files import index_array, read_text, split_lines
+from layerwise.data.sts import resolve_data_dir
 
 logger = logging.getLogger(__name__)
 
@@ -205,7 +206,7 @@ class TransferData:
 
     def take(self, indices: Sequence[int] | np.ndarray) -> TransferData:
         """The examples at ``indices`` (ints of shape (k,), in that order, or a boolean mask of shape (n,))."""
-        idx = _index_array(indices, len(self))
+        idx = index_array(indices, len(self))
         return TransferData(
             name=self.name,
             sentences=[self.sentences[i] for i in idx],
@@ -342,8 +343,8 @@ _Row = tuple[int, str, "str | None", "str | None"]
 
 def _numbered_lines(path: Path, encoding: str) -> list[tuple[int, str]]:
     """(1-based line number, line without trailing whitespace) of the non-empty lines of ``path``."""
-    text = path.read_bytes().decode("latin-1") if encoding == "latin-1" else _read_text(path)
-    numbered = [(lineno, line.rstrip()) for lineno, line in enumerate(_lines(text), 1)]
+    text = path.read_bytes().decode("latin-1") if encoding == "latin-1" else read_text(path)
+    numbered = [(lineno, line.rstrip()) for lineno, line in enumerate(split_lines(text), 1)]
     kept = [(lineno, line) for lineno, line in numbered if line]
     if len(kept) < len(numbered):
         logger.info("%s: skipped %d empty line(s)", path, len(numbered) - len(kept))
