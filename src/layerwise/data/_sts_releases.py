@@ -267,12 +267,5 @@ def load_sickr(root: Path | None, split: str) -> STSData:
         )
     if not sentences1:
         raise ValueError(f"{source} holds no SICK-R pairs for split {split!r}")
-    return STSData(
-        name="sickr",
-        sentences1=sentences1,
-        sentences2=sentences2,
-        scores=np.asarray(scores, dtype=np.float64),
-        subsets=np.asarray(subsets, dtype=str),
-        split=split_text,
-        source=source,
-    )
+    return STSData(name="sickr", sentences1=sentences1, sentences2=sentences2, scores=np.asarray(scores, dtype=np.float64),
+                   subsets=np.asarray(subsets, dtype=str), split=split_text, source=source)

@@ -287,15 +287,9 @@ def load_transfer(name: str, *, data_dir: str | os.PathLike[str] | None = None) 
         logger.debug("%s: %d examples from %s", spec.display, len(rows), path)
     if key == "sst2":
         logger.info("SST-2 train is phrase level (%d rows); dev and test are whole sentences", splits.count("train"))
-    data = TransferData(
-        name=key,
-        sentences=sentences,
-        sentences2=sentences2 if pair else None,
-        labels=np.asarray(labels, dtype=np.int64),
-        label_names=list(spec.label_names),
-        splits=np.asarray(splits, dtype=str),
-        source=str(folder),
-    )
+    data = TransferData(name=key, sentences=sentences, sentences2=sentences2 if pair else None,
+                        labels=np.asarray(labels, dtype=np.int64), label_names=list(spec.label_names),
+                        splits=np.asarray(splits, dtype=str), source=str(folder))
     counts = {split: splits.count(split) for split in dict.fromkeys(splits)}
     logger.info(
         "Loaded %s: %d %s in %d classes (%s) from %s",

@@ -31,6 +31,21 @@ class TrainConfig:
         return asdict(self)
 
 
+def _check_tokens(tokens, config: LatteMixConfig, train: TrainConfig) -> np.ndarray:
+    """Token vectors as float32 (m, d), after checking them and the training settings against ``config``."""
+    tokens = np.asarray(tokens, dtype=np.float32)
+    if tokens.ndim != 2 or len(tokens) == 0:
+        raise ValueError(f"tokens must be a non-empty (m, d) array, got shape {tokens.shape}")
+    if tokens.shape[1] != config.input_dim:
+        raise ValueError(
+            f"token vectors have d={tokens.shape[1]} but config.input_dim={config.input_dim}: build the config "
+            "with input_dim equal to the encoder's hidden size"
+        )
+    if train.epochs < 1 or train.batch_size < 1:
+        raise ValueError(f"epochs and batch_size must be positive, got {train.epochs} and {train.batch_size}")
+    return tokens
+
+
 def train_token_model(
     config: LatteMixConfig,
     tokens: np.ndarray,
@@ -43,16 +58,7 @@ def train_token_model(
     Returns the model (in eval mode) and a history {"loss", "recon", "kl", "beta" (per step), "seconds", "steps"}.
     beta(step) = config.beta * min(1, step / config.beta_warmup_steps).
     """
-    tokens = np.asarray(tokens, dtype=np.float32)
-    if tokens.ndim != 2 or len(tokens) == 0:
-        raise ValueError(f"tokens must be a non-empty (m, d) array, got shape {tokens.shape}")
-    if tokens.shape[1] != config.input_dim:
-        raise ValueError(
-            f"token vectors have d={tokens.shape[1]} but config.input_dim={config.input_dim}: build the config "
-            "with input_dim equal to the encoder's hidden size"
-        )
-    if train.epochs < 1 or train.batch_size < 1:
-        raise ValueError("epochs and batch_size must be positive")
+    tokens = _check_tokens(tokens, config, train)
     torch.manual_seed(train.seed)
     gen = torch.Generator().manual_seed(train.seed)
     model = build_model(config)

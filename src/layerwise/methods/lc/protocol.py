@@ -94,6 +94,18 @@ def _check_inputs(stack1, stack2, gold, groups, aggregation: str, n_splits: int)
     return gold, groups
 
 
+def _score_methods(s1: LayerStack, s2: LayerStack, gold: np.ndarray, groups, aggregation: str,
+                   methods: list[Pooling], head, layers) -> tuple[dict, dict]:
+    """Test scores and pooling specs of every method on the test pairs; "lc_mlp" too when ``head`` is given."""
+    test_scores = {p.name: sts_scores(p(s1), p(s2), gold, groups=groups, aggregation=aggregation) for p in methods}
+    poolings = {p.name: p.to_dict() for p in methods}
+    if head is not None:
+        test_scores["lc_mlp"] = sts_scores(head_pooling(s1, layers, *head), head_pooling(s2, layers, *head),
+                                           gold, groups=groups, aggregation=aggregation)
+        poolings["lc_mlp"] = {"name": "lc_mlp", "kind": "head", "layers": list(layers)}
+    return test_scores, poolings
+
+
 def run_bert_lc(
     stack1: LayerStack,
     stack2: LayerStack,
@@ -132,34 +144,14 @@ def run_bert_lc(
             n_states, seed=split_seed, has_pooler=stack1.pooler is not None
         )
         methods.append(Pooling("lc", "mean", search.best_layers_))
-        s1, s2 = stack1.take(test), stack2.take(test)
-        test_scores = {
-            p.name: sts_scores(p(s1), p(s2), gold[test], groups=g_test, aggregation=aggregation)
-            for p in methods
-        }
-        poolings = {p.name: p.to_dict() for p in methods}
-        if head is not None:
-            layers = search.best_layers_
-            test_scores["lc_mlp"] = sts_scores(head_pooling(s1, layers, *head), head_pooling(s2, layers, *head),
-                                               gold[test], groups=g_test, aggregation=aggregation)
-            poolings["lc_mlp"] = {"name": "lc_mlp", "kind": "head", "layers": list(layers)}
-        result.splits.append(
-            LCSplit(
-                seed=split_seed,
-                n_dev=len(dev),
-                n_test=len(test),
-                layers=search.best_layers_,
-                dev_spearman=search.best_score_,
-                test=test_scores,
-                poolings=poolings,
-                best_by_size={
-                    s: {"layers": list(ls), "dev_spearman": v}
-                    for s, (ls, v) in search.best_by_size().items()
-                },
-                search_seconds=seconds,
-                n_subsets=len(search.scores_),
-            )
-        )
+        test_scores, poolings = _score_methods(stack1.take(test), stack2.take(test), gold[test], g_test,
+                                               aggregation, methods, head, search.best_layers_)
+        best_by_size = {s: {"layers": list(ls), "dev_spearman": v} for s, (ls, v) in search.best_by_size().items()}
+        result.splits.append(LCSplit(
+            seed=split_seed, n_dev=len(dev), n_test=len(test), layers=search.best_layers_,
+            dev_spearman=search.best_score_, test=test_scores, poolings=poolings, best_by_size=best_by_size,
+            search_seconds=seconds, n_subsets=len(search.scores_),
+        ))
         logger.info(
             "split %d (seed %d): chose %s, dev %.2f, test %.2f (last %.2f) in %.2fs",
             k, split_seed, search.best_layers_, search.best_score_,

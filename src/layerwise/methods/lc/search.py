@@ -213,44 +213,14 @@ class LayerSubsetSearch:
         Returns ``self``.
         """
         a, b, gold = _check_stacks(a, b, gold)
-        if self.aggregation not in AGGREGATIONS:
-            raise ValueError(
-                f"unknown aggregation {self.aggregation!r}; valid: {', '.join(AGGREGATIONS)}"
-            )
         n_states = a.shape[1]
-        if n_states > 62:
-            raise ValueError(f"at most 62 hidden states can be searched, got {n_states}")
-        max_layers = self.max_layers
-        if max_layers is None:
-            max_layers = n_states if n_states <= 13 else DEFAULT_MAX_LAYERS_LARGE
-        if not 1 <= int(max_layers):
-            raise ValueError(f"max_layers must be at least 1, got {max_layers}")
-        max_layers = min(int(max_layers), n_states)
-        if self.chunk_size < 1:
-            raise ValueError(f"chunk_size must be positive, got {self.chunk_size}")
-        group_cols = None
-        if groups is not None and self.aggregation != "all":
-            groups = np.asarray(groups)
-            if groups.shape != gold.shape:
-                raise ValueError(f"groups has {groups.shape[0]} entries but there are {gold.shape[0]} pairs")
-            group_cols = []
-            for g in np.unique(groups):
-                cols = np.flatnonzero(groups == g)
-                if len(cols) >= 2:
-                    group_cols.append(cols)
-            if not group_cols:
-                raise ValueError("no group has at least 2 pairs; use aggregation='all'")
+        max_layers = self._check_params(n_states)
+        correlators = self._correlators(gold, groups)
         total = count_subsets(n_states, max_layers)
         show = self.show_progress
         if show is None:  # a bar only where the search takes noticeable time
             show = logger.isEnabledFor(logging.INFO) and total * len(gold) > 5e7
         scorer = _GramScorer(a, b)
-        if group_cols is None:
-            correlators = [(RankCorrelator(gold), None, 1.0)]
-        else:
-            w = np.array([len(c) for c in group_cols], dtype=np.float64)
-            w = w / w.sum() if self.aggregation == "wmean" else np.full(len(w), 1.0 / len(w))
-            correlators = [(RankCorrelator(gold[c]), c, wi) for c, wi in zip(group_cols, w)]
 
         def score(bits: np.ndarray, S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             cos = scorer.cosines(S)
@@ -284,10 +254,42 @@ class LayerSubsetSearch:
         self.scores_ = 100.0 * np.concatenate(all_scores)  # one scale in the public API: x100, as sts_scores
         self.n_states_ = n_states
         self.max_layers_ = max_layers
+        if np.isnan(self.scores_).all():
+            raise ValueError("every subset's correlation is undefined: the cosines are the same for every pair "
+                             "(identical sentences, or a max_length that leaves no text); check the inputs")
         best = int(np.nanargmax(self.scores_))
         self.best_layers_ = self._layers(best)
         self.best_score_ = float(self.scores_[best])
         return self
+
+    def _check_params(self, n_states: int) -> int:
+        """The subset-size cap for ``n_states`` hidden states, after checking every setting."""
+        if self.aggregation not in AGGREGATIONS:
+            raise ValueError(f"unknown aggregation {self.aggregation!r}; valid: {', '.join(AGGREGATIONS)}")
+        if n_states > 62:
+            raise ValueError(f"at most 62 hidden states can be searched, got {n_states}")
+        max_layers = self.max_layers
+        if max_layers is None:
+            max_layers = n_states if n_states <= 13 else DEFAULT_MAX_LAYERS_LARGE
+        if not 1 <= int(max_layers):
+            raise ValueError(f"max_layers must be at least 1, got {max_layers}")
+        if self.chunk_size < 1:
+            raise ValueError(f"chunk_size must be positive, got {self.chunk_size}")
+        return min(int(max_layers), n_states)
+
+    def _correlators(self, gold: np.ndarray, groups: np.ndarray | None) -> list:
+        """(RankCorrelator, pair columns or None, weight) per group; one over all pairs for ``all``."""
+        if groups is None or self.aggregation == "all":
+            return [(RankCorrelator(gold), None, 1.0)]
+        groups = np.asarray(groups)
+        if groups.shape != gold.shape:
+            raise ValueError(f"groups has {groups.shape[0]} entries but there are {gold.shape[0]} pairs")
+        group_cols = [c for g in np.unique(groups) if len(c := np.flatnonzero(groups == g)) >= 2]
+        if not group_cols:
+            raise ValueError("no group has at least 2 pairs; use aggregation='all'")
+        w = np.array([len(c) for c in group_cols], dtype=np.float64)
+        w = w / w.sum() if self.aggregation == "wmean" else np.full(len(w), 1.0 / len(w))
+        return [(RankCorrelator(gold[c]), c, wi) for c, wi in zip(group_cols, w)]
 
     # -- results ---------------------------------------------------------------------------------
     def _check_fitted(self) -> None:

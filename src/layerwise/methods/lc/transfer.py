@@ -324,19 +324,11 @@ def run_transfer(
                                                      n_jobs=n_jobs, screen=ridge)
         t1 = time.perf_counter()
         methods = {**baseline_layers(n_states, seed=split_seed), "lc": ("mean", tuple(layers))}
-        jobs, names = [], []
-        for name, (kind, ls) in methods.items():
-            names.append(name)
-            jobs.append(lambda kind=kind, ls=ls: subset_accuracy(data, td, te, ls, kind=kind, seed=split_seed))
-        if data.head is not None:
-            names.append("lc_mlp")
-            jobs.append(lambda: subset_accuracy(data, td, te, tuple(layers), head=True, seed=split_seed))
-        accs = _parallel(jobs, n_jobs)
-        poolings = {n: list(methods[n][1]) if n in methods else list(layers) for n in names}
+        test, poolings = _test_methods(data, td, te, methods, tuple(layers), split_seed, n_jobs)
         result.splits.append(TransferSplit(
             seed=split_seed, n_train=len(td), n_test=len(te), layers=tuple(int(x) for x in layers),
             inner_accuracy=inner, screen=[round(float(v), 4) for v in screen], shortlist=short,
-            test={n: 100 * a for n, a in zip(names, accs)}, poolings=poolings,
+            test=test, poolings=poolings,
             seconds={"screen_and_shortlist": t1 - t0, "test": time.perf_counter() - t1},
         ))
         logger.info("%s split %d: chose %s (inner %.2f), test lc %.2f vs last %.2f", task, k, layers, inner,
@@ -346,6 +338,20 @@ def run_transfer(
         if progress is not None:
             progress.update(1)
     return result
+
+
+def _test_methods(data: TransferFeatures, td, te, methods: dict, layers: tuple, seed: int, n_jobs: int):
+    """Test accuracy x100 of every method (and LC + MLP when the data has a head) and their pooling layers."""
+    jobs, names = [], []
+    for name, (kind, ls) in methods.items():
+        names.append(name)
+        jobs.append(lambda kind=kind, ls=ls: subset_accuracy(data, td, te, ls, kind=kind, seed=seed))
+    if data.head is not None:
+        names.append("lc_mlp")
+        jobs.append(lambda: subset_accuracy(data, td, te, layers, head=True, seed=seed))
+    accs = _parallel(jobs, n_jobs)
+    poolings = {n: list(methods[n][1]) if n in methods else list(layers) for n in names}
+    return {n: 100 * a for n, a in zip(names, accs)}, poolings
 
 
 def subset_accuracy(data: TransferFeatures, train, test, layers, *, kind: str = "mean", head: bool = False,
