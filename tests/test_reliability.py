@@ -78,6 +78,14 @@ def test_lattemix_layer_out_of_range_before_the_model_is_loaded(tiny_bert, data,
                    match=("--layer 7", "3 (0 = embedding output .. 2 = last layer"))
 
 
+@pytest.mark.reliability("Numeric options")
+def test_search_dev_size_larger_than_the_data(tiny_bert, data, env, case, capsys, monkeypatch):
+    _no_model_load(monkeypatch)
+    case.cli_error(["search", "--model", tiny_bert, "--data-dir", data, "--dev-size", "350", "--output", env / "o",
+                    "-q"], capsys, what="search --dev-size 350 on 20 test pairs (was found after encoding)",
+                   match=("--dev-size 350", "from 2 to 18"))
+
+
 # -- paths ----------------------------------------------------------------------------------------------
 
 
@@ -211,10 +219,34 @@ def test_run_bert_lc_groups_of_the_wrong_length(case):
 
 
 @pytest.mark.reliability("Library arguments")
+def test_search_on_constant_cosines_and_too_short_max_length(tiny_bert, case):
+    from layerwise import LayerEncoder, LayerSubsetSearch
+
+    a = np.ones((10, 3, 4))
+    with pytest.raises(ValueError, match="every subset's correlation is undefined") as err:
+        LayerSubsetSearch().fit(a, a, np.arange(10.0))
+    case.record("subset search where every pair has the same cosine (was 'All-NaN slice encountered')",
+                "LayerSubsetSearch().fit(a, a, gold)", "clear error", str(err.value))
+    with pytest.raises(ValueError, match="leaves no token for text") as err:
+        LayerEncoder(tiny_bert, max_length=2, cache_dir=False)
+    case.record("LayerEncoder(max_length=2) (was an all-NaN table)", "LayerEncoder(model, max_length=2)",
+                "clear error", str(err.value))
+
+
+@pytest.mark.reliability("Library arguments")
 def test_library_ridge_alpha_nan_and_zero_splits(case):
+    from layerwise.layers import LayerStack
     from layerwise.methods.lc.transfer import inner_splits, outer_splits
 
+    from layerwise.methods.lc.features import TransferFeatures
+    from layerwise.methods.lc.ridge_screen import RidgeScreen
+
     labels = np.array([0, 1] * 20)
+    stack = LayerStack(mean=np.random.default_rng(0).normal(size=(40, 3, 4)), cls=np.zeros((40, 3, 4)))
+    with pytest.raises(ValueError, match="ridge alpha must be a finite number above 0") as err:
+        RidgeScreen(TransferFeatures(first=stack, labels=labels, n_classes=2), alpha=float("nan"))
+    case.record("RidgeScreen(alpha=nan) (was a PyTorch internal assert)", "RidgeScreen(features, alpha=nan)",
+                "clear error", str(err.value))
     for fn, name in ((outer_splits, "outer"), (inner_splits, "inner")):
         with pytest.raises(ValueError, match=f"{name} splits must be") as err:
             fn(labels, n_splits=0)
@@ -318,6 +350,13 @@ def test_progress_bars_are_rare_without_a_terminal():
     assert stream.getvalue().count("\r") <= 3  # start, end: not one line per update
 
 
+@pytest.mark.reliability("Paths")
+def test_retrieval_model_dir_missing(env, case, capsys):
+    case.cli_error(["retrieval", env / "no-model", "--output", env / "o", "-q"], capsys,
+                   what="retrieval with a model folder that does not exist", match=("MODEL_DIR", "does not exist"))
+
+
+@pytest.mark.reliability("Paths")
 def test_unknown_path_in_data_dir_keeps_files(tiny_bert, env, case, capsys):
     target = env / "missing"
     case.cli_error(["layers", "--model", tiny_bert, "--data-dir", target, "--output", env / "o", "-q"], capsys,

@@ -202,6 +202,16 @@ def _check_data(args) -> None:
             load_wiki_head(data_dir)
 
 
+def _check_dev_size(args) -> None:
+    """``search``: the dev pairs of each split must leave at least 2 test pairs (the data is small: read it now)."""
+    from layerwise.data.sts import load_sts, sts_display_name
+
+    data = load_sts(args.dataset, data_dir=getattr(args, "data_dir", None), split=args.split)
+    if not 2 <= args.dev_size <= len(data) - 2:
+        raise UsageError(f"--dev-size {args.dev_size} does not fit {sts_display_name(args.dataset)} ({data.split}, "
+                         f"{len(data)} pairs): pass a --dev-size from 2 to {len(data) - 2}")
+
+
 def _check_model(args) -> None:
     """Resolve ``--model`` (its files are checked, a built-in's weights hash too) and check ``--layer`` against it."""
     import json
@@ -222,6 +232,8 @@ def preflight(args) -> None:
     """Check the paths, device and data a parsed command will use; raise :class:`UsageError` on the first problem."""
     from layerwise.encoders.registry import layerwise_home
 
+    if getattr(args, "model_dir", None):
+        check_folder(args.model_dir, "MODEL_DIR")
     if getattr(args, "data_dir", None):
         check_folder(args.data_dir, "--data-dir")
     if getattr(args, "output", None):
@@ -234,5 +246,7 @@ def preflight(args) -> None:
     if getattr(args, "device", None):
         check_device(args.device)
     _check_data(args)
+    if getattr(args, "command", None) == "search":
+        _check_dev_size(args)
     if getattr(args, "model", None):
         _check_model(args)
