@@ -139,3 +139,17 @@ def test_mpnet_positions_count_from_the_padding_index(tiny_mpnet, env):
     enc = LayerEncoder(tiny_mpnet, max_length=100000, cache_dir=False, show_progress=False)
     assert enc.max_length == 66 - 2  # position ids start at padding_idx + 1
     enc.encode([" ".join(["the dog runs"] * 40)])
+
+
+@pytest.mark.slow
+def test_real_minilm_long_text_with_huge_max_length(env):
+    """The reported case on the real model: 3000 words, --max-length 100000 (was a size mismatch at 512)."""
+    from layerwise import LayerEncoder
+    from layerwise.encoders.registry import ModelNotFoundError
+
+    try:
+        enc = LayerEncoder("all-MiniLM-L6-v2", max_length=100000, cache_dir=False, show_progress=False)
+    except ModelNotFoundError:
+        pytest.skip("all-MiniLM-L6-v2 is not installed")
+    assert enc.max_length == 512
+    assert enc.encode([" ".join(["word"] * 3000), "short"]).mean.shape == (2, 7, 384)
