@@ -50,7 +50,7 @@ DEFAULT_OUTPUT = REPO / "docs" / "results" / "search-speed.md"
 TARGET_BASE_SECONDS = 1.0  # (a) fast search, best run
 TARGET_BASE_SPEEDUP = 100.0  # (a) Method 2 time / fast time
 TARGET_LARGE_SECONDS = 120.0  # (b) fast search
-AGREEMENT_TOL = 1e-6  # max |fast - Method 2| over all subsets
+AGREEMENT_TOL = 1e-4  # max |fast - Method 2| over all subsets, Spearman x100 (1e-6 on the correlation itself)
 
 # The paper's own figures, for context only (measured on an 18-core desktop, not here).
 PAPER_FAST_SECONDS = 5.65

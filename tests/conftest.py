@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["reliability_cases"]  # the `case` fixture; LAYERWISE_RELIABILITY_REPORT=path records the cases
+
 WORDS = (
     "a an the man woman dog cat child is are was playing plays guitar piano football running runs "
     "eats food on in at with of and to red blue big small car bike riding rides park street house "

@@ -75,7 +75,7 @@ def test_wordsim_command_writes_json_markdown_and_plot(tiny_bert, tmp_path, caps
 
     f = tmp_path / "pairs.txt"
     f.write_text("man woman 8.3\ndog cat 7.0\ncar bike 6.1\nred blue 4.0\nwater food 1.0\n")
-    assert main(["wordsim", "--model", str(tiny_bert), "--datasets", str(f), "--output", str(tmp_path / "out"),
+    assert main(["wordsim", "--model", str(tiny_bert), "--sets", str(f), "--output", str(tmp_path / "out"),
                  "-q"]) == 0
     out = capsys.readouterr().out
     assert "pairs" in out and "best" in out

@@ -7,6 +7,7 @@ import json
 import os
 import platform
 import shlex
+import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -14,12 +15,18 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["environment", "write_json", "write_text", "plot_per_layer", "plot_lines", "fmt"]
+__all__ = ["environment", "source_revision", "write_json", "write_text", "plot_per_layer", "plot_lines", "fmt"]
 
 
 def environment(command: list[str] | None = None) -> dict:
-    """Date, machine, library versions and the command line: recorded in every results file."""
+    """Date, machine, library versions, the source revision and the command line: recorded in every results file.
+
+    ``versions`` names every library whose code can change a number: scikit-learn (transfer classifiers) and
+    faiss (retrieval) as ``None`` when not installed. ``source`` is the git commit of the checkout the package
+    runs from (``None`` for an installed copy), with ``dirty`` when tracked files differ from it.
+    """
     import scipy
+    import sklearn
     import torch
     import transformers
 
@@ -43,8 +50,42 @@ def environment(command: list[str] | None = None) -> dict:
             "transformers": transformers.__version__,
             "numpy": np.__version__,
             "scipy": scipy.__version__,
+            "scikit-learn": sklearn.__version__,
+            "faiss": _optional_version("faiss"),
         },
+        "source": source_revision(),
     }
+
+
+def _optional_version(module: str) -> str | None:
+    from importlib import metadata
+
+    for dist in (f"{module}-cpu", f"{module}-gpu", module):
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def source_revision() -> dict | None:
+    """``{"commit", "dirty"}`` of the git checkout holding this package's sources; ``None`` when not a checkout.
+
+    Only a checkout whose ``src/layerwise`` is this package counts, so an installed copy inside some other
+    repository reports ``None`` rather than that repository's commit.
+    """
+    package = Path(__file__).resolve().parent
+    root = package.parent.parent
+    if package != root / "src" / "layerwise" or not (root / ".git").exists():
+        return None
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                timeout=10, check=True).stdout.strip()
+        status = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True, timeout=10, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {"commit": commit, "dirty": bool(status.strip())}
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
@@ -196,8 +237,15 @@ def _save_figure(fig, path: Path) -> Path:
 
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.tmp.png")
-    fig.savefig(tmp)
-    plt.close(fig)
-    os.replace(tmp, path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp.png")
+    os.close(fd)
+    try:
+        fig.savefig(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    finally:
+        plt.close(fig)
     return path

@@ -1,6 +1,9 @@
 """``layerwise`` command line: a thin layer over the library; one module per method's commands.
 
 Each module adds its subcommands with ``add_parsers(sub)`` and sets ``handler(args, command) -> exit code``.
+
+Exit codes: 0 done; 2 a user error (bad option, path, data or model file), printed as one line; 130 interrupted
+(Ctrl-C), with one line saying what was kept; 1 an internal error, i.e. a bug (``--debug`` shows the traceback).
 """
 
 from __future__ import annotations
@@ -9,21 +12,68 @@ import argparse
 import logging
 import sys
 
+from layerwise.cache import CacheCorruptError
 from layerwise.cli import lattemix, layer_attention, lc, models, truncated
+from layerwise.cli._checks import preflight
+from layerwise.errors import LayerwiseError
 
-__all__ = ["build_parser", "main"]
+__all__ = ["EXIT_BUG", "EXIT_INTERRUPTED", "EXIT_USAGE", "USER_ERRORS", "build_parser", "main"]
 
 _COMMAND_MODULES = (lc, lattemix, layer_attention, truncated, models)
 
+EXIT_BUG = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
+
+#: Exceptions caused by input, reported as one line. Library code raises these (with the fix in the message)
+#: at its public boundaries; TypeError, KeyError, RuntimeError and the rest are bugs. A cache folder that
+#: belongs to another key (CacheCorruptError) is the user's to fix too.
+USER_ERRORS = (LayerwiseError, ValueError, OSError, CacheCorruptError)
+
+KEPT_ON_INTERRUPT = ("interrupted: nothing finished is lost; encoded sentences stay in the layer cache and finished "
+                     "parts in the output folder, so the same command continues where it stopped")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with its errors on one line (the usage is one ``--help`` away)."""
+
+    def error(self, message: str):
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _version() -> str:
+    from layerwise import __version__
+    from layerwise.reports import source_revision
+
+    rev = source_revision()
+    if rev is None:
+        return f"layerwise {__version__}"
+    return f"layerwise {__version__} (git {rev['commit'][:12]}{', dirty' if rev['dirty'] else ''})"
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: computed only when asked (it may run git)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(_version())
+        parser.exit(0)
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="layerwise",
         description="Sentence embeddings from every layer of a transformer encoder.",
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser.add_argument("--version", action=_VersionAction, help="print the version (and git commit) and exit")
+    parser.add_argument("--debug", action="store_true", help="show the full traceback of any error")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
     for module in _COMMAND_MODULES:
         module.add_parsers(sub)
+    for p in sub.choices.values():  # also after the command; SUPPRESS keeps the value given before it
+        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show the full traceback")
     return parser
 
 
@@ -34,10 +84,29 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(levelname)s %(name)s: %(message)s")
     command = ["layerwise", *(sys.argv[1:] if argv is None else argv)]
     try:
+        preflight(args)
         return args.handler(args, command)
-    except (ValueError, FileNotFoundError, KeyError, TypeError, RuntimeError) as exc:
-        print(f"layerwise: error: {exc}", file=sys.stderr)
-        return 2
+    except KeyboardInterrupt:
+        if args.debug:
+            raise
+        print(f"layerwise: {KEPT_ON_INTERRUPT}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except USER_ERRORS as exc:
+        if args.debug:
+            raise
+        print(f"layerwise: error: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: a bug, reported as one
+        if args.debug:
+            raise
+        print(f"layerwise: internal error ({type(exc).__name__}: {_one_line(exc)}); this is a bug, "
+              "rerun with --debug for the traceback", file=sys.stderr)
+        return EXIT_BUG
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from layerwise.cli._checks import max_length, positive_int
 from layerwise.data.sts import STS_DATASETS
 from layerwise.encoders.registry import BUILTIN_MODELS, DEFAULT_MODEL
 from layerwise.evaluation.metrics import AGGREGATIONS
@@ -33,8 +34,8 @@ def add_encoder_options(p: argparse.ArgumentParser, *, aggregation: bool = True)
                        help="how STS12-16 subsets are combined: all pairs at once (all), size-weighted (wmean) "
                             "or plain mean (mean) of per-subset Spearman (default: all)")
     p.add_argument("--output", default="runs", help="folder for results JSON, markdown and plot (default: runs)")
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--max-length", type=int, default=256)
+    p.add_argument("--batch-size", type=positive_int, default=64)
+    p.add_argument("--max-length", type=max_length, default=256)
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     p.add_argument("--cache-dir", default=None, help="layer-stack cache (default: $LAYERWISE_HOME/cache)")

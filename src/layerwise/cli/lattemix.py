@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from layerwise.cli._checks import nonnegative_float, nonnegative_int, positive_float, positive_int, seed
 from layerwise.cli._common import STS_CHOICES, add_encoder_options, encoder_options
 from layerwise.methods.lattemix.config import MODEL_KINDS
 
@@ -12,19 +13,19 @@ def add_parsers(sub) -> None:
     p.add_argument("--datasets", nargs="+", default=["stsb", "sickr"], choices=STS_CHOICES)
     p.add_argument("--layer", type=int, default=-1, help="hidden state whose token vectors are modelled (default: last)")
     p.add_argument("--kinds", nargs="+", default=list(MODEL_KINDS), choices=MODEL_KINDS)
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    p.add_argument("--n-classes", type=int, default=16, help="categorical classes per group (default 16)")
-    p.add_argument("--n-groups", type=int, default=32, help="categorical latent groups (default 32)")
-    p.add_argument("--latent-dim", type=int, default=32, help="Normal VAE / AE latent size (default 32)")
+    p.add_argument("--seeds", type=seed, nargs="+", default=[0, 1, 2])
+    p.add_argument("--n-classes", type=positive_int, default=16, help="categorical classes per group (default 16)")
+    p.add_argument("--n-groups", type=positive_int, default=32, help="categorical latent groups (default 32)")
+    p.add_argument("--latent-dim", type=positive_int, default=32, help="Normal VAE / AE latent size (default 32)")
     p.add_argument("--depth", type=int, default=1, choices=[1, 2, 3], help="encoder layers (default 1)")
-    p.add_argument("--tau", type=float, default=1.0, help="Gumbel-softmax temperature (default 1.0)")
-    p.add_argument("--beta", type=float, default=1.0)
-    p.add_argument("--beta-warmup-steps", type=int, default=1000)
-    p.add_argument("--epochs", type=int, default=1)
-    p.add_argument("--train-batch-size", type=int, default=256)
-    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--tau", type=positive_float, default=1.0, help="Gumbel-softmax temperature (default 1.0)")
+    p.add_argument("--beta", type=nonnegative_float, default=1.0)
+    p.add_argument("--beta-warmup-steps", type=nonnegative_int, default=1000)
+    p.add_argument("--epochs", type=positive_int, default=1)
+    p.add_argument("--train-batch-size", type=positive_int, default=256)
+    p.add_argument("--lr", type=positive_float, default=1e-3)
     p.add_argument("--train-sources", nargs="+", default=["snli", "wiki"], choices=["snli", "wiki"])
-    p.add_argument("--train-limit", type=int, default=None, help="at most this many training sentences (seeded sample)")
+    p.add_argument("--train-limit", type=positive_int, default=None, help="at most this many training sentences (seeded sample)")
     p.add_argument("--include-special", action="store_true", help="keep [CLS]/[SEP] tokens in training and mixtures")
     p.add_argument("--save-models", action="store_true", help="save each trained model under OUTPUT/models")
 

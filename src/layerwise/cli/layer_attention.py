@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import sys
-
+from layerwise.cli._checks import max_length, nonnegative_int, positive_float, positive_int, seed
 from layerwise.encoders.registry import DEFAULT_MODEL
 from layerwise.methods.layer_attention.train import OBJECTIVES
 from layerwise.modules.poolers import POOLER_KINDS
@@ -18,16 +17,16 @@ def add_parsers(sub) -> None:
                    help="sentences (one per line) or CSV sent0,sent1[,hard_neg]; default: wiki head (unsup) or "
                         "SNLI dev+test triplets from --data-dir")
     p.add_argument("--data-dir", default=None, help="data folder (default: $LAYERWISE_DATA)")
-    p.add_argument("--steps", type=int, default=500)
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--lr", type=float, default=3e-5)
-    p.add_argument("--pooler-lr", type=float, default=1e-3)
-    p.add_argument("--warmup-steps", type=int, default=50)
-    p.add_argument("--temperature", type=float, default=0.05)
+    p.add_argument("--steps", type=positive_int, default=500)
+    p.add_argument("--batch-size", type=positive_int, default=64)
+    p.add_argument("--lr", type=positive_float, default=3e-5)
+    p.add_argument("--pooler-lr", type=positive_float, default=1e-3)
+    p.add_argument("--warmup-steps", type=nonnegative_int, default=50)
+    p.add_argument("--temperature", type=positive_float, default=0.05)
     p.add_argument("--freeze-encoder", action="store_true", help="train the pooler only")
-    p.add_argument("--eval-every", type=int, default=100, help="steps between STS-B dev evaluations")
-    p.add_argument("--max-length", type=int, default=32)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--eval-every", type=nonnegative_int, default=100, help="steps between STS-B dev evaluations")
+    p.add_argument("--max-length", type=max_length, default=32)
+    p.add_argument("--seed", type=seed, default=0)
     p.add_argument("--resume", action="store_true", help="continue from OUTPUT/last (same model, data and settings)")
     p.add_argument("--overwrite", action="store_true",
                    help="start again in an OUTPUT that holds a run (removes only its last/, best/ and train.json)")
@@ -39,8 +38,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--data-dir", default=None)
     p.add_argument("--split", default="dev", choices=["dev", "test", "all"])
     p.add_argument("--index", nargs="+", default=["exact", "flat", "ivf"], choices=["exact", "flat", "ivf"])
-    p.add_argument("--nlist", type=int, default=100)
-    p.add_argument("--nprobe", type=int, default=10)
+    p.add_argument("--nlist", type=positive_int, default=100)
+    p.add_argument("--nprobe", type=positive_int, default=10)
     p.add_argument("--without-pooler", action="store_true", help="search with the last-layer mean, not the pooler")
     p.add_argument("--output", default="runs/retrieval")
     p.add_argument("-q", "--quiet", action="store_true")
@@ -61,13 +60,10 @@ def run(args, command) -> int:
                                 pooler_lr=args.pooler_lr, warmup_steps=args.warmup_steps,
                                 temperature=args.temperature, freeze_encoder=args.freeze_encoder,
                                 eval_every=args.eval_every, seed=args.seed)
-        try:
-            result = run_train(args.model, cfg, args.output, pooler=args.pooler, train_data=args.train_data,
-                               data_dir=args.data_dir, max_length=args.max_length, resume=args.resume,
-                               overwrite=args.overwrite)
-        except FileExistsError as exc:  # an existing run without --resume / --overwrite
-            print(f"layerwise: error: {exc}", file=sys.stderr)
-            return 2
+        # an existing run without --resume / --overwrite raises FileExistsError: one line, exit 2 (cli.main)
+        result = run_train(args.model, cfg, args.output, pooler=args.pooler, train_data=args.train_data,
+                           data_dir=args.data_dir, max_length=args.max_length, resume=args.resume,
+                           overwrite=args.overwrite)
         result["environment"] = environment(command)
         path = write_json(Path(args.output) / "train.json", result)
         h = result["history"]

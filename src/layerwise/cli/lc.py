@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from layerwise.cli._checks import nonnegative_int, positive_float, positive_int, seed
 from layerwise.cli._common import STS_CHOICES, add_common, add_encoder_options, encoder_options
 from layerwise.data.senteval import TRANSFER_TASKS
 
@@ -11,11 +12,11 @@ DEFAULT_TRANSFER = ("mr", "cr", "subj", "sst2", "sst5", "trec", "mrpc")  # the s
 def add_parsers(sub) -> None:
     p = sub.add_parser("search", help="BERT-LC: choose a layer subset on dev, report test against baselines")
     add_common(p)
-    p.add_argument("--max-layers", type=int, default=None,
+    p.add_argument("--max-layers", type=positive_int, default=None,
                    help="largest subset searched (default: all subsets up to 13 hidden states, else 8)")
-    p.add_argument("--splits", type=int, default=5, help="number of seeded dev/test splits (default: 5)")
-    p.add_argument("--dev-size", type=int, default=350, help="dev pairs per split (default: 350)")
-    p.add_argument("--seed", type=int, default=0, help="split k uses seed + k (default: 0)")
+    p.add_argument("--splits", type=positive_int, default=5, help="number of seeded dev/test splits (default: 5)")
+    p.add_argument("--dev-size", type=positive_int, default=350, help="dev pairs per split (default: 350)")
+    p.add_argument("--seed", type=seed, default=0, help="split k uses seed + k (default: 0)")
     p.add_argument("--no-head", action="store_true", help="skip LC + MLP (the checkpoint's pooler head)")
 
     p = sub.add_parser("layers", help="per-layer analysis: each hidden state's STS score alone")
@@ -26,19 +27,19 @@ def add_parsers(sub) -> None:
     p.add_argument("--tasks", nargs="+", default=list(DEFAULT_TRANSFER),
                    help=f"transfer tasks among {', '.join(TRANSFER_TASKS)}, case-insensitive "
                         f"(default: {' '.join(DEFAULT_TRANSFER)}; MPQA is not in the shared data)")
-    p.add_argument("--outer-splits", type=int, default=10, help="seeded 85/15 train-dev/test splits (default 10)")
-    p.add_argument("--inner-splits", type=int, default=10, help="seeded 82/18 splits choosing the subset (default 10)")
-    p.add_argument("--max-layers", type=int, default=None,
+    p.add_argument("--outer-splits", type=positive_int, default=10, help="seeded 85/15 train-dev/test splits (default 10)")
+    p.add_argument("--inner-splits", type=positive_int, default=10, help="seeded 82/18 splits choosing the subset (default 10)")
+    p.add_argument("--max-layers", type=positive_int, default=None,
                    help="largest subset (default: 4 up to 13 hidden states, else 3)")
-    p.add_argument("--shortlist", type=int, default=1,
+    p.add_argument("--shortlist", type=nonnegative_int, default=1,
                    help="subsets re-scored by SAGA inner CV after the ridge screen (default 1: the ridge choice; "
                         "0: every subset, the exhaustive and slow reference)")
-    p.add_argument("--ridge-alpha", type=float, default=1e-3, help="ridge screen penalty x mean feature variance")
-    p.add_argument("--screen-dim", type=int, default=None,
+    p.add_argument("--ridge-alpha", type=positive_float, default=1e-3, help="ridge screen penalty x mean feature variance")
+    p.add_argument("--screen-dim", type=positive_int, default=None,
                    help="project vectors on their top principal directions for the ridge screen only (large models; "
                         "default: full vectors)")
-    p.add_argument("--seed", type=int, default=0, help="outer split k uses seed + k (default 0)")
-    p.add_argument("--jobs", type=int, default=2, help="parallel classifier fits (threads, default 2)")
+    p.add_argument("--seed", type=seed, default=0, help="outer split k uses seed + k (default 0)")
+    p.add_argument("--jobs", type=positive_int, default=2, help="parallel classifier fits (threads, default 2)")
     p.add_argument("--no-head", action="store_true", help="skip LC + MLP (the checkpoint's pooler head)")
 
     p = sub.add_parser("ablate", help="BERT-LC ablations: number of layers, excluding a layer, limited data")
@@ -48,15 +49,15 @@ def add_parsers(sub) -> None:
                    help="transfer tasks for (a) and (b) (default: mr cr subj trec)")
     p.add_argument("--limited-tasks", nargs="*", default=["mr", "subj", "trec"],
                    help="transfer tasks for (c) limited data (default: mr subj trec)")
-    p.add_argument("--max-denominator", type=int, default=256,
+    p.add_argument("--max-denominator", type=positive_int, default=256,
                    help="(c) keeps 1/2, 1/4 ... 1/max-denominator of train-dev (default 256)")
-    p.add_argument("--limited-seeds", type=int, default=10)
-    p.add_argument("--splits", type=int, default=5, help="STS dev/test splits (default 5)")
-    p.add_argument("--dev-size", type=int, default=350, help="STS dev pairs per split (default 350)")
-    p.add_argument("--outer-splits", type=int, default=10)
-    p.add_argument("--inner-splits", type=int, default=10)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--limited-seeds", type=positive_int, default=10)
+    p.add_argument("--splits", type=positive_int, default=5, help="STS dev/test splits (default 5)")
+    p.add_argument("--dev-size", type=positive_int, default=350, help="STS dev pairs per split (default 350)")
+    p.add_argument("--outer-splits", type=positive_int, default=10)
+    p.add_argument("--inner-splits", type=positive_int, default=10)
+    p.add_argument("--seed", type=seed, default=0)
+    p.add_argument("--jobs", type=positive_int, default=2)
 
     for name in ("search", "layers"):
         sub.choices[name].set_defaults(handler=run_sts)

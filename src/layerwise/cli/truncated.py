@@ -10,7 +10,7 @@ def add_parsers(sub) -> None:
     p = sub.add_parser("wordsim", help="per-layer word similarity: each hidden state's Spearman on word-pair sets")
     p.add_argument("--model", default=DEFAULT_MODEL,
                    help=f"built-in name ({', '.join(BUILTIN_MODELS)}) or a local Hugging Face folder")
-    p.add_argument("--datasets", nargs="+", default=list(DEFAULT_WORDSIM),
+    p.add_argument("--sets", nargs="+", default=list(DEFAULT_WORDSIM),
                    help=f"sets from the data folder ({', '.join(WORDSIM_FILES)}) or files 'word1 word2 score' "
                         f"(default: {' '.join(DEFAULT_WORDSIM)})")
     p.add_argument("--data-dir", default=None, help="data folder holding wordsim/ (default: $LAYERWISE_DATA)")
@@ -27,7 +27,7 @@ def run(args, command) -> int:
     from layerwise.methods.truncated.wordsim import per_layer_wordsim, write_wordsim_outputs
     from layerwise.reports import environment
 
-    datasets = [load_wordsim(name, args.data_dir) for name in args.datasets]  # all read before the model loads
+    datasets = [load_wordsim(name, args.data_dir) for name in args.sets]  # all read before the model loads
     encoder = LayerEncoder(args.model, batch_size=args.batch_size, device=args.device, cache_dir=False)
     result = per_layer_wordsim(encoder, datasets)
     paths = write_wordsim_outputs(result, args.output, environment(command))

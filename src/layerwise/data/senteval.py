@@ -53,12 +53,13 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from layerwise.data.nli import _require_dir
-from layerwise.data.sts import _index_array, _lines, _read_text, resolve_data_dir
+from layerwise.data._files import index_array
+from layerwise.data._senteval_formats import PARSERS, numbered_lines
+from layerwise.data.sts import resolve_data_dir
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +69,6 @@ __all__ = ["TRANSFER_TASKS", "TransferData", "available_transfer", "canonical_ta
 TRANSFER_TASKS: tuple[str, ...] = ("mr", "cr", "subj", "mpqa", "sst2", "sst5", "trec", "mrpc")
 
 _SENTEVAL_DIR = "senteval"
-_MRPC_HEADER = ("Quality", "#1 ID", "#2 ID", "#1 String", "#2 String")
 
 
 @dataclass(frozen=True)
@@ -205,7 +205,7 @@ class TransferData:
 
     def take(self, indices: Sequence[int] | np.ndarray) -> TransferData:
         """The examples at ``indices`` (ints of shape (k,), in that order, or a boolean mask of shape (n,))."""
-        idx = _index_array(indices, len(self))
+        idx = index_array(indices, len(self))
         return TransferData(
             name=self.name,
             sentences=[self.sentences[i] for i in idx],
@@ -270,7 +270,7 @@ def load_transfer(name: str, *, data_dir: str | os.PathLike[str] | None = None) 
                 f"{spec.display} file {path} does not exist; {spec.display} needs "
                 f"{', '.join(f for f, _, _ in spec.files)} in {folder}"
             )
-        rows = _PARSERS[spec.fmt](_numbered_lines(path, spec.encoding), str(path))
+        rows = PARSERS[spec.fmt](numbered_lines(path, spec.encoding), str(path))
         if not rows:
             raise ValueError(f"{path} holds no {spec.display} examples")
         for lineno, text, text2, label in rows:
@@ -287,15 +287,9 @@ def load_transfer(name: str, *, data_dir: str | os.PathLike[str] | None = None) 
         logger.debug("%s: %d examples from %s", spec.display, len(rows), path)
     if key == "sst2":
         logger.info("SST-2 train is phrase level (%d rows); dev and test are whole sentences", splits.count("train"))
-    data = TransferData(
-        name=key,
-        sentences=sentences,
-        sentences2=sentences2 if pair else None,
-        labels=np.asarray(labels, dtype=np.int64),
-        label_names=list(spec.label_names),
-        splits=np.asarray(splits, dtype=str),
-        source=str(folder),
-    )
+    data = TransferData(name=key, sentences=sentences, sentences2=sentences2 if pair else None,
+                        labels=np.asarray(labels, dtype=np.int64), label_names=list(spec.label_names),
+                        splits=np.asarray(splits, dtype=str), source=str(folder))
     counts = {split: splits.count(split) for split in dict.fromkeys(splits)}
     logger.info(
         "Loaded %s: %d %s in %d classes (%s) from %s",
@@ -331,90 +325,3 @@ def _canonical_name(name: str) -> str:
         f"Unknown transfer task {name!r}.{hint} Valid names: {', '.join(TRANSFER_TASKS)} "
         "(case-insensitive; 'SST-2' and 'sst_5' also work)."
     )
-
-
-# ----------------------------------------------------------------------------------------------
-# Reading and parsing files
-
-# (line number, sentence, second sentence or None, label or None when the file gives it)
-_Row = tuple[int, str, "str | None", "str | None"]
-
-
-def _numbered_lines(path: Path, encoding: str) -> list[tuple[int, str]]:
-    """(1-based line number, line without trailing whitespace) of the non-empty lines of ``path``."""
-    text = path.read_bytes().decode("latin-1") if encoding == "latin-1" else _read_text(path)
-    numbered = [(lineno, line.rstrip()) for lineno, line in enumerate(_lines(text), 1)]
-    kept = [(lineno, line) for lineno, line in numbered if line]
-    if len(kept) < len(numbered):
-        logger.info("%s: skipped %d empty line(s)", path, len(numbered) - len(kept))
-    return kept
-
-
-def _parse_lines(lines: list[tuple[int, str]], where: str) -> list[_Row]:
-    """One sentence per line; the label comes from the file."""
-    return [(lineno, line.strip(), None, None) for lineno, line in lines]
-
-
-def _parse_sst2(lines: list[tuple[int, str]], where: str) -> list[_Row]:
-    """``sentence<TAB>label``."""
-    rows = []
-    for lineno, line in lines:
-        sentence, tab, label = line.rpartition("\t")
-        if not tab or not sentence.strip():
-            raise ValueError(f"{where}:{lineno}: expected 'sentence<TAB>label' (SST-2 format), got {line!r}")
-        rows.append((lineno, sentence.strip(), None, label.strip()))
-    return rows
-
-
-def _parse_sst5(lines: list[tuple[int, str]], where: str) -> list[_Row]:
-    """``label sentence``: the label is the text before the first space."""
-    rows = []
-    for lineno, line in lines:
-        label, _, sentence = line.strip().partition(" ")
-        if not sentence.strip():
-            raise ValueError(f"{where}:{lineno}: expected 'label sentence' (SST-5 format), got {line!r}")
-        rows.append((lineno, sentence.strip(), None, label))
-    return rows
-
-
-def _parse_trec(lines: list[tuple[int, str]], where: str) -> list[_Row]:
-    """``COARSE:fine question``: the coarse class is the label, the question follows the first space."""
-    rows = []
-    for lineno, line in lines:
-        head, _, question = line.strip().partition(" ")
-        coarse, colon, fine = head.partition(":")
-        if not colon or not coarse or not fine or not question.strip():
-            raise ValueError(f"{where}:{lineno}: expected 'COARSE:fine question' (TREC format), got {line!r}")
-        rows.append((lineno, question.strip(), None, coarse))
-    return rows
-
-
-def _parse_mrpc(lines: list[tuple[int, str]], where: str) -> list[_Row]:
-    """A header line, then ``Quality<TAB>#1 ID<TAB>#2 ID<TAB>#1 String<TAB>#2 String`` with no quoting."""
-    if not lines:
-        return []
-    header_lineno, header_line = lines[0]
-    header = tuple(column.strip() for column in header_line.split("\t"))
-    if header != _MRPC_HEADER:
-        raise ValueError(
-            f"{where}:{header_lineno}: expected the MRPC header {chr(9).join(_MRPC_HEADER)!r}, got {header_line!r}"
-        )
-    rows = []
-    for lineno, line in lines[1:]:
-        fields = line.split("\t")
-        if len(fields) != len(_MRPC_HEADER) or not fields[3].strip() or not fields[4].strip():
-            raise ValueError(
-                f"{where}:{lineno}: expected {len(_MRPC_HEADER)} tab-separated fields "
-                f"({', '.join(_MRPC_HEADER)}) with both strings non-empty, got {len(fields)} field(s)"
-            )
-        rows.append((lineno, fields[3].strip(), fields[4].strip(), fields[0].strip()))
-    return rows
-
-
-_PARSERS = {
-    "lines": _parse_lines,
-    "sst2": _parse_sst2,
-    "sst5": _parse_sst5,
-    "trec": _parse_trec,
-    "mrpc": _parse_mrpc,
-}

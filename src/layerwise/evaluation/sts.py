@@ -7,7 +7,28 @@ import numpy as np
 from layerwise.layers import LayerStack
 from layerwise.evaluation.metrics import AGGREGATIONS, aggregate_correlation, cosine_rows, pearson, spearman
 
-__all__ = ["sts_scores", "per_layer_scores", "AGGREGATIONS"]
+__all__ = ["sts_scores", "per_layer_scores", "check_gold", "AGGREGATIONS"]
+
+
+def check_gold(gold, *, n: int | None = None) -> np.ndarray:
+    """Gold scores as float64 of shape (n,), refused when a correlation with them would be meaningless.
+
+    Raises ValueError naming the first NaN or infinite score, or when every score is the same (a correlation
+    with a constant is undefined).
+    """
+    gold = np.asarray(gold, dtype=np.float64)
+    if gold.ndim != 1:
+        raise ValueError(f"gold scores must have shape (n,), got {gold.shape}")
+    if n is not None and len(gold) != n:
+        raise ValueError(f"{n} embedding pairs but {len(gold)} gold scores; pass one gold score per pair")
+    bad = np.flatnonzero(~np.isfinite(gold))
+    if len(bad):
+        raise ValueError(f"gold score {bad[0]} is {gold[bad[0]]} ({len(bad)} non-finite in all); "
+                         "drop those pairs or fix their scores")
+    if len(gold) and np.all(gold == gold[0]):
+        raise ValueError(f"all {len(gold)} gold scores are {gold[0]}: a correlation with a constant is undefined; "
+                         "pass pairs with differing gold scores")
+    return gold
 
 
 def sts_scores(
@@ -22,14 +43,13 @@ def sts_scores(
 
     ``emb1, emb2``: (n, d); ``gold``: (n,); ``groups``: (n,) subset of each pair, used by the
     ``wmean`` and ``mean`` aggregations (``all`` pools every pair into one correlation).
+    Gold scores that are NaN, infinite or all equal raise ValueError (see :func:`check_gold`).
     """
     emb1 = np.asarray(emb1)
     emb2 = np.asarray(emb2)
-    gold = np.asarray(gold, dtype=np.float64)
     if emb1.ndim != 2 or emb1.shape != emb2.shape:
         raise ValueError(f"expected two (n, d) embedding arrays of equal shape, got {emb1.shape} and {emb2.shape}")
-    if len(gold) != len(emb1):
-        raise ValueError(f"{len(emb1)} embedding pairs but {len(gold)} gold scores")
+    gold = check_gold(gold, n=len(emb1))
     cos = cosine_rows(emb1, emb2)
     return {
         "spearman": 100 * aggregate_correlation(cos, gold, groups, aggregation, spearman),

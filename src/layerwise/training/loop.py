@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from tqdm.auto import tqdm
+from layerwise._progress import progress
 
 from layerwise.training.checkpoint import TrainerState, load_checkpoint, prepare_output, save_checkpoint
 from layerwise.training.config import TrainingConfig
@@ -164,7 +164,7 @@ def train(task: TrainingTask, config: TrainingConfig, *, output_dir=None, resume
     memory: dict = {}
     t0, train_seconds = time.perf_counter(), 0.0
     task.module.train()
-    with tqdm(total=config.steps, initial=start, desc=task.description, unit="step", disable=not show) as bar:
+    with progress(total=config.steps, initial=start, desc=task.description, unit="step", disable=not show) as bar:
         for step in range(start, stop):
             t_step = time.perf_counter()
             _step(task, opt, base_lrs, config, step, state.history)

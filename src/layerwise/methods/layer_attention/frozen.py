@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
+from layerwise._progress import progress
 
 from layerwise.encoders.trainable import SentenceModel
 from layerwise.losses.contrastive import objective_loss
@@ -55,7 +55,7 @@ def compute_features(model: SentenceModel, texts: list[str], *, dropout: bool, s
     torch.manual_seed(seed)
     cls = mean = None
     try:
-        with tqdm(total=len(texts), desc=desc, unit="sent", disable=not show_progress) as bar:
+        with progress(total=len(texts), desc=desc, unit="sent", disable=not show_progress) as bar:
             for idx, c, m in model.batched_layer_vectors(list(texts), batch_size=batch_size):
                 if cls is None:
                     cls = torch.empty((len(texts), *c.shape[1:]), dtype=torch.float32)

@@ -22,7 +22,7 @@ from layerwise.layers import LayerStack
 from layerwise.pooling import layer_mean
 from layerwise.methods.lc.search import LayerSubsetSearch
 from layerwise.methods.lc.protocol import split_indices
-from layerwise.evaluation.sts import sts_scores
+from layerwise.evaluation.sts import check_gold, sts_scores
 from layerwise.methods.lc.transfer import (
     RidgeScreen,
     TransferFeatures,
@@ -73,7 +73,9 @@ def ablate_sts(
     Every subset is searched (no size cap up to 13 hidden states; beyond that the search's default cap).
     Returns ``{"best": [...], "by_size": {N: [...]}, "without": {l: [...]}, "choices": [...]}`` (lists over splits).
     """
-    gold = np.asarray(gold, dtype=np.float64)
+    if n_splits < 1:
+        raise ValueError(f"n_splits must be at least 1, got {n_splits}; e.g. 5")
+    gold = check_gold(gold)
     n = len(gold)
     groups = None if groups is None else np.asarray(groups)
     out: dict = {"best": [], "by_size": {}, "without": {}, "choices": []}
@@ -160,6 +162,10 @@ def limited_data(
     """
     from layerwise.methods.lc.transfer import default_max_layers
 
+    seeds, fractions = list(seeds), list(fractions)
+    if not seeds or not fractions:
+        raise ValueError(f"limited-data ablation needs at least one seed and one fraction, got {len(seeds)} seeds "
+                         f"and {len(fractions)} fractions; e.g. seeds=range(10)")
     n_states = data.n_states
     subsets = all_subsets(n_states, default_max_layers(n_states) if max_layers is None else max_layers)
     last = (n_states - 1,)

@@ -75,6 +75,37 @@ class LCResult:
         return d
 
 
+def _check_inputs(stack1, stack2, gold, groups, aggregation: str, n_splits: int):
+    """Gold (n,) and groups (n,) or None, checked before any search; the first problem raises ValueError."""
+    from layerwise.evaluation.sts import check_gold
+
+    if aggregation not in AGGREGATIONS:
+        raise ValueError(f"unknown aggregation {aggregation!r}; valid: {', '.join(AGGREGATIONS)}")
+    gold = check_gold(gold)
+    n = len(gold)
+    if len(stack1) != n or len(stack2) != n:
+        raise ValueError(f"{len(stack1)} and {len(stack2)} encoded sentences for {n} gold scores")
+    if n_splits < 1:
+        raise ValueError(f"n_splits must be at least 1, got {n_splits}")
+    if groups is not None:
+        groups = np.asarray(groups)
+        if groups.shape != (n,):
+            raise ValueError(f"groups has shape {groups.shape} but there are {n} pairs; pass one group per pair")
+    return gold, groups
+
+
+def _score_methods(s1: LayerStack, s2: LayerStack, gold: np.ndarray, groups, aggregation: str,
+                   methods: list[Pooling], head, layers) -> tuple[dict, dict]:
+    """Test scores and pooling specs of every method on the test pairs; "lc_mlp" too when ``head`` is given."""
+    test_scores = {p.name: sts_scores(p(s1), p(s2), gold, groups=groups, aggregation=aggregation) for p in methods}
+    poolings = {p.name: p.to_dict() for p in methods}
+    if head is not None:
+        test_scores["lc_mlp"] = sts_scores(head_pooling(s1, layers, *head), head_pooling(s2, layers, *head),
+                                           gold, groups=groups, aggregation=aggregation)
+        poolings["lc_mlp"] = {"name": "lc_mlp", "kind": "head", "layers": list(layers)}
+    return test_scores, poolings
+
+
 def run_bert_lc(
     stack1: LayerStack,
     stack2: LayerStack,
@@ -94,15 +125,8 @@ def run_bert_lc(
     Split ``k`` uses seed ``seed + k``; the random-subset baseline of split ``k`` is drawn with the same seed.
     ``head`` = the checkpoint's trained pooler head ``(W, b)`` adds "lc_mlp": LC's subset fed through it.
     """
-    if aggregation not in AGGREGATIONS:
-        raise ValueError(f"unknown aggregation {aggregation!r}; valid: {', '.join(AGGREGATIONS)}")
-    gold = np.asarray(gold, dtype=np.float64)
+    gold, groups = _check_inputs(stack1, stack2, gold, groups, aggregation, n_splits)
     n = len(gold)
-    if len(stack1) != n or len(stack2) != n:
-        raise ValueError(f"{len(stack1)} and {len(stack2)} encoded sentences for {n} gold scores")
-    if n_splits < 1:
-        raise ValueError(f"n_splits must be at least 1, got {n_splits}")
-    groups = None if groups is None else np.asarray(groups)
     n_states = stack1.n_states
     result = LCResult(aggregation=aggregation, dev_size=dev_size, n_states=n_states, max_layers=0)
     for k in range(n_splits):
@@ -120,37 +144,17 @@ def run_bert_lc(
             n_states, seed=split_seed, has_pooler=stack1.pooler is not None
         )
         methods.append(Pooling("lc", "mean", search.best_layers_))
-        s1, s2 = stack1.take(test), stack2.take(test)
-        test_scores = {
-            p.name: sts_scores(p(s1), p(s2), gold[test], groups=g_test, aggregation=aggregation)
-            for p in methods
-        }
-        poolings = {p.name: p.to_dict() for p in methods}
-        if head is not None:
-            layers = search.best_layers_
-            test_scores["lc_mlp"] = sts_scores(head_pooling(s1, layers, *head), head_pooling(s2, layers, *head),
-                                               gold[test], groups=g_test, aggregation=aggregation)
-            poolings["lc_mlp"] = {"name": "lc_mlp", "kind": "head", "layers": list(layers)}
-        result.splits.append(
-            LCSplit(
-                seed=split_seed,
-                n_dev=len(dev),
-                n_test=len(test),
-                layers=search.best_layers_,
-                dev_spearman=100 * search.best_score_,
-                test=test_scores,
-                poolings=poolings,
-                best_by_size={
-                    s: {"layers": list(ls), "dev_spearman": 100 * v}
-                    for s, (ls, v) in search.best_by_size().items()
-                },
-                search_seconds=seconds,
-                n_subsets=len(search.scores_),
-            )
-        )
+        test_scores, poolings = _score_methods(stack1.take(test), stack2.take(test), gold[test], g_test,
+                                               aggregation, methods, head, search.best_layers_)
+        best_by_size = {s: {"layers": list(ls), "dev_spearman": v} for s, (ls, v) in search.best_by_size().items()}
+        result.splits.append(LCSplit(
+            seed=split_seed, n_dev=len(dev), n_test=len(test), layers=search.best_layers_,
+            dev_spearman=search.best_score_, test=test_scores, poolings=poolings, best_by_size=best_by_size,
+            search_seconds=seconds, n_subsets=len(search.scores_),
+        ))
         logger.info(
             "split %d (seed %d): chose %s, dev %.2f, test %.2f (last %.2f) in %.2fs",
-            k, split_seed, search.best_layers_, 100 * search.best_score_,
+            k, split_seed, search.best_layers_, search.best_score_,
             test_scores["lc"]["spearman"], test_scores["last"]["spearman"], seconds,
         )
     return result

@@ -28,7 +28,7 @@ from math import comb
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
+from layerwise._progress import progress
 
 from layerwise.evaluation.metrics import AGGREGATIONS, RankCorrelator, aggregate_correlation, cosine_rows
 
@@ -51,6 +51,8 @@ def count_subsets(n_states: int, max_layers: int | None = None) -> int:
 
 
 def _check_stacks(a: np.ndarray, b: np.ndarray, gold: np.ndarray) -> tuple[np.ndarray, ...]:
+    from layerwise.evaluation.sts import check_gold
+
     a = np.asarray(a)
     b = np.asarray(b)
     gold = np.asarray(gold, dtype=np.float64)
@@ -64,7 +66,7 @@ def _check_stacks(a: np.ndarray, b: np.ndarray, gold: np.ndarray) -> tuple[np.nd
         )
     if a.shape[0] < 2:
         raise ValueError(f"a subset search needs at least 2 pairs, got {a.shape[0]}")
-    return a, b, gold
+    return a, b, check_gold(gold)
 
 
 def subset_cosine(a: np.ndarray, b: np.ndarray, layers) -> np.ndarray:
@@ -91,12 +93,13 @@ def naive_subset_scores(
     """The paper's "Method 2", plainly: for each subset average its layers, take cosine, then Spearman.
 
     Slow by design; it is the reference that :class:`LayerSubsetSearch` is tested and timed against.
+    Returns subset -> Spearman x 100, the scale of ``LayerSubsetSearch.scores_``.
     """
     a, b, gold = _check_stacks(a, b, gold)
     k = a.shape[1] if max_layers is None else max_layers
     out = {}
     for sub in _all_subsets(a.shape[1], k):
-        out[sub] = aggregate_correlation(subset_cosine(a, b, sub), gold, groups, aggregation)
+        out[sub] = 100.0 * aggregate_correlation(subset_cosine(a, b, sub), gold, groups, aggregation)
     return out
 
 
@@ -183,9 +186,9 @@ class LayerSubsetSearch:
     Attributes (after :meth:`fit`)
     ------------------------------
     masks_ : ndarray of shape (n_subsets, L+1), bool — membership of each subset searched.
-    scores_ : ndarray of shape (n_subsets,) — Spearman x 1 (not x 100) of each subset.
+    scores_ : ndarray of shape (n_subsets,) — Spearman x 100 of each subset (the scale of ``sts_scores``).
     best_layers_ : tuple of int — the best subset (hidden-state indices, 0 = embedding output).
-    best_score_ : float
+    best_score_ : float — Spearman x 100 of the best subset.
     n_states_ : int
     """
 
@@ -210,44 +213,14 @@ class LayerSubsetSearch:
         Returns ``self``.
         """
         a, b, gold = _check_stacks(a, b, gold)
-        if self.aggregation not in AGGREGATIONS:
-            raise ValueError(
-                f"unknown aggregation {self.aggregation!r}; valid: {', '.join(AGGREGATIONS)}"
-            )
         n_states = a.shape[1]
-        if n_states > 62:
-            raise ValueError(f"at most 62 hidden states can be searched, got {n_states}")
-        max_layers = self.max_layers
-        if max_layers is None:
-            max_layers = n_states if n_states <= 13 else DEFAULT_MAX_LAYERS_LARGE
-        if not 1 <= int(max_layers):
-            raise ValueError(f"max_layers must be at least 1, got {max_layers}")
-        max_layers = min(int(max_layers), n_states)
-        if self.chunk_size < 1:
-            raise ValueError(f"chunk_size must be positive, got {self.chunk_size}")
-        group_cols = None
-        if groups is not None and self.aggregation != "all":
-            groups = np.asarray(groups)
-            if groups.shape != gold.shape:
-                raise ValueError(f"groups has {groups.shape[0]} entries but there are {gold.shape[0]} pairs")
-            group_cols = []
-            for g in np.unique(groups):
-                cols = np.flatnonzero(groups == g)
-                if len(cols) >= 2:
-                    group_cols.append(cols)
-            if not group_cols:
-                raise ValueError("no group has at least 2 pairs; use aggregation='all'")
+        max_layers = self._check_params(n_states)
+        correlators = self._correlators(gold, groups)
         total = count_subsets(n_states, max_layers)
         show = self.show_progress
         if show is None:  # a bar only where the search takes noticeable time
             show = logger.isEnabledFor(logging.INFO) and total * len(gold) > 5e7
         scorer = _GramScorer(a, b)
-        if group_cols is None:
-            correlators = [(RankCorrelator(gold), None, 1.0)]
-        else:
-            w = np.array([len(c) for c in group_cols], dtype=np.float64)
-            w = w / w.sum() if self.aggregation == "wmean" else np.full(len(w), 1.0 / len(w))
-            correlators = [(RankCorrelator(gold[c]), c, wi) for c, wi in zip(group_cols, w)]
 
         def score(bits: np.ndarray, S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             cos = scorer.cosines(S)
@@ -260,7 +233,7 @@ class LayerSubsetSearch:
         all_bits, all_scores = [], []
         # The depth-first enumeration runs here while up to n_jobs chunks are ranked in worker threads
         # (numpy releases the GIL in its sorts and array arithmetic).
-        with tqdm(total=total, desc="layer subsets", unit="subset", disable=not show) as bar, \
+        with progress(total=total, desc="layer subsets", unit="subset", disable=not show) as bar, \
                 ThreadPoolExecutor(max_workers=max(1, n_jobs)) as pool:
             pending: deque = deque()
 
@@ -278,13 +251,45 @@ class LayerSubsetSearch:
                 collect(pending.popleft())
         bits = np.concatenate(all_bits)
         self.masks_ = ((bits[:, None] >> np.arange(n_states, dtype=np.int64)) & 1).astype(bool)
-        self.scores_ = np.concatenate(all_scores)
+        self.scores_ = 100.0 * np.concatenate(all_scores)  # one scale in the public API: x100, as sts_scores
         self.n_states_ = n_states
         self.max_layers_ = max_layers
+        if np.isnan(self.scores_).all():
+            raise ValueError("every subset's correlation is undefined: the cosines are the same for every pair "
+                             "(identical sentences, or a max_length that leaves no text); check the inputs")
         best = int(np.nanargmax(self.scores_))
         self.best_layers_ = self._layers(best)
         self.best_score_ = float(self.scores_[best])
         return self
+
+    def _check_params(self, n_states: int) -> int:
+        """The subset-size cap for ``n_states`` hidden states, after checking every setting."""
+        if self.aggregation not in AGGREGATIONS:
+            raise ValueError(f"unknown aggregation {self.aggregation!r}; valid: {', '.join(AGGREGATIONS)}")
+        if n_states > 62:
+            raise ValueError(f"at most 62 hidden states can be searched, got {n_states}")
+        max_layers = self.max_layers
+        if max_layers is None:
+            max_layers = n_states if n_states <= 13 else DEFAULT_MAX_LAYERS_LARGE
+        if not 1 <= int(max_layers):
+            raise ValueError(f"max_layers must be at least 1, got {max_layers}")
+        if self.chunk_size < 1:
+            raise ValueError(f"chunk_size must be positive, got {self.chunk_size}")
+        return min(int(max_layers), n_states)
+
+    def _correlators(self, gold: np.ndarray, groups: np.ndarray | None) -> list:
+        """(RankCorrelator, pair columns or None, weight) per group; one over all pairs for ``all``."""
+        if groups is None or self.aggregation == "all":
+            return [(RankCorrelator(gold), None, 1.0)]
+        groups = np.asarray(groups)
+        if groups.shape != gold.shape:
+            raise ValueError(f"groups has {groups.shape[0]} entries but there are {gold.shape[0]} pairs")
+        group_cols = [c for g in np.unique(groups) if len(c := np.flatnonzero(groups == g)) >= 2]
+        if not group_cols:
+            raise ValueError("no group has at least 2 pairs; use aggregation='all'")
+        w = np.array([len(c) for c in group_cols], dtype=np.float64)
+        w = w / w.sum() if self.aggregation == "wmean" else np.full(len(w), 1.0 / len(w))
+        return [(RankCorrelator(gold[c]), c, wi) for c, wi in zip(group_cols, w)]
 
     # -- results ---------------------------------------------------------------------------------
     def _check_fitted(self) -> None:

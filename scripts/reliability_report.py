@@ -1,0 +1,108 @@
+"""Write docs/reliability.md from the reliability tests: every bad input and fault they try, with the outcome seen.
+
+    PYTHONPATH=src python scripts/reliability_report.py            # runs the tests (~1 min), writes the page
+    PYTHONPATH=src python scripts/reliability_report.py --from cases.json   # renders recorded cases only
+
+The tests record each case through the ``case`` fixture (tests/reliability_cases.py) when
+``LAYERWISE_RELIABILITY_REPORT`` names a file; a case is recorded only when its test passed, and the page is not
+written when any test fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = ["tests/test_reliability.py", "tests/test_reliability_models.py", "tests/test_faults.py"]
+OUTCOMES = ("clear error", "refusal", "recovery", "correct result")
+
+RESUME = """## How an interrupted long run continues
+
+Nothing finished is lost when a run is stopped (Ctrl-C prints one line and exits 130; a kill leaves no half
+file, see *Faults during writes*). Run the same command again and it continues where it stopped:
+
+- **encode** (every command): encoded sentences are written to the layer cache (`$LAYERWISE_HOME/cache` or
+  `--cache-dir`) in shards of at most 4096 texts, each shard atomically (temp file, fsync, rename). A re-run
+  reads the finished shards and encodes only the missing texts; the cache key holds the weights, tokenizer and
+  config hashes, `max_length` and dtype, so a changed model never gets old vectors.
+- **transfer, ablate**: each finished part (a task, an ablation) is kept in the output folder's results store,
+  keyed on every setting; a re-run with the same settings skips finished parts (different settings never reuse
+  them).
+- **train**: checkpoints are written under the output folder; `layerwise train --resume` continues from the last
+  one.
+"""
+
+
+def run_tests(record: Path) -> int:
+    env = {**os.environ, "LAYERWISE_RELIABILITY_REPORT": str(record)}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "src"), env.get("PYTHONPATH", "")) if p)
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *TESTS],
+                          cwd=ROOT, env=env).returncode
+
+
+def _cell(text) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def render(cases: list[dict]) -> str:
+    counts = Counter(c["outcome"] for c in cases)
+    silent = sum(1 for c in cases if c["outcome"] in ("clear error", "refusal") and c["exit_code"] == 0)
+    tracebacks = sum(1 for c in cases if c["traceback"])
+    lines = [
+        "# Reliability: bad input and faults, and what layerwise does with them",
+        "",
+        "Written by `scripts/reliability_report.py` from the cases the reliability tests try "
+        f"({', '.join(f'`{t}`' for t in TESTS)}); do not edit by hand.",
+        "",
+        f"**{len(cases)} cases**: " + ", ".join(f"{counts[o]} × {o}" for o in OUTCOMES)
+        + f"; **{silent} silent wrong results, {tracebacks} tracebacks.**",
+        "",
+        "- *clear error*: exit 2 and one line naming the value, what is wrong and the fix, before any model is "
+        "loaded where the input allows it;",
+        "- *refusal*: a damaged or altered model, or a folder the tool did not create, is refused (exit 2, one line);",
+        "- *recovery*: after a kill or a damaged file, a re-run gives the same numbers as an uninterrupted run;",
+        "- *correct result*: the input is handled (e.g. capped, re-encoded) and the result is checked.",
+        "",
+        "Exit codes: 0 done, 2 user error, 130 interrupted (what was kept is said), 1 internal error (a bug: "
+        "`layerwise --debug ...` shows the traceback).",
+        "",
+    ]
+    for group in dict.fromkeys(c["group"] for c in cases):
+        lines += [f"## {group}", "", "| case | input | outcome | observed |", "|---|---|---|---|"]
+        for c in (c for c in cases if c["group"] == group):
+            code = f" (exit {c['exit_code']})" if c["exit_code"] is not None else ""
+            lines.append(f"| {_cell(c['case'])} | `{_cell(c['input'])}` | {c['outcome']}{code} | "
+                         f"{_cell(c['observed'])} |")
+        lines.append("")
+    return "\n".join(lines) + "\n" + RESUME
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--from", dest="source", default=None, help="render these recorded cases (JSON)")
+    parser.add_argument("--output", default=str(ROOT / "docs" / "reliability.md"))
+    args = parser.parse_args()
+    if args.source is None:
+        with tempfile.TemporaryDirectory() as tmp:
+            record = Path(tmp) / "cases.json"
+            if run_tests(record) != 0:
+                print("reliability tests failed: page not written", file=sys.stderr)
+                return 1
+            cases = json.loads(record.read_text())["cases"]
+    else:
+        cases = json.loads(Path(args.source).read_text())["cases"]
+    from layerwise.reports import write_text
+
+    print(f"wrote {write_text(args.output, render(cases))} ({len(cases)} cases)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,252 @@
+"""Validation at the command-line boundary, before any model is loaded or any text encoded.
+
+Numbers are checked by argparse ``type=`` functions (:func:`positive_int`, :func:`nonnegative_int`,
+:func:`finite_float`, ...), so a bad value stops the parse with one line naming the option, the value and the
+range. Paths, the device and the data sets a command will read are checked by :func:`preflight`, which
+``main`` runs after parsing and before the command: a results folder that cannot be written, a data folder
+that is a file, a missing data set or an absent GPU is found in a second, not after an hour of encoding.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import tempfile
+from pathlib import Path
+
+from layerwise.errors import UsageError
+
+__all__ = [
+    "SEED_MAX",
+    "finite_float",
+    "max_length",
+    "nonnegative_float",
+    "nonnegative_int",
+    "positive_float",
+    "positive_int",
+    "preflight",
+    "probability",
+    "seed",
+    "check_device",
+    "check_folder",
+    "check_writable_folder",
+]
+
+SEED_MAX = 2**32 - 1  # numpy's SeedSequence and torch.manual_seed accept 0 .. 2**32 - 1 everywhere
+
+
+def _int(text: str, fix: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer; {fix}") from None
+
+
+def _float(text: str, fix: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number; {fix}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number; {fix}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1 (counts of splits, epochs, batch sizes)."""
+    value = _int(text, "pass a whole number of at least 1")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not positive; pass a whole number of at least 1")
+    return value
+
+
+def nonnegative_int(text: str) -> int:
+    """An integer >= 0."""
+    value = _int(text, "pass a whole number of at least 0")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is negative; pass a whole number of at least 0")
+    return value
+
+
+def seed(text: str) -> int:
+    """A random seed: an integer in 0 .. 2**32 - 1 (what numpy and torch accept)."""
+    value = _int(text, f"pass a whole number in 0..{SEED_MAX}")
+    if not 0 <= value <= SEED_MAX:
+        raise argparse.ArgumentTypeError(f"seed {value} is outside 0..{SEED_MAX}; pass a seed in that range")
+    return value
+
+
+def max_length(text: str) -> int:
+    """Tokens per text: at least 3 (a word between two special tokens); the model's own limits are checked on load."""
+    value = _int(text, "pass a whole number of at least 3")
+    if value < 3:
+        raise argparse.ArgumentTypeError(
+            f"{value} tokens leaves no room for a word beside the special tokens; pass at least 3 (e.g. 128)")
+    return value
+
+
+def finite_float(text: str) -> float:
+    """Any finite number (no nan, inf)."""
+    return _float(text, "pass a finite number such as 0.001")
+
+
+def positive_float(text: str) -> float:
+    """A finite number > 0 (learning rates, penalties, temperatures)."""
+    value = _float(text, "pass a finite number above 0")
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{value} is not above 0; pass a finite number above 0")
+    return value
+
+
+def nonnegative_float(text: str) -> float:
+    """A finite number >= 0."""
+    value = _float(text, "pass a finite number of at least 0")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is negative; pass a finite number of at least 0")
+    return value
+
+
+def probability(text: str) -> float:
+    """A number in [0, 1]."""
+    value = _float(text, "pass a number between 0 and 1")
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{value} is outside [0, 1]; pass a number between 0 and 1")
+    return value
+
+
+# -- paths, device, data --------------------------------------------------------------------------------
+
+
+def check_folder(path: str | os.PathLike, option: str) -> Path:
+    """An existing folder (a data folder): not missing, not a file."""
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise UsageError(f"{option} {p} does not exist; pass an existing folder")
+    if not p.is_dir():
+        raise UsageError(f"{option} {p} is a file, not a folder; pass the folder that holds the data")
+    return p
+
+
+def check_writable_folder(path: str | os.PathLike, option: str) -> Path:
+    """A folder that is, or can be created as, writable: its nearest existing ancestor is tried with a temp file.
+
+    Nothing is created except that probe file, which is removed at once.
+    """
+    p = Path(path).expanduser()
+    probe = p
+    while not probe.exists():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if not probe.is_dir():
+        what = "is a file" if probe == p else f"cannot be created: {probe} is a file"
+        raise UsageError(f"{option} {p} {what}, not a folder; pass a folder path")
+    try:
+        fd, name = tempfile.mkstemp(dir=probe, prefix=".layerwise-write-check-")
+    except OSError as exc:
+        raise UsageError(
+            f"{option} {p} is not writable ({exc.strerror or exc} in {probe}); pass a folder you can write to"
+        ) from None
+    os.close(fd)
+    os.unlink(name)
+    return p
+
+
+def check_device(device: str) -> None:
+    """A torch device string whose hardware is present (``cpu``, ``cuda``, ``cuda:1``, ``mps``)."""
+    import torch
+
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise UsageError(f"--device {device!r} is not a device name; pass cpu, cuda, cuda:N or mps") from None
+    if dev.type == "cuda":
+        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if n == 0:
+            raise UsageError(f"--device {device} asks for a GPU but torch sees none here; pass --device cpu")
+        if dev.index is not None and dev.index >= n:
+            raise UsageError(f"--device {device}: torch sees {n} GPU(s) (cuda:0..cuda:{n - 1}); pick one of those")
+    elif dev.type == "mps" and not torch.backends.mps.is_available():
+        raise UsageError(f"--device {device} is not available on this machine; pass --device cpu")
+    elif dev.type not in ("cpu", "cuda", "mps"):
+        raise UsageError(f"--device {device!r} is not supported; pass cpu, cuda, cuda:N or mps")
+
+
+def _check_data(args) -> None:
+    from layerwise.data.senteval import available_transfer, canonical_task
+    from layerwise.data.sts import available_sts, resolve_data_dir, sts_display_name
+
+    data_dir = getattr(args, "data_dir", None)
+    root = resolve_data_dir(data_dir)
+    where = f"the data folder {root}" if root is not None else "no data folder (--data-dir or $LAYERWISE_DATA)"
+    sts = [getattr(args, "dataset", None), *(getattr(args, "datasets", None) or []), *(getattr(args, "sts", None) or [])]
+    missing = [s for s in dict.fromkeys(s for s in sts if s) if s not in available_sts(data_dir)]
+    if missing:
+        names = ", ".join(sts_display_name(s) for s in missing)
+        raise UsageError(f"{names} not found in {where}; pass --data-dir with sts/ holding it, or leave it out")
+    tasks = [*(getattr(args, "tasks", None) or []), *(getattr(args, "limited_tasks", None) or [])]
+    if tasks:
+        present = set(available_transfer(data_dir))
+        absent = [t for t in dict.fromkeys(tasks) if canonical_task(t) not in present]
+        if absent:
+            raise UsageError(f"transfer task(s) {', '.join(absent)} not found in {where}; "
+                             "pass --data-dir with senteval/ holding them, or leave them out")
+    sources = getattr(args, "train_sources", None) or []
+    if "snli" in sources or "wiki" in sources:
+        from layerwise.data.nli import load_snli, load_wiki_head
+
+        if "snli" in sources:
+            load_snli(data_dir, "all")  # small files: read now, so a missing one stops the run before the model
+        if "wiki" in sources:
+            load_wiki_head(data_dir)
+
+
+def _check_dev_size(args) -> None:
+    """``search``: the dev pairs of each split must leave at least 2 test pairs (the data is small: read it now)."""
+    from layerwise.data.sts import load_sts, sts_display_name
+
+    data = load_sts(args.dataset, data_dir=getattr(args, "data_dir", None), split=args.split)
+    if not 2 <= args.dev_size <= len(data) - 2:
+        raise UsageError(f"--dev-size {args.dev_size} does not fit {sts_display_name(args.dataset)} ({data.split}, "
+                         f"{len(data)} pairs): pass a --dev-size from 2 to {len(data) - 2}")
+
+
+def _check_model(args) -> None:
+    """Resolve ``--model`` (its files are checked, a built-in's weights hash too) and check ``--layer`` against it."""
+    import json
+
+    from layerwise.encoders.registry import resolve_model
+
+    resolved = resolve_model(args.model)
+    layer = getattr(args, "layer", None)
+    if layer is None:
+        return
+    n_states = int(json.loads((resolved.path / "config.json").read_text())["num_hidden_layers"]) + 1
+    if not -n_states <= layer < n_states:
+        raise UsageError(f"--layer {layer} is not a hidden state of {resolved.name}: it has {n_states} "
+                         f"(0 = embedding output .. {n_states - 1} = last layer, or -1 for the last)")
+
+
+def preflight(args) -> None:
+    """Check the paths, device and data a parsed command will use; raise :class:`UsageError` on the first problem."""
+    from layerwise.encoders.registry import layerwise_home
+
+    if getattr(args, "model_dir", None):
+        check_folder(args.model_dir, "MODEL_DIR")
+    if getattr(args, "data_dir", None):
+        check_folder(args.data_dir, "--data-dir")
+    if getattr(args, "output", None):
+        check_writable_folder(args.output, "--output")
+    if getattr(args, "dest", None):
+        check_writable_folder(args.dest, "--dest")
+    if hasattr(args, "cache_dir") and not getattr(args, "no_cache", False):
+        cache = args.cache_dir or layerwise_home() / "cache"
+        check_writable_folder(cache, "--cache-dir" if args.cache_dir else "the cache folder ($LAYERWISE_HOME/cache)")
+    if getattr(args, "device", None):
+        check_device(args.device)
+    _check_data(args)
+    if getattr(args, "command", None) == "search":
+        _check_dev_size(args)
+    if getattr(args, "model", None):
+        _check_model(args)
