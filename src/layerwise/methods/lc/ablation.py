@@ -23,15 +23,9 @@ from layerwise.pooling import layer_mean
 from layerwise.methods.lc.search import LayerSubsetSearch
 from layerwise.methods.lc.protocol import split_indices
 from layerwise.evaluation.sts import sts_scores
-from layerwise.methods.lc.transfer import (
-    RidgeScreen,
-    TransferFeatures,
-    all_subsets,
-    inner_splits,
-    outer_splits,
-    subset_accuracy,
-    _parallel,
-)
+from layerwise.evaluation.classification import inner_splits, outer_splits, parallel_map
+from layerwise.methods.lc.screen import RidgeScreen
+from layerwise.methods.lc.transfer import TransferFeatures, all_subsets, subset_accuracy
 
 logger = logging.getLogger(__name__)
 
@@ -128,7 +122,7 @@ def ablate_transfer(
         screen = ridge.scores(td, splits, subsets).mean(1)
         by_size, without, best = _by_size_and_without(masks, screen)
         unique = sorted({best, *by_size.values(), *without.values()})
-        accs = _parallel([(lambda s=s: 100 * subset_accuracy(data, td, te, s, seed=seed + k)) for s in unique], n_jobs)
+        accs = parallel_map([(lambda s=s: 100 * subset_accuracy(data, td, te, s, seed=seed + k)) for s in unique], n_jobs)
         acc = dict(zip(unique, accs))
         out["best"].append(acc[best])
         for size, layers in by_size.items():
@@ -175,7 +169,7 @@ def limited_data(
             splits = [(a, b) for a, b in splits if len(a) and len(b)]
             screen = RidgeScreen(data).scores(rows, splits, subsets).mean(1)
             lc = subsets[int(np.argmax(screen))]
-            accs = _parallel([(lambda s=s: 100 * subset_accuracy(data, rows, te, s, seed=seed)) for s in (lc, last)],
+            accs = parallel_map([(lambda s=s: 100 * subset_accuracy(data, rows, te, s, seed=seed)) for s in (lc, last)],
                              n_jobs)
             rec = out.setdefault(f, {"n_train": len(rows), "lc": [], "last": [], "layers": []})
             rec["lc"].append(accs[0])
