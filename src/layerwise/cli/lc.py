@@ -111,40 +111,47 @@ def _print_search(result: dict, paths: dict) -> None:
 
 
 def run_transfer(args, command) -> int:
+    if args.command == "ablate":
+        return run_ablate(args, command)
+    from layerwise.experiments.store import ResultsStore
+    from layerwise.methods.lc.transfer import TransferProtocol
+    from layerwise.methods.lc.transfer_report import write_transfer_outputs
+    from layerwise.methods.lc.transfer_run import TransferRunConfig, run_transfer_tasks
     from layerwise.reports import fmt
 
-    if args.command == "transfer":
-        from layerwise.methods.lc.transfer_run import run_transfer_tasks, write_transfer_outputs
-
-        if args.shortlist < 0:
-            raise ValueError(f"--shortlist must be 0 (exhaustive) or positive, got {args.shortlist}")
-        result = run_transfer_tasks(
-            args.model, args.tasks, output=args.output, data_dir=args.data_dir, n_outer=args.outer_splits,
-            n_inner=args.inner_splits, max_layers=args.max_layers, shortlist=args.shortlist or None, seed=args.seed,
-            n_jobs=args.jobs, ridge_alpha=args.ridge_alpha, screen_dim=args.screen_dim, head=not args.no_head,
-            encoder_options=encoder_options(args), command=command,
-        )
-        paths = write_transfer_outputs(result, args.output)
-        print(f"model {result['model']['name']} | test accuracy x100, mean ± std over {args.outer_splits} outer splits")
-        for task, t in result["tasks"].items():
-            cells = "  ".join(f"{m} {fmt(v['mean'], v['std'])}" for m, v in t["result"]["summary"].items())
-            print(f"  {task:5s} {cells}  ({t['encode_seconds']:.0f}s encode, {t['protocol_seconds']:.0f}s protocol)")
-    else:
-        from layerwise.methods.lc.ablation_run import run_ablations, write_ablation_outputs
-
-        if args.max_denominator < 2:
-            raise ValueError(f"--max-denominator must be at least 2, got {args.max_denominator}")
-        k = int(args.max_denominator).bit_length() - 1
-        result = run_ablations(
-            args.model, sts=args.sts, tasks=args.tasks, limited_tasks=args.limited_tasks,
-            fractions=[1 / 2**i for i in range(1, k + 1)], limited_seeds=args.limited_seeds,
-            aggregation=args.aggregation, n_splits=args.splits, dev_size=args.dev_size, n_outer=args.outer_splits,
-            n_inner=args.inner_splits, seed=args.seed, n_jobs=args.jobs, output=args.output,
-            data_dir=args.data_dir, encoder_options=encoder_options(args), command=command,
-        )
-        paths = write_ablation_outputs(result, args.output)
+    if args.shortlist < 0:
+        raise ValueError(f"--shortlist must be 0 (exhaustive) or positive, got {args.shortlist}")
+    protocol = TransferProtocol(n_outer=args.outer_splits, n_inner=args.inner_splits, max_layers=args.max_layers,
+                                shortlist=args.shortlist or None, seed=args.seed, ridge_alpha=args.ridge_alpha,
+                                screen_dim=args.screen_dim)
+    config = TransferRunConfig(model=args.model, tasks=tuple(args.tasks), protocol=protocol, head=not args.no_head,
+                               n_jobs=args.jobs, data_dir=args.data_dir, encoder_options=encoder_options(args))
+    run = run_transfer_tasks(config, ResultsStore(args.output), command=command)
+    paths = write_transfer_outputs(run, args.output)
+    print(f"model {run.model.name} | test accuracy x100, mean ± std over {args.outer_splits} outer splits")
+    for task, t in run.tasks.items():
+        cells = "  ".join(f"{m} {fmt(v['mean'], v['std'])}" for m, v in t.result.summary().items())
+        print(f"  {task:5s} {cells}  ({t.encode_seconds:.0f}s encode, {t.protocol_seconds:.0f}s protocol)")
     for kind, path in paths.items():
         print(f"wrote {kind}: {path}")
     return 0
 
 
+def run_ablate(args, command) -> int:
+    from layerwise.experiments.store import ResultsStore
+    from layerwise.methods.lc.ablation_report import write_ablation_outputs
+    from layerwise.methods.lc.ablation_run import AblationConfig, run_ablations
+
+    if args.max_denominator < 2:
+        raise ValueError(f"--max-denominator must be at least 2, got {args.max_denominator}")
+    k = int(args.max_denominator).bit_length() - 1
+    config = AblationConfig(
+        model=args.model, sts=tuple(args.sts), tasks=tuple(args.tasks), limited_tasks=tuple(args.limited_tasks),
+        fractions=tuple(1 / 2**i for i in range(1, k + 1)), limited_seeds=args.limited_seeds,
+        aggregation=args.aggregation, n_splits=args.splits, dev_size=args.dev_size, n_outer=args.outer_splits,
+        n_inner=args.inner_splits, seed=args.seed, n_jobs=args.jobs, data_dir=args.data_dir,
+        encoder_options=encoder_options(args))
+    result = run_ablations(config, ResultsStore(args.output), command=command)
+    for kind, path in write_ablation_outputs(result, args.output).items():
+        print(f"wrote {kind}: {path}")
+    return 0

@@ -51,6 +51,12 @@ class ModelIdentity:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "ModelIdentity":
+        """Back from :meth:`to_dict`; records written before the tokenizer and config hashes existed give None."""
+        return cls(**{"tokenizer_sha256": None, "config_sha256": None,
+                      **{k: v for k, v in d.items() if k in cls.__dataclass_fields__}})
+
 
 def pool_hidden_states(hidden_states, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """First-token and attention-masked mean vectors of every hidden state.
