@@ -39,6 +39,17 @@ def test_search_end_to_end_on_tiny_model(tiny_bert, env, capsys):
     assert "aggregation: `all`" in md and "Chosen subsets" in md
     assert result["lc_mlp"] == "trained pooler head" and "lc_mlp" in result["lc"]["summary"]["spearman"]
     assert "LC + MLP" in md
+    # another split, max length or data folder is another file: nothing is overwritten
+    assert main(args[:-1] + ["--split", "test", "-q"]) == 0
+    assert main(args[:-1] + ["--max-length", "8", "-q"]) == 0
+    (env / "data2").mkdir()
+    import shutil
+    shutil.copytree(data, env / "data2" / "copy")
+    assert main(args[:args.index("--data-dir") + 1] + [str(env / "data2" / "copy")]
+                + args[args.index("--data-dir") + 2:]) == 0
+    stems = sorted(p.stem for p in out.glob("search-*.json"))
+    assert len(stems) == 4 and len({s.rsplit("-", 1)[1] for s in stems}) == 4, stems
+    assert any("-test-all-" in s for s in stems) and any("-all-all-" in s for s in stems)
 
 
 def test_layers_command(tiny_bert, env, capsys):

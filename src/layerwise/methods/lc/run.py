@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from layerwise.data import load_sts
+from layerwise.data.checksum import content_checksum
+from layerwise.experiments.store import key_digest, model_key
 from layerwise.encoders.layer_encoder import LayerEncoder
 from layerwise.methods.lc.protocol import run_bert_lc
 from layerwise.evaluation.sts import per_layer_scores
@@ -58,6 +60,7 @@ def _data_info(data, aggregation: str) -> dict:
         "name": data.name,
         "split": data.split,
         "source": data.source,
+        "checksum": content_checksum(data),
         "n_pairs": len(data),
         "subsets": {s: int((np.asarray(data.subsets) == s).sum()) for s in data.subset_names},
         "aggregation": aggregation,
@@ -214,11 +217,27 @@ def _chosen_counts(result: dict) -> dict[int, int]:
     return dict(Counter(l for s in result["lc"]["splits"] for l in s["layers"]))
 
 
+def output_stem(result: dict) -> str:
+    """``<kind>-<model>-<data>-<split>-<aggregation>-<digest>``: the digest covers the model hashes, the data
+    (checksum, source folder), max length, dtype and the protocol, so runs that differ in any of them never
+    overwrite each other's files."""
+    m, d = result["model"], result["data"]
+    key = {"model": model_key(_Identity(m)), "path": m.get("path"), "data": d, "encoder":
+           {k: result["encoder"][k] for k in ("max_length", "dtype")}, "protocol": result.get("protocol")}
+    return (f"{result['kind']}-{Path(m['name']).name}-{d['name']}-{d['split']}-{d['aggregation']}-"
+            f"{key_digest(key)[:8]}")
+
+
+class _Identity:
+    def __init__(self, d: dict):
+        self.__dict__.update({k: d.get(k) for k in ("name", "weights_sha256", "tokenizer_sha256", "config_sha256")})
+
+
 def write_search_outputs(result: dict, output: str | Path) -> dict[str, Path]:
-    """Write ``search.json``, ``search.md`` and ``per_layer.png`` into ``output``; returns their paths."""
+    """Write ``<stem>.json``, ``.md`` and ``.png`` into ``output`` (stem: :func:`output_stem`); returns their paths."""
     out = Path(output)
     summ = result["lc"]["summary"]["spearman"]
-    stem = f"search-{Path(result['model']['name']).name}-{result['data']['name']}-{result['data']['aggregation']}"
+    stem = output_stem(result)
     paths = {
         "json": write_json(out / f"{stem}.json", result),
         "markdown": write_text(out / f"{stem}.md", render_search_markdown(result)),
@@ -235,7 +254,7 @@ def write_search_outputs(result: dict, output: str | Path) -> dict[str, Path]:
 
 def write_layers_outputs(result: dict, output: str | Path) -> dict[str, Path]:
     out = Path(output)
-    stem = f"layers-{Path(result['model']['name']).name}-{result['data']['name']}-{result['data']['aggregation']}"
+    stem = output_stem(result)
     md = [f"# Per-layer analysis: {result['model']['name']} on {result['data']['name']}", "", *_header(result),
           "", "## Spearman x100 of each hidden state alone", "", *_per_layer_table(result["per_layer"]), ""]
     return {
