@@ -69,4 +69,4 @@ def _load_declarations() -> None:
         importlib.import_module(module)
 
 
-_DECLARING_MODULES: tuple[str, ...] = ()  # filled as pages move into the library
+_DECLARING_MODULES: tuple[str, ...] = ("layerwise.methods.lc.pages",)  # filled as pages move into the library

@@ -92,6 +92,7 @@ class AblationPart:
     environment: dict | None = None
     data_checksum: str | None = None
     migrated_from: str | None = None
+    model: dict | None = None  # ModelIdentity.to_dict() of the model that computed it
 
     def payload(self) -> dict:
         return stamp("ablation-part", ABLATION_SCHEMA, {"part": asdict(self)})
@@ -171,7 +172,8 @@ def _run_part(encoder: LayerEncoder, config: AblationConfig, store: ResultsStore
     res = _compute(encoder, config, kind, data)
     part = AblationPart(kind, name, settings, json.loads(json.dumps(res, default=_jsonable)),
                         time.perf_counter() - t0, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                        [round(x, 2) for x in os.getloadavg()], env, info["checksum"])
+                        [round(x, 2) for x in os.getloadavg()], env, info["checksum"], None,
+                        encoder.identity.to_dict())
     run = {"started": env["date"], "command": env["command"],
            "load_at_start": env["machine"].get("load_average_1_5_15"), "load_at_save": part.load_average_at_finish}
     store.save(Part(PAGE, pname, key, part.payload(), True, [run]))

@@ -1,0 +1,186 @@
+"""The BERT-LC results pages: ``lc-sts``, ``transfer`` and ``ablations``, each declared once with run + render.
+
+``run`` computes the parts the store lacks (through the same code as ``layerwise search``/``transfer``/``ablate``,
+so their keys are the same); ``render`` writes the page from the store alone. Page switches (``ctx.options``):
+``models`` (lc-sts, ablations), ``datasets`` (lc-sts), ``skip_mpnet`` (transfer), ``jobs``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+from layerwise.data import available_sts, load_sts
+from layerwise.data.checksum import content_checksum
+from layerwise.encoders.layer_encoder import LayerEncoder, ModelIdentity
+from layerwise.experiments.registry import PageContext, ResultsPage, register
+from layerwise.experiments.store import Part, ResultsStore, model_key
+from layerwise.methods.lc import sts_page
+from layerwise.methods.lc.ablation_report import write_ablation_outputs
+from layerwise.methods.lc.ablation_run import AblationConfig, AblationPart, AblationResult, run_ablations
+from layerwise.methods.lc.run import run_search
+from layerwise.methods.lc.transfer import TransferProtocol
+from layerwise.methods.lc.transfer_pages import render_transfer_page
+from layerwise.methods.lc.transfer_run import DEFAULT_TASKS, TransferRunConfig, run_transfer_tasks
+from layerwise.reports import environment, write_json, write_text
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["LC_STS", "SEARCH_SETTINGS", "sts_part_key", "ABLATIONS", "TRANSFER"]
+
+MODELS = ("all-MiniLM-L6-v2", "all-mpnet-base-v2")
+SEARCH_SETTINGS = {"n_splits": 5, "dev_size": 350, "seed": 0, "max_layers": None, "head": True}
+TRANSFER_PLAN = (("all-MiniLM-L6-v2", DEFAULT_TASKS, None), ("all-mpnet-base-v2", ("cr", "trec", "subj"), 128))
+ABLATION_STS = ("stsb", "sickr", "sts12", "sts13", "sts14", "sts15", "sts16")
+
+
+# ---------------------------------------------------------------------------------------------- lc-sts
+
+def sts_part_key(identity: ModelIdentity, encoder: dict, data_info: dict, aggregation: str, settings: dict) -> dict:
+    """Every setting that changes an lc-sts row: model, max length, dtype, data (name, split, checksum), protocol."""
+    return {"model": model_key(identity), "max_length": encoder["max_length"], "dtype": encoder["dtype"],
+            "data": data_info, "aggregation": aggregation, "protocol": dict(settings)}
+
+
+def _lc_sts_run(ctx: PageContext) -> None:
+    datasets = ctx.options.get("datasets") or [d for d in sts_page.ROW_ORDER if d in available_sts(ctx.data_dir)]
+    for model in ctx.options.get("models") or MODELS:
+        identity = LayerEncoder(model).identity
+        for dataset in datasets:
+            data = load_sts(dataset, data_dir=ctx.data_dir)
+            info = {"name": data.name, "split": data.split, "checksum": content_checksum(data)}
+            for aggregation in sts_page.aggregations_for(dataset):
+                key = sts_part_key(identity, {"max_length": 256, "dtype": "float32"}, info, aggregation,
+                                   SEARCH_SETTINGS)
+                name = f"{Path(model).name}-{dataset}-{aggregation}"
+                if ctx.store.load("lc-sts", name, key) is not None:
+                    continue
+                t0 = time.perf_counter()
+                s = SEARCH_SETTINGS
+                row = run_search(model, dataset, data_dir=ctx.data_dir, aggregation=aggregation,
+                                 n_splits=s["n_splits"], dev_size=s["dev_size"], seed=s["seed"],
+                                 max_layers=s["max_layers"], head=s["head"])
+                row["seconds"]["wall"] = time.perf_counter() - t0
+                row["params"] = {"model": model, "dataset": dataset, "aggregation": aggregation,
+                                 **{k: s[k] for k in ("n_splits", "dev_size", "seed")}}
+                row["environment"] = environment(list(ctx.command) or None)
+                ctx.store.save(Part("lc-sts", name, key, row, True, [_run_entry(row["environment"])]))
+
+
+def _run_entry(env: dict) -> dict:
+    return {"started": env["date"], "command": env["command"],
+            "load_at_start": env["machine"].get("load_average_1_5_15"), "load_at_save": None}
+
+
+def _lc_sts_render(ctx: PageContext) -> list[Path]:
+    rows = [p.payload for p in _current(ctx.store.parts("lc-sts"))
+            if p.key["protocol"] == SEARCH_SETTINGS]
+    if not rows:
+        raise FileNotFoundError(f"no lc-sts parts in {ctx.store.root}; run `layerwise results run lc-sts` first")
+    md = ctx.output / "lc-sts.md"
+    paths = {"markdown": md, "json": md.with_suffix(".json"), "plots": md.with_suffix("")}
+    data_dirs = sorted({r["data"]["source"].rsplit("/sts/", 1)[0] for r in rows})
+    doc = {"kind": "lc-sts", "schema": 1, "environment": environment(list(ctx.command) or None),
+           "parameters": {**{k: SEARCH_SETTINGS[k] for k in ("n_splits", "dev_size", "seed")},
+                          "data_dir": ", ".join(data_dirs)},
+           "rows": rows}
+    sts_page.write_plots(doc, paths)
+    write_text(md, sts_page.render(doc, paths))
+    write_json(paths["json"], doc)
+    return [md, paths["json"], paths["plots"]]
+
+
+def _current(parts: list[Part]) -> list[Part]:
+    """One part per name: where a part is stored under several keys, the most recently run one."""
+    best: dict[str, Part] = {}
+    for p in parts:
+        started = (p.runs[-1].get("started") or "") if p.runs else ""
+        have = best.get(p.name)
+        if have is None or started >= ((have.runs[-1].get("started") or "") if have.runs else ""):
+            best[p.name] = p
+    return list(best.values())
+
+
+# ---------------------------------------------------------------------------------------------- transfer
+
+def _transfer_run(ctx: PageContext) -> None:
+    for model, tasks, screen_dim in TRANSFER_PLAN:
+        if ctx.options.get("skip_mpnet") and model == "all-mpnet-base-v2":
+            continue
+        config = TransferRunConfig(model=model, tasks=tasks, protocol=TransferProtocol(screen_dim=screen_dim),
+                                   n_jobs=int(ctx.options.get("jobs", 2)), data_dir=ctx.data_dir)
+        run_transfer_tasks(config, ctx.store, command=list(ctx.command) or None)
+
+
+def _transfer_render(ctx: PageContext) -> list[Path]:
+    requested = {model: list(tasks) for model, tasks, _ in TRANSFER_PLAN}
+    text, doc = render_transfer_page(ctx.store, requested, environment(list(ctx.command) or None))
+    return [write_text(ctx.output / "transfer.md", text), write_json(ctx.output / "transfer.json", doc)]
+
+
+# ---------------------------------------------------------------------------------------------- ablations
+
+def _ablations_run(ctx: PageContext) -> None:
+    sts = tuple(d for d in ABLATION_STS if d in available_sts(ctx.data_dir))
+    for model in ctx.options.get("models") or ("all-MiniLM-L6-v2",):
+        config = AblationConfig(model=model, sts=sts, n_jobs=int(ctx.options.get("jobs", 2)), data_dir=ctx.data_dir)
+        run_ablations(config, ctx.store, command=list(ctx.command) or None)
+
+
+def ablation_results(store: ResultsStore) -> list[AblationResult]:
+    """One AblationResult per model from the store's ``ablations`` parts (latest key per part)."""
+    by_model: dict[str, AblationResult] = {}
+    for part in sorted(_current(store.parts("ablations")), key=lambda p: p.runs[-1].get("started") or ""):
+        p = AblationPart.from_payload(part.payload, where=f"ablations/{part.name}")
+        identity = ModelIdentity.from_dict(p.model)
+        res = by_model.setdefault(identity.name, AblationResult(identity, {}, p.environment))
+        res.settings[p.kind] = p.settings
+        res.environment = p.environment or res.environment
+        res.block(p.kind)[p.name] = p
+    for res in by_model.values():
+        for kind in ("sts", "transfer", "limited"):
+            block = res.block(kind)
+            order = {"sts": ABLATION_STS, "transfer": AblationConfig.tasks,
+                     "limited": AblationConfig.limited_tasks}[kind]
+            res.__dict__[kind] = dict(sorted(block.items(), key=lambda kv: _order(kv[1], order)))
+    return list(by_model.values())
+
+
+def _order(p: AblationPart, order: tuple[str, ...]):
+    return (order.index(p.name) if p.name in order else len(order), p.finished or "")
+
+
+def _ablations_render(ctx: PageContext) -> list[Path]:
+    out = ctx.output / "ablations.md"
+    figures = out.with_suffix("")
+    pages, written = [], [out]
+    for result in ablation_results(ctx.store):
+        from layerwise.methods.lc.ablation_report import render_ablation_markdown
+
+        paths = write_ablation_outputs(result, figures)
+        rel = {k: f"{figures.name}/{Path(v).name}" for k, v in paths.items() if str(v).endswith(".png")}
+        pages.append(render_ablation_markdown(result, rel).replace("\n## ", "\n### ")
+                     .replace("# BERT-LC", "## BERT-LC", 1))
+        written += list(paths.values())
+    head = ["# BERT-LC ablations", "",
+            "How many layers to combine, which layers matter, and how layer combination behaves with little "
+            "training data (Hosseini et al. 2023, appendices D-E). Produced by `layerwise results run ablations` "
+            f"from the parts in `{ctx.store.root}/ablations/`; raw numbers in `{figures.name}/*.json`.", ""]
+    write_text(out, "\n".join(head) + "\n" + "\n".join(pages))
+    return written
+
+
+LC_STS = register(ResultsPage(
+    name="lc-sts", method="lc", title="BERT-LC layer combination on the STS data sets", models=MODELS,
+    data=sts_page.ROW_ORDER, grid={"aggregation": list(sts_page.AGGREGATION_ORDER)}, settings=SEARCH_SETTINGS,
+    run=_lc_sts_run, render=_lc_sts_render))
+TRANSFER = register(ResultsPage(
+    name="transfer", method="lc", title="Transfer tasks: layer combination (BERT-LC) as classifier features",
+    models=MODELS, data=DEFAULT_TASKS, grid={"plan": [list(x[:2]) for x in TRANSFER_PLAN]},
+    settings={"protocol": TransferProtocol().to_dict(), "mpnet_screen_dim": 128},
+    run=_transfer_run, render=_transfer_render))
+ABLATIONS = register(ResultsPage(
+    name="ablations", method="lc", title="BERT-LC ablations", models=("all-MiniLM-L6-v2",),
+    data=ABLATION_STS + ("mr", "cr", "subj", "trec"), grid={"parts": ["sts", "transfer", "limited"]},
+    settings=AblationConfig().settings(), run=_ablations_run, render=_ablations_render))
