@@ -43,3 +43,109 @@ def test_table_numbers_sees_a_changed_number():
     a = "| x | 1.00 ± 0.20 | 3 |\n|---|---|---|\n| y | 5 | 6 |"
     assert table_numbers(a) == [("x", ["1.00", "0.20", "3"]), ("y", ["5", "6"])]
     assert table_numbers(a.replace("0.20", "0.21")) != table_numbers(a)
+
+
+# ---------------------------------------------------------------------------------------------- resume keys
+
+@pytest.fixture()
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("LAYERWISE_HOME", str(tmp_path / "home"))
+    return tmp_path
+
+
+def _parts(store: ResultsStore, page: str) -> dict[str, dict]:
+    return {p.name + "--" + p.digest: p.payload for p in store.parts(page)}
+
+
+def test_lc_sts_page_resumes_and_any_setting_change_computes_afresh(tiny_bert, home):
+    from conftest import write_stsb
+
+    data = write_stsb(home / "data", n_pairs=24)
+    store = ResultsStore(home / "store")
+    base = {"models": [str(tiny_bert)], "datasets": ["stsb"], "settings": {"n_splits": 2, "dev_size": 10}}
+    page = get_page("lc-sts")
+
+    def run(data_dir=data, **options):
+        ctx = PageContext(store=store, output=home / "out", data_dir=str(data_dir), options={**base, **options})
+        page.run(ctx)
+        return _parts(store, "lc-sts")
+
+    first = run()
+    assert len(first) == 1
+    assert run() == first  # same key: reused, not recomputed (the payload, times included, is unchanged)
+    changes = [dict(settings={**base["settings"], "seed": 1}), dict(settings={**base["settings"], "dev_size": 12}),
+               dict(settings={**base["settings"], "n_splits": 3}), dict(settings={**base["settings"], "max_layers": 2}),
+               dict(settings={**base["settings"], "head": False}), dict(max_length=8), dict(dtype="bfloat16")]
+    seen = dict(first)
+    for change in changes:
+        got = run(**change)
+        assert len(got) == len(seen) + 1, change  # a new part; every earlier one is kept
+        seen = got
+    other = write_stsb(home / "data2", n_pairs=24, seed=5)  # other scores and sentences: another checksum
+    assert len(run(data_dir=other)) == len(seen) + 1
+    page.render(PageContext(store=store, output=home / "out", options=base))
+    assert "stsb" in (home / "out" / "lc-sts.md").read_text().lower()
+
+
+def test_transfer_key_covers_every_protocol_setting_and_a_real_rerun_reuses(tiny_bert, home):
+    from dataclasses import fields, replace
+
+    from conftest import write_senteval
+    from layerwise.methods.lc.transfer import TransferProtocol
+    from layerwise.methods.lc.transfer_run import TransferRunConfig, run_transfer_tasks, task_key
+
+    data = write_senteval(home / "data", n=40)
+    store = ResultsStore(home / "store")
+    config = TransferRunConfig(model=str(tiny_bert), tasks=("cr",), n_jobs=1, data_dir=str(data),
+                               protocol=TransferProtocol(n_outer=2, n_inner=2))
+    first = run_transfer_tasks(config, store)
+    again = run_transfer_tasks(config, store)
+    assert again.tasks["cr"].result.to_dict() == first.tasks["cr"].result.to_dict()
+    assert again.tasks["cr"].encode_seconds == first.tasks["cr"].encode_seconds  # reused without encoding
+    changed = run_transfer_tasks(replace(config, protocol=replace(config.protocol, seed=3)), store)
+    assert changed.tasks["cr"].result.seed == 3 and len(store.parts("transfer")) == 2
+    # every protocol field, the max length, dtype, data checksum and head are in the key
+    ident, enc = first.model, {"max_length": 256, "dtype": "float32"}
+    base = task_key(ident, enc, "abc", "cr", config.protocol, True)
+    other_values = {"n_outer": 3, "n_inner": 3, "max_layers": 2, "shortlist": None, "seed": 1, "ridge_alpha": 1.0,
+                    "screen_dim": 4}
+    assert set(other_values) == {f.name for f in fields(TransferProtocol)}
+    keys = [task_key(ident, enc, "abc", "cr", replace(config.protocol, **{k: v}), True) for k, v in other_values.items()]
+    keys += [task_key(ident, {**enc, "max_length": 8}, "abc", "cr", config.protocol, True),
+             task_key(ident, {**enc, "dtype": "bfloat16"}, "abc", "cr", config.protocol, True),
+             task_key(ident, enc, "abd", "cr", config.protocol, True),
+             task_key(ident, enc, "abc", "cr", config.protocol, False),
+             task_key(replace(ident, tokenizer_sha256="x"), enc, "abc", "cr", config.protocol, True)]
+    assert all(k != base for k in keys) and len({store.path("transfer", "x", k) for k in keys}) == len(keys)
+
+
+def test_transfer_run_round_trips_and_refuses_unknown_schemas(tiny_bert, home):
+    from conftest import write_senteval
+    from layerwise.methods.lc.transfer import TransferProtocol
+    from layerwise.methods.lc.transfer_run import TransferRun, TransferRunConfig, run_transfer_tasks
+
+    data = write_senteval(home / "data", n=40)
+    config = TransferRunConfig(model=str(tiny_bert), tasks=("cr",), n_jobs=1, data_dir=str(data),
+                               protocol=TransferProtocol(n_outer=2, n_inner=2))
+    assert TransferRunConfig.from_dict(config.to_dict()) == config
+    run = run_transfer_tasks(config, ResultsStore(home / "store"))
+    doc = run.to_dict()
+    assert TransferRun.from_dict(doc).to_dict() == doc
+    with pytest.raises(ValueError, match="schema 99"):
+        TransferRun.from_dict({**doc, "schema": 99})
+    with pytest.raises(ValueError, match="not a 'transfer' results document"):
+        TransferRun.from_dict({**doc, "kind": "ablations"})
+
+
+def test_data_checksum_ignores_the_folder_but_not_the_content(tmp_path):
+    import shutil
+
+    from conftest import write_stsb
+    from layerwise.data import load_sts
+    from layerwise.data.checksum import content_checksum
+
+    a = write_stsb(tmp_path / "a", n_pairs=10)
+    shutil.copytree(a, tmp_path / "b")
+    c = write_stsb(tmp_path / "c", n_pairs=10, seed=1)
+    one, copy, other = (content_checksum(load_sts("stsb", data_dir=d)) for d in (a, tmp_path / "b", c))
+    assert one == copy and one != other

@@ -9,11 +9,11 @@ import argparse
 import logging
 import sys
 
-from layerwise.cli import lattemix, layer_attention, lc, models
+from layerwise.cli import lattemix, layer_attention, lc, models, results
 
 __all__ = ["build_parser", "main"]
 
-_COMMAND_MODULES = (lc, lattemix, layer_attention, models)
+_COMMAND_MODULES = (lc, lattemix, layer_attention, models, results)
 
 
 def build_parser() -> argparse.ArgumentParser:

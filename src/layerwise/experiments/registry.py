@@ -15,7 +15,7 @@ from pathlib import Path
 
 from layerwise.experiments.store import ResultsStore
 
-__all__ = ["PAGES", "PageContext", "ResultsPage", "get_page", "register"]
+__all__ = ["PAGES", "PageContext", "ResultsPage", "all_pages", "get_page", "register"]
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,12 @@ def get_page(name: str) -> ResultsPage:
         hint = f" Did you mean {close[0]!r}?" if close else ""
         raise KeyError(f"no results page {name!r}.{hint} Pages: {', '.join(sorted(PAGES))}")
     return PAGES[name]
+
+
+def all_pages() -> list[ResultsPage]:
+    """Every declared page, by name."""
+    _load_declarations()
+    return [PAGES[name] for name in sorted(PAGES)]
 
 
 def _load_declarations() -> None:

@@ -43,29 +43,43 @@ def sts_part_key(identity: ModelIdentity, encoder: dict, data_info: dict, aggreg
             "data": data_info, "aggregation": aggregation, "protocol": dict(settings)}
 
 
+def _sts_settings(ctx: PageContext) -> tuple[dict, dict]:
+    """(protocol settings, encoder settings) of an lc-sts run: the page's, overridden by ``options``
+    ``settings`` (a dict) and ``max_length`` / ``dtype``."""
+    unknown = set(ctx.options.get("settings", {})) - set(SEARCH_SETTINGS)
+    if unknown:
+        raise ValueError(f"unknown lc-sts setting(s) {sorted(unknown)}; valid: {', '.join(SEARCH_SETTINGS)}")
+    encoder = {"max_length": int(ctx.options.get("max_length", 256)), "dtype": ctx.options.get("dtype", "float32")}
+    return {**SEARCH_SETTINGS, **ctx.options.get("settings", {})}, encoder
+
+
 def _lc_sts_run(ctx: PageContext) -> None:
+    settings, enc = _sts_settings(ctx)
     datasets = ctx.options.get("datasets") or [d for d in sts_page.ROW_ORDER if d in available_sts(ctx.data_dir)]
     for model in ctx.options.get("models") or MODELS:
-        identity = LayerEncoder(model).identity
+        identity = LayerEncoder(model, **enc).identity
         for dataset in datasets:
             data = load_sts(dataset, data_dir=ctx.data_dir)
             info = {"name": data.name, "split": data.split, "checksum": content_checksum(data)}
             for aggregation in sts_page.aggregations_for(dataset):
-                key = sts_part_key(identity, {"max_length": 256, "dtype": "float32"}, info, aggregation,
-                                   SEARCH_SETTINGS)
+                key = sts_part_key(identity, enc, info, aggregation, settings)
                 name = f"{Path(model).name}-{dataset}-{aggregation}"
-                if ctx.store.load("lc-sts", name, key) is not None:
-                    continue
-                t0 = time.perf_counter()
-                s = SEARCH_SETTINGS
-                row = run_search(model, dataset, data_dir=ctx.data_dir, aggregation=aggregation,
-                                 n_splits=s["n_splits"], dev_size=s["dev_size"], seed=s["seed"],
-                                 max_layers=s["max_layers"], head=s["head"])
-                row["seconds"]["wall"] = time.perf_counter() - t0
-                row["params"] = {"model": model, "dataset": dataset, "aggregation": aggregation,
-                                 **{k: s[k] for k in ("n_splits", "dev_size", "seed")}}
-                row["environment"] = environment(list(ctx.command) or None)
-                ctx.store.save(Part("lc-sts", name, key, row, True, [_run_entry(row["environment"])]))
+                if ctx.store.load("lc-sts", name, key) is None:
+                    _lc_sts_row(ctx, (model, dataset, aggregation), settings, enc, key)
+
+
+def _lc_sts_row(ctx: PageContext, which: tuple[str, str, str], settings: dict, enc: dict, key: dict) -> None:
+    model, dataset, aggregation = which
+    t0 = time.perf_counter()
+    row = run_search(model, dataset, data_dir=ctx.data_dir, aggregation=aggregation, n_splits=settings["n_splits"],
+                     dev_size=settings["dev_size"], seed=settings["seed"], max_layers=settings["max_layers"],
+                     head=settings["head"], encoder_options=enc)
+    row["seconds"]["wall"] = time.perf_counter() - t0
+    row["params"] = {"model": model, "dataset": dataset, "aggregation": aggregation,
+                     **{k: settings[k] for k in ("n_splits", "dev_size", "seed")}}
+    row["environment"] = environment(list(ctx.command) or None)
+    name = f"{Path(model).name}-{dataset}-{aggregation}"
+    ctx.store.save(Part("lc-sts", name, key, row, True, [_run_entry(row["environment"])]))
 
 
 def _run_entry(env: dict) -> dict:
@@ -74,15 +88,16 @@ def _run_entry(env: dict) -> dict:
 
 
 def _lc_sts_render(ctx: PageContext) -> list[Path]:
-    rows = [p.payload for p in _current(ctx.store.parts("lc-sts"))
-            if p.key["protocol"] == SEARCH_SETTINGS]
+    settings, enc = _sts_settings(ctx)
+    rows = [p.payload for p in _current([p for p in ctx.store.parts("lc-sts") if p.key["protocol"] == settings
+                                         and all(p.key[k] == v for k, v in enc.items())])]
     if not rows:
         raise FileNotFoundError(f"no lc-sts parts in {ctx.store.root}; run `layerwise results run lc-sts` first")
     md = ctx.output / "lc-sts.md"
     paths = {"markdown": md, "json": md.with_suffix(".json"), "plots": md.with_suffix("")}
     data_dirs = sorted({r["data"]["source"].rsplit("/sts/", 1)[0] for r in rows})
     doc = {"kind": "lc-sts", "schema": 1, "environment": environment(list(ctx.command) or None),
-           "parameters": {**{k: SEARCH_SETTINGS[k] for k in ("n_splits", "dev_size", "seed")},
+           "parameters": {**{k: settings[k] for k in ("n_splits", "dev_size", "seed")},
                           "data_dir": ", ".join(data_dirs)},
            "rows": rows}
     sts_page.write_plots(doc, paths)
@@ -115,7 +130,13 @@ def _transfer_run(ctx: PageContext) -> None:
 
 def _transfer_render(ctx: PageContext) -> list[Path]:
     requested = {model: list(tasks) for model, tasks, _ in TRANSFER_PLAN}
-    text, doc = render_transfer_page(ctx.store, requested, environment(list(ctx.command) or None))
+    protocols = {model: TransferProtocol(screen_dim=dim).to_dict() for model, _, dim in TRANSFER_PLAN}
+
+    def keep(part: Part) -> bool:  # the page's settings; a folder model is kept under the default protocol
+        want = protocols.get(part.key["model"]["name"], TransferProtocol().to_dict())
+        return part.key["protocol"] == want and part.key["max_length"] == 256 and part.key["dtype"] == "float32"
+
+    text, doc = render_transfer_page(ctx.store, requested, environment(list(ctx.command) or None), keep)
     return [write_text(ctx.output / "transfer.md", text), write_json(ctx.output / "transfer.json", doc)]
 
 

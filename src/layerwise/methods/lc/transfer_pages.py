@@ -12,11 +12,13 @@ import numpy as np
 __all__ = ["render_transfer_page", "transfer_runs"]
 
 
-def transfer_runs(store: ResultsStore, requested: dict[str, list[str]]) -> dict[str, TransferRun]:
-    """model -> its TransferRun from the store's task parts (requested tasks in order; latest key per task)."""
+def transfer_runs(store: ResultsStore, requested: dict[str, list[str]], keep=None) -> dict[str, TransferRun]:
+    """model -> its TransferRun from the store's task parts (requested tasks in order; latest key per task).
+
+    ``keep(part) -> bool`` selects the parts under the page's settings (default: every task part)."""
     tasks: dict[str, dict[str, TaskRun]] = {}
     for part in store.parts(PAGE):
-        if part.payload.get("kind") != "transfer-task":
+        if part.payload.get("kind") != "transfer-task" or (keep is not None and not keep(part)):
             continue
         t = TaskRun.from_part(part)
         have = tasks.setdefault(t.model.name, {}).get(t.task)
@@ -41,9 +43,10 @@ def _named(store: ResultsStore, prefix: str) -> dict[str, dict]:
     return {p.name: p.payload for p in store.parts(PAGE) if p.name.startswith(prefix)}
 
 
-def render_transfer_page(store: ResultsStore, requested: dict[str, list[str]], env: dict) -> tuple[str, dict]:
-    """The page's markdown and its JSON summary, from the store alone."""
-    runs = transfer_runs(store, requested)
+def render_transfer_page(store: ResultsStore, requested: dict[str, list[str]], env: dict,
+                         keep=None) -> tuple[str, dict]:
+    """The page's markdown and its JSON summary, from the store alone (``keep``: see :func:`transfer_runs`)."""
+    runs = transfer_runs(store, requested, keep)
     last = {p["model"]: p for p in _named(store, "last-run-").values()}
     checks = list(_named(store, "check-").values())
     lines = ["# Transfer tasks: layer combination (BERT-LC) as classifier features", "",
