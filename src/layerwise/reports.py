@@ -14,7 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["environment", "write_json", "write_text", "plot_per_layer", "plot_lines", "fmt"]
+__all__ = ["command_line", "environment", "fmt", "fmt_git", "git_state", "plot_lines", "plot_per_layer", "run_section",
+           "write_json", "write_text"]
 
 
 def environment(command: list[str] | None = None) -> dict:
@@ -45,6 +46,59 @@ def environment(command: list[str] | None = None) -> dict:
             "scipy": scipy.__version__,
         },
     }
+
+
+def git_state(folder: str | os.PathLike = ".") -> dict | None:
+    """The commit of the git checkout holding ``folder`` and the files under its src/ that differ from it
+    (None outside a git checkout or without git)."""
+    import subprocess
+
+    try:
+        run = lambda *args: subprocess.run(["git", *args], cwd=folder, capture_output=True, text=True,  # noqa: E731
+                                           check=True).stdout
+        head = run("rev-parse", "HEAD").strip()
+        changed = run("status", "--porcelain", "--", "src").splitlines()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return {"commit": head, "src_changes": [line.strip() for line in changed]}
+
+
+def fmt_git(state: dict | None) -> str:
+    if state is None:
+        return "not a git checkout"
+    changes = "; uncommitted changes under src/: " + ", ".join(state["src_changes"]) if state["src_changes"] else ""
+    return f"git commit `{state['commit'][:12]}`" + (changes or ", src/ unmodified")
+
+
+def command_line() -> list[str]:
+    """The command as typed, interpreter included (relative to the working folder when inside it)."""
+    exe = Path(sys.executable)
+    try:
+        exe = exe.relative_to(Path.cwd())
+    except ValueError:
+        pass
+    return [str(exe), *sys.argv]
+
+
+def run_section(env: dict, params: dict, total_seconds: float, extra: Sequence[str] = ()) -> list[str]:
+    """The "## Run" block of a results file: command, date, machine, load, versions, source, parameters.
+
+    ``env`` is :func:`environment` with ``machine.load_average_start``/``load_average_end`` and ``git`` added."""
+    m = env["machine"]
+    load = lambda avg: ", ".join(f"{x:.2f}" for x in avg)  # noqa: E731
+    return [
+        "## Run", "", "```", env["command"], "```", "",
+        f"- Date: {env['date']}",
+        f"- Machine: {m['platform']} ({m['processor']}), {m['cpu_count']} CPUs, torch threads {m['torch_threads']}",
+        f"- Load average (1, 5, 15 min; other processes share the machine): {load(m['load_average_start'])} at the "
+        f"start, {load(m['load_average_end'])} at the end",
+        "- Versions: " + ", ".join(f"{k} {val}" for k, val in env["versions"].items()),
+        f"- Source: {fmt_git(env.get('git'))}",
+        "- Parameters: " + ", ".join(f"`{k}={val}`" for k, val in params.items()),
+        *extra,
+        f"- Total wall time of the script: {total_seconds:.0f} s.",
+        "",
+    ]
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

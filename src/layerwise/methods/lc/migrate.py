@@ -22,6 +22,7 @@ from layerwise.experiments.store import Part, ResultsStore, model_key
 from layerwise.methods.lc import ablation_run, transfer_run
 from layerwise.methods.lc.pages import SEARCH_SETTINGS, _run_entry, sts_part_key
 from layerwise.methods.lc.transfer import TransferProtocol, TransferResult
+from layerwise.methods.lc.transfer_check import ShortcutCheck, check_key
 
 logger = logging.getLogger(__name__)
 
@@ -112,8 +113,7 @@ def _check(store, ids, path: Path, data_dir, root: Path) -> Path:
     st = json.loads(path.read_text())
     ident = ids(st["model"])
     checksum = content_checksum(load_transfer(st["task"], data_dir=data_dir))
-    key = {"model": model_key(ident), **_ENCODER, "data": {"task": st["task"], "checksum": checksum},
-           "n_inner": 10, "seed": 0, "ridge_alpha": 1e-3, "mpnet_screen_dim": 128}
+    key = check_key(ident, checksum, ShortcutCheck(task=st["task"]))
     runs = [{"started": None, "command": "python scripts/transfer_results.py (shortcut check)", "load_at_start": None,
              "load_at_save": None, "splits": [0, len(st["splits"])]}]
     return store.save(Part(transfer_run.PAGE, f"check-{st['task']}", key,

@@ -2,7 +2,8 @@
 
 ``run`` computes the parts the store lacks (through the same code as ``layerwise search``/``transfer``/``ablate``,
 so their keys are the same); ``render`` writes the page from the store alone. Page switches (``ctx.options``):
-``models`` (lc-sts, ablations), ``datasets`` (lc-sts), ``skip_mpnet`` (transfer), ``jobs``.
+``models`` (lc-sts, ablations), ``datasets``, ``settings``, ``max_length``, ``dtype`` (lc-sts), ``skip_mpnet`` and
+``skip_check`` (transfer), ``jobs``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from layerwise.methods.lc.ablation_report import write_ablation_outputs
 from layerwise.methods.lc.ablation_run import AblationConfig, AblationPart, AblationResult, run_ablations
 from layerwise.methods.lc.run import run_search
 from layerwise.methods.lc.transfer import TransferProtocol
+from layerwise.methods.lc.transfer_check import ShortcutCheck, run_shortcut_check
 from layerwise.methods.lc.transfer_pages import render_transfer_page
 from layerwise.methods.lc.transfer_run import DEFAULT_TASKS, TransferRunConfig, run_transfer_tasks
 from layerwise.reports import environment, write_json, write_text
@@ -126,6 +128,9 @@ def _transfer_run(ctx: PageContext) -> None:
         config = TransferRunConfig(model=model, tasks=tasks, protocol=TransferProtocol(screen_dim=screen_dim),
                                    n_jobs=int(ctx.options.get("jobs", 2)), data_dir=ctx.data_dir)
         run_transfer_tasks(config, ctx.store, command=list(ctx.command) or None)
+    if not ctx.options.get("skip_check"):
+        check = ShortcutCheck(n_jobs=int(ctx.options.get("jobs", 2)), data_dir=ctx.data_dir)
+        run_shortcut_check(check, ctx.store, environment(list(ctx.command) or None))
 
 
 def _transfer_render(ctx: PageContext) -> list[Path]:

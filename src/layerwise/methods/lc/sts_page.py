@@ -331,7 +331,7 @@ def render(doc: dict, paths: dict[str, Path]) -> str:
             if r["params"]["aggregation"] == "all":
                 png = plot_path(paths, model, r["params"]["dataset"])
                 md.append(f"- [{DISPLAY[r['params']['dataset']]}]({rel(png, paths['markdown'].parent)})")
-    md += ["", "## Observations", "", "Computed by the script from the numbers above.", ""]
+    md += ["", "## Observations", "", "Computed from the numbers above.", ""]
     for model in models:
         md += [f"**{model}**", "", *observations(groups[model]), ""]
     return "\n".join(md)

@@ -16,7 +16,7 @@ one Gram matrix of the concatenated layers, so every subset and every inner spli
 ``d x d`` solve. The ``shortlist`` best subsets by that score then get the real SAGA inner cross-validation
 and the best of those is chosen (``shortlist=1``: the ridge choice is taken as it is; ``shortlist=None``:
 exhaustive SAGA over every subset, the slow reference). What the shortcut costs is measured, not assumed:
-see the shortcut check of ``scripts/transfer_results.py`` (``--check-task``, ``--check-splits``).
+see ``methods/lc/transfer_check.py`` (run with the ``transfer`` results page, shown on it).
 
 Pair tasks (MRPC) use SentEval's features ``[u, v, |u - v|, u * v]`` of the two sentences' combinations;
 those are not linear in the layers, so their Gram matrices are computed per subset (slower, same result).
