@@ -149,3 +149,27 @@ def test_data_checksum_ignores_the_folder_but_not_the_content(tmp_path):
     c = write_stsb(tmp_path / "c", n_pairs=10, seed=1)
     one, copy, other = (content_checksum(load_sts("stsb", data_dir=d)) for d in (a, tmp_path / "b", c))
     assert one == copy and one != other
+
+
+def test_committed_parts_load_as_typed_results_and_round_trip():
+    from layerwise.methods.lc.pages import ablation_results
+    from layerwise.methods.lc.run import STSRun
+    from layerwise.methods.lc.transfer_pages import transfer_runs
+    from layerwise.methods.lc.ablation_run import AblationResult
+    from layerwise.methods.lc.transfer_run import TransferRun
+
+    store = ResultsStore(RESULTS / "state")
+    row = store.parts("lc-sts")[0].payload
+    run = STSRun.from_dict(row)
+    assert run.lc.summary("spearman") == row["lc"]["summary"]["spearman"]
+    assert STSRun.from_dict(run.to_dict()).to_dict() == run.to_dict()
+    with pytest.raises(ValueError, match="schema 7"):
+        STSRun.from_dict({**row, "schema": 7})
+    (abl,) = ablation_results(store)
+    assert AblationResult.from_dict(abl.to_dict()).to_dict() == abl.to_dict()
+    assert set(abl.sts) >= {"stsb", "sickr"} and abl.model.name == "all-MiniLM-L6-v2"
+    runs = transfer_runs(store, {})
+    assert set(runs) == {"all-MiniLM-L6-v2", "all-mpnet-base-v2"}
+    mini = runs["all-MiniLM-L6-v2"]
+    assert TransferRun.from_dict(mini.to_dict()).to_dict() == mini.to_dict()
+    assert all(t.migrated_from and t.runs for t in mini.tasks.values())  # provenance and history kept

@@ -66,46 +66,44 @@ def add_parsers(sub) -> None:
 
 def run_sts(args, command) -> int:
     from layerwise.methods.lc import run as experiments
+    from layerwise.reports import environment
 
-    common = dict(data_dir=args.data_dir, split=args.split, aggregation=args.aggregation,
-                  encoder_options=encoder_options(args))
+    common = dict(model=args.model, dataset=args.dataset, data_dir=args.data_dir, split=args.split,
+                  aggregation=args.aggregation, encoder_options=encoder_options(args))
     if args.command == "search":
-        result = experiments.run_search(
-            args.model, args.dataset, n_splits=args.splits, dev_size=args.dev_size, seed=args.seed,
-            max_layers=args.max_layers, head=not args.no_head, **common,
-        )
-        experiments.add_environment(result, command)
+        config = experiments.SearchConfig(n_splits=args.splits, dev_size=args.dev_size, seed=args.seed,
+                                          max_layers=args.max_layers, head=not args.no_head, **common)
+        result = experiments.run_search(config)
+        result.environment = environment(command)
         _print_search(result, experiments.write_search_outputs(result, args.output))
         return 0
-    result = experiments.run_layers(args.model, args.dataset, **common)
-    experiments.add_environment(result, command)
+    result = experiments.run_layers(experiments.SearchConfig(**common))
+    result.environment = environment(command)
     paths = experiments.write_layers_outputs(result, args.output)
-    for kind in result["per_layer"]:
-        print(f"{kind:5s} " + " ".join(f"{i}:{v:.2f}" for i, v in enumerate(result["per_layer"][kind])))
+    for kind, values in result.per_layer.items():
+        print(f"{kind:5s} " + " ".join(f"{i}:{v:.2f}" for i, v in enumerate(values)))
     for kind, path in paths.items():
         print(f"wrote {kind}: {path}")
     return 0
 
 
-def _print_search(result: dict, paths: dict) -> None:
+def _print_search(result, paths: dict) -> None:
     from layerwise.reports import fmt
 
-    pl = result["per_layer"]
-    print(f"model {result['model']['name']} | data {result['data']['name']} ({result['data']['split']}, "
-          f"{result['data']['n_pairs']} pairs) | aggregation {result['data']['aggregation']}")
+    d, lc = result.data, result.lc
+    print(f"model {result.model.name} | data {d['name']} ({d['split']}, {d['n_pairs']} pairs) | "
+          f"aggregation {d['aggregation']}")
     print("per-layer Spearman x100 (hidden state 0 = embedding output):")
-    for kind in pl:
-        print(f"  {kind:5s} " + " ".join(f"{i}:{v:.2f}" for i, v in enumerate(pl[kind])))
-    lc = result["lc"]
-    print(f"splits (dev {lc['dev_size']} pairs, subsets up to {lc['max_layers']} states):")
-    for s in lc["splits"]:
-        print(f"  seed {s['seed']}: chose {tuple(s['layers'])} dev {s['dev_spearman']:.2f} "
-              f"test {s['test']['lc']['spearman']:.2f} ({s['n_subsets']} subsets in {s['search_seconds']:.2f}s)")
+    for kind, values in result.per_layer.items():
+        print(f"  {kind:5s} " + " ".join(f"{i}:{v:.2f}" for i, v in enumerate(values)))
+    print(f"splits (dev {lc.dev_size} pairs, subsets up to {lc.max_layers} states):")
+    for s in lc.splits:
+        print(f"  seed {s.seed}: chose {tuple(s.layers)} dev {s.dev_spearman:.2f} "
+              f"test {s.test['lc']['spearman']:.2f} ({s.n_subsets} subsets in {s.search_seconds:.2f}s)")
     print("test Spearman x100, mean ± std over splits:")
-    for method, v in lc["summary"]["spearman"].items():
+    for method, v in lc.summary("spearman").items():
         print(f"  {method:12s} {fmt(v['mean'], v['std'])}")
-    sec = result["seconds"]
-    print(f"time: encode {sec['encode']:.1f}s, protocol {sec['protocol']:.1f}s")
+    print(f"time: encode {result.seconds['encode']:.1f}s, protocol {result.seconds['protocol']:.1f}s")
     for kind, path in paths.items():
         print(f"wrote {kind}: {path}")
 

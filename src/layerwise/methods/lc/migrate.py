@@ -20,7 +20,8 @@ from layerwise.data.senteval import load_transfer
 from layerwise.encoders.layer_encoder import LayerEncoder, ModelIdentity
 from layerwise.experiments.store import Part, ResultsStore, model_key
 from layerwise.methods.lc import ablation_run, transfer_run
-from layerwise.methods.lc.pages import SEARCH_SETTINGS, _run_entry, sts_part_key
+from layerwise.methods.lc.pages import SEARCH_SETTINGS, run_entry, sts_part_key
+from layerwise.methods.lc.run import STS_SCHEMA
 from layerwise.methods.lc.transfer import TransferProtocol, TransferResult
 from layerwise.methods.lc.transfer_check import ShortcutCheck, check_key
 
@@ -159,8 +160,8 @@ def _lc_sts(store, ids, path: Path, data_dir, root: Path) -> list[Path]:
             raise ValueError(f"{path}: row {prm} used split {row['data']['split']}, the loader gives {data.split}")
         info = {"name": data.name, "split": data.split, "checksum": content_checksum(data)}
         key = sts_part_key(ident, row["encoder"], info, prm["aggregation"], SEARCH_SETTINGS)
-        payload = {**row, "migrated_from": _rel(path, root)}
+        payload = {**row, "schema": STS_SCHEMA, "migrated_from": _rel(path, root)}
         payload["data"] = {**row["data"], "checksum": info["checksum"]}
         name = f"{Path(prm['model']).name}-{prm['dataset']}-{prm['aggregation']}"
-        out.append(store.save(Part("lc-sts", name, key, payload, True, [_run_entry(row["environment"])])))
+        out.append(store.save(Part("lc-sts", name, key, payload, True, [run_entry(row["environment"])])))
     return out

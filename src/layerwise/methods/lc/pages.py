@@ -20,7 +20,7 @@ from layerwise.experiments.store import Part, ResultsStore, model_key
 from layerwise.methods.lc import sts_page
 from layerwise.methods.lc.ablation_report import write_ablation_outputs
 from layerwise.methods.lc.ablation_run import AblationConfig, AblationPart, AblationResult, run_ablations
-from layerwise.methods.lc.run import run_search
+from layerwise.methods.lc.run import SearchConfig, run_search
 from layerwise.methods.lc.transfer import TransferProtocol
 from layerwise.methods.lc.transfer_check import ShortcutCheck, run_shortcut_check
 from layerwise.methods.lc.transfer_pages import render_transfer_page
@@ -73,18 +73,20 @@ def _lc_sts_run(ctx: PageContext) -> None:
 def _lc_sts_row(ctx: PageContext, which: tuple[str, str, str], settings: dict, enc: dict, key: dict) -> None:
     model, dataset, aggregation = which
     t0 = time.perf_counter()
-    row = run_search(model, dataset, data_dir=ctx.data_dir, aggregation=aggregation, n_splits=settings["n_splits"],
-                     dev_size=settings["dev_size"], seed=settings["seed"], max_layers=settings["max_layers"],
-                     head=settings["head"], encoder_options=enc)
-    row["seconds"]["wall"] = time.perf_counter() - t0
+    config = SearchConfig(model=model, dataset=dataset, aggregation=aggregation, n_splits=settings["n_splits"],
+                          dev_size=settings["dev_size"], seed=settings["seed"], max_layers=settings["max_layers"],
+                          head=settings["head"], data_dir=ctx.data_dir, encoder_options=enc)
+    result = run_search(config)
+    result.seconds["wall"] = time.perf_counter() - t0
+    result.environment = environment(list(ctx.command) or None)
+    row = result.to_dict()
     row["params"] = {"model": model, "dataset": dataset, "aggregation": aggregation,
                      **{k: settings[k] for k in ("n_splits", "dev_size", "seed")}}
-    row["environment"] = environment(list(ctx.command) or None)
     name = f"{Path(model).name}-{dataset}-{aggregation}"
-    ctx.store.save(Part("lc-sts", name, key, row, True, [_run_entry(row["environment"])]))
+    ctx.store.save(Part("lc-sts", name, key, row, True, [run_entry(row["environment"])]))
 
 
-def _run_entry(env: dict) -> dict:
+def run_entry(env: dict) -> dict:
     return {"started": env["date"], "command": env["command"],
             "load_at_start": env["machine"].get("load_average_1_5_15"), "load_at_save": None}
 

@@ -74,6 +74,14 @@ class LCResult:
         d["summary"] = {"spearman": self.summary("spearman"), "pearson": self.summary("pearson")}
         return d
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "LCResult":
+        """Back from :meth:`to_dict` (or its JSON: size keys as strings, tuples as lists); the summary is recomputed."""
+        splits = [LCSplit(**{**s, "layers": tuple(s["layers"]),
+                             "best_by_size": {int(k): v for k, v in s["best_by_size"].items()}})
+                  for s in d["splits"]]
+        return cls(d["aggregation"], d["dev_size"], d["n_states"], d["max_layers"], splits)
+
 
 def run_bert_lc(
     stack1: LayerStack,

@@ -242,14 +242,14 @@ def _key(layers) -> str:
 
 
 def choose_subset(data: TransferFeatures, rows: np.ndarray, splits, subsets, *, shortlist: int | None,
-                  seed: int, n_jobs: int = 1, ridge_alpha: float = DEFAULT_RIDGE_ALPHA, screen_dim: int | None = None,
-                  screen: RidgeScreen | None = None):
+                  seed: int, n_jobs: int = 1, screen: RidgeScreen | None = None):
     """LC's choice on the training rows ``rows``: (layers, inner accuracy x100, screen x100, shortlist scores).
 
-    Pass the same ``screen`` (a ``RidgeScreen`` of ``data``) to successive calls to reuse its sums over all rows.
+    ``screen``: the ``RidgeScreen`` of ``data`` to use (its alpha and projection; default: ``RidgeScreen(data)``);
+    pass the same one to successive calls to reuse its sums over all rows.
     """
     if screen is None:
-        screen = RidgeScreen(data, alpha=ridge_alpha, dim=screen_dim)
+        screen = RidgeScreen(data)
     screen = screen.scores(rows, splits, subsets).mean(1) * 100
     order = np.argsort(-screen, kind="stable")
     k = len(subsets) if shortlist is None else min(int(shortlist), len(subsets))

@@ -20,6 +20,7 @@ from layerwise.data.senteval import load_transfer
 from layerwise.encoders.layer_encoder import LayerEncoder
 from layerwise.evaluation.classification import inner_splits, outer_splits
 from layerwise.experiments.store import Part, ResultsStore, model_key
+from layerwise.methods.lc.screen import RidgeScreen
 from layerwise.methods.lc.transfer import all_subsets, choose_subset, default_max_layers, subset_accuracy
 from layerwise.methods.lc.transfer_run import PAGE, encode_task
 
@@ -79,7 +80,8 @@ def _one_split(data, td, te, subsets, k: int, check: ShortcutCheck) -> dict:
     choose_subset(data, td, splits, subsets, shortlist=1, seed=k)
     ridge_seconds = time.perf_counter() - t0
     pdim = round(data.first.dim * check.mpnet_screen_dim / 768)
-    projected = tuple(choose_subset(data, td, splits, subsets, shortlist=1, seed=k, screen_dim=pdim)[0])
+    projected = tuple(choose_subset(data, td, splits, subsets, shortlist=1, seed=k,
+                                     screen=RidgeScreen(data, dim=pdim))[0])
     t0 = time.perf_counter()
     _, _, screen, saga = choose_subset(data, td, splits, subsets, shortlist=None, seed=k, n_jobs=check.n_jobs)
     exhaustive_seconds = time.perf_counter() - t0
