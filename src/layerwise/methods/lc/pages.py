@@ -20,7 +20,7 @@ from layerwise.experiments.store import Part, ResultsStore, model_key
 from layerwise.methods.lc import sts_page
 from layerwise.methods.lc.ablation_report import write_ablation_outputs
 from layerwise.methods.lc.ablation_run import AblationConfig, AblationPart, AblationResult, run_ablations
-from layerwise.methods.lc.run import SearchConfig, run_search
+from layerwise.methods.lc.run import SearchConfig, STSRun, run_search
 from layerwise.methods.lc.transfer import TransferProtocol
 from layerwise.methods.lc.transfer_check import ShortcutCheck, run_shortcut_check
 from layerwise.methods.lc.transfer_pages import render_transfer_page
@@ -93,20 +93,19 @@ def run_entry(env: dict) -> dict:
 
 def _lc_sts_render(ctx: PageContext) -> list[Path]:
     settings, enc = _sts_settings(ctx)
-    rows = [p.payload for p in _current([p for p in ctx.store.parts("lc-sts") if p.key["protocol"] == settings
-                                         and all(p.key[k] == v for k, v in enc.items())])]
+    rows = [STSRun.from_dict(p.payload) for p in _current(
+        [p for p in ctx.store.parts("lc-sts")
+         if p.key["protocol"] == settings and all(p.key[k] == v for k, v in enc.items())])]
     if not rows:
         raise FileNotFoundError(f"no lc-sts parts in {ctx.store.root}; run `layerwise results run lc-sts` first")
     md = ctx.output / "lc-sts.md"
     paths = {"markdown": md, "json": md.with_suffix(".json"), "plots": md.with_suffix("")}
-    data_dirs = sorted({r["data"]["source"].rsplit("/sts/", 1)[0] for r in rows})
-    doc = {"kind": "lc-sts", "schema": 1, "environment": environment(list(ctx.command) or None),
-           "parameters": {**{k: settings[k] for k in ("n_splits", "dev_size", "seed")},
-                          "data_dir": ", ".join(data_dirs)},
-           "rows": rows}
-    sts_page.write_plots(doc, paths)
-    write_text(md, sts_page.render(doc, paths))
-    write_json(paths["json"], doc)
+    data_dirs = sorted({r.data["source"].rsplit("/sts/", 1)[0] for r in rows})
+    doc = sts_page.STSPageDoc(rows, environment(list(ctx.command) or None),
+                              {**{k: settings[k] for k in ("n_splits", "dev_size", "seed")},
+                               "data_dir": ", ".join(data_dirs)})
+    sts_page.write_outputs(doc, paths)
+    write_json(paths["json"], doc.to_dict())
     return [md, paths["json"], paths["plots"]]
 
 
