@@ -20,7 +20,7 @@ from layerwise.experiments.store import key_digest, model_key
 from layerwise.encoders.layer_encoder import LayerEncoder, ModelIdentity
 from layerwise.encoders.registry import DEFAULT_MODEL
 from layerwise.experiments.schema import check_schema, stamp
-from layerwise.methods.lc.protocol import LCResult, run_bert_lc
+from layerwise.methods.lc.protocol import LCProtocol, LCResult, run_bert_lc
 from layerwise.evaluation.sts import per_layer_scores
 from layerwise.layers import LayerStack
 from layerwise.reports import environment, fmt, plot_per_layer, write_json, write_text
@@ -163,8 +163,7 @@ def run_search(config: SearchConfig) -> STSRun:
     per_layer = per_layer_scores(s1, s2, data.scores, groups=groups, aggregation=c.aggregation)
     t0 = time.perf_counter()
     lc = run_bert_lc(
-        s1, s2, data.scores, groups=groups, aggregation=c.aggregation,
-        n_splits=c.n_splits, dev_size=c.dev_size, seed=c.seed, max_layers=c.max_layers,
+        s1, s2, data.scores, LCProtocol(c.aggregation, c.n_splits, c.dev_size, c.seed, c.max_layers), groups=groups,
         head=encoder.pooler_head()[:2] if c.head and encoder.identity.pooler_trained else None,
     )
     protocol = {
