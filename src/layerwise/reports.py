@@ -172,13 +172,8 @@ def plot_per_layer(
     ``chosen`` maps hidden state -> how many splits chose it (drawn as markers and counts);
     ``baselines`` adds horizontal reference lines (e.g. the LC test mean).
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     path = Path(path)
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=120)
+    fig, ax = _figure()
     for kind, vals in per_layer.items():
         ax.plot(range(len(vals)), vals, marker="o", label=f"{kind} of hidden state l")
     if chosen:
@@ -208,19 +203,15 @@ def plot_lines(
     title: str,
     xlabel: str,
     ylabel: str,
-    xticks: Sequence[float] | None = None,
-    xticklabels: Sequence[str] | None = None,
+    xticks: Sequence[float] | dict[float, str] | None = None,
     log2_x: bool = False,
     zero_line: bool = False,
 ) -> Path:
-    """One line per series ``label -> (x, y, yerr or None)`` with error bands; written atomically as PNG."""
-    import matplotlib
+    """One line per series ``label -> (x, y, yerr or None)`` with error bands; written atomically as PNG.
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    ``xticks``: tick positions, or position -> label."""
     path = Path(path)
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=120)
+    fig, ax = _figure()
     for label, (x, y, err) in series.items():
         x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
         style = "--" if "last" in label and "LC" not in label else "-"
@@ -232,8 +223,8 @@ def plot_lines(
         ax.set_xscale("log", base=2)
     if xticks is not None:
         ax.set_xticks(list(xticks))
-        if xticklabels is not None:
-            ax.set_xticklabels(list(xticklabels))
+        if isinstance(xticks, dict):
+            ax.set_xticklabels(list(xticks.values()))
     if zero_line:
         ax.axhline(0.0, color="black", linewidth=0.8)
     ax.set_xlabel(xlabel)
@@ -244,14 +235,19 @@ def plot_lines(
     return _save_figure(fig, path)
 
 
-def _save_figure(fig, path: Path) -> Path:
-    """Write a matplotlib figure as PNG atomically (a cut-off run never leaves half a file) and close it."""
-    import matplotlib.pyplot as plt
+def _figure():
+    """A matplotlib Figure and its axes, made without pyplot (no global backend or figure registry touched)."""
+    from matplotlib.figure import Figure
 
+    fig = Figure(figsize=(7, 4), dpi=120)
+    return fig, fig.subplots()
+
+
+def _save_figure(fig, path: Path) -> Path:
+    """Write a matplotlib figure as PNG atomically (a cut-off run never leaves half a file)."""
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.stem}.tmp.png")
     fig.savefig(tmp)
-    plt.close(fig)
     os.replace(tmp, path)
     return path

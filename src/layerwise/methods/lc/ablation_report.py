@@ -157,8 +157,8 @@ def write_ablation_outputs(result: AblationResult, output: str | Path) -> dict[s
                 series[f"{_label(n)} {'LC' if method == 'lc' else 'last-layer mean'}"] = (x, [a for a, _ in ms], [b for _, b in ms])
         paths["limited"] = plot_lines(series, out / f"{stem}-limited.png", title=f"{result.model.name}: limited "
                                       "training data, test accuracy", xlabel="fraction of the train-dev part kept",
-                                      ylabel="test accuracy x100", log2_x=True, xticks=x,
-                                      xticklabels=[f"1/{round(1 / v)}" for v in x])
+                                      ylabel="test accuracy x100", log2_x=True,
+                                      xticks={v: f"1/{round(1 / v)}" for v in x})
     rel = {k: Path(p).name for k, p in paths.items()}
     paths["json"] = write_json(out / f"{stem}.json", result.to_dict())
     paths["markdown"] = write_text(out / f"{stem}.md", render_ablation_markdown(result, rel))
