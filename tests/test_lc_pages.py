@@ -173,3 +173,23 @@ def test_committed_parts_load_as_typed_results_and_round_trip():
     mini = runs["all-MiniLM-L6-v2"]
     assert TransferRun.from_dict(mini.to_dict()).to_dict() == mini.to_dict()
     assert all(t.migrated_from and t.runs for t in mini.tasks.values())  # provenance and history kept
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", ["lc-sts", "transfer", "ablations"])
+def test_committed_parts_are_found_under_the_keys_the_run_code_computes(page, tmp_path):
+    """``results run`` on a copy of the committed store computes nothing: every migrated part sits under the key
+    that the run code computes from the installed models and the real data (needs both; ~10 s a page)."""
+    import os
+    import shutil
+
+    from layerwise.encoders.registry import BUILTIN_MODELS
+
+    data = Path(os.environ.get("LAYERWISE_DATA", "/work/shared/data"))
+    if not (data / "sts").is_dir() or not all(m.locate() for m in BUILTIN_MODELS.values()):
+        pytest.skip("needs the shared data folder and both built-in models installed")
+    shutil.copytree(RESULTS / "state", tmp_path / "state")
+    before = {p: p.read_bytes() for p in (tmp_path / "state").rglob("*.json")}
+    ctx = PageContext(store=ResultsStore(tmp_path / "state"), output=tmp_path / "out", data_dir=str(data))
+    get_page(page).run(ctx)
+    assert {p: p.read_bytes() for p in (tmp_path / "state").rglob("*.json")} == before
