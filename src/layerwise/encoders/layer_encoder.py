@@ -170,11 +170,8 @@ class LayerEncoder:
             pooler_trained=pooler_trained,
         )
         if has_pooler and not pooler_trained:
-            logger.warning(
-                "%s has a pooler layer but its checkpoint holds no pooler weights: its pooler output "
-                "comes from randomly initialised weights",
-                self.resolved.name,
-            )
+            logger.warning("%s has a pooler layer but its checkpoint holds no pooler weights: its pooler output "
+                           "comes from randomly initialised weights", self.resolved.name)
         self.cache = None
         if cache_dir is not False:
             from layerwise.cache import LayerCache
