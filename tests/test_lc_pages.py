@@ -193,3 +193,22 @@ def test_committed_parts_are_found_under_the_keys_the_run_code_computes(page, tm
     ctx = PageContext(store=ResultsStore(tmp_path / "state"), output=tmp_path / "out", data_dir=str(data))
     get_page(page).run(ctx)
     assert {p: p.read_bytes() for p in (tmp_path / "state").rglob("*.json")} == before
+
+
+def test_results_command_lists_renders_and_refuses_bad_options(tmp_path, capsys):
+    import shutil
+
+    from layerwise.cli import main
+
+    assert main(["results", "list"]) == 0
+    listed = capsys.readouterr().out.split()
+    assert {"lc-sts", "transfer", "ablations"} <= set(listed)
+    shutil.copytree(RESULTS / "state" / "ablations", tmp_path / "state" / "ablations")
+    assert main(["results", "render", "ablations", "--store", str(tmp_path / "state"),
+                 "--output", str(tmp_path / "out")]) == 0
+    assert (tmp_path / "out" / "ablations.md").is_file()
+    assert (tmp_path / "out" / "ablations" / "ablations-all-MiniLM-L6-v2-limited.png").is_file()
+    assert main(["results", "run", "ablations", "--store", str(tmp_path / "state"), "--option", "modles=[]"]) == 2
+    assert "unknown option(s) ['modles']" in capsys.readouterr().err
+    assert main(["results", "run", "ablations", "--option", "jobs"]) == 2
+    assert "not KEY=VALUE" in capsys.readouterr().err

@@ -9,6 +9,7 @@ so their keys are the same); ``render`` writes the page from the store alone. Pa
 from __future__ import annotations
 
 import logging
+import os
 import time
 from pathlib import Path
 
@@ -56,6 +57,7 @@ def _sts_settings(ctx: PageContext) -> tuple[dict, dict]:
 
 
 def _lc_sts_run(ctx: PageContext) -> None:
+    _check_options("lc-sts", ctx)
     settings, enc = _sts_settings(ctx)
     datasets = ctx.options.get("datasets") or [d for d in sts_page.ROW_ORDER if d in available_sts(ctx.data_dir)]
     for model in ctx.options.get("models") or MODELS:
@@ -83,12 +85,25 @@ def _lc_sts_row(ctx: PageContext, which: tuple[str, str, str], settings: dict, e
     row["params"] = {"model": model, "dataset": dataset, "aggregation": aggregation,
                      **{k: settings[k] for k in ("n_splits", "dev_size", "seed")}}
     name = f"{Path(model).name}-{dataset}-{aggregation}"
-    ctx.store.save(Part("lc-sts", name, key, row, True, [run_entry(row["environment"])]))
+    load = [round(x, 2) for x in os.getloadavg()]
+    ctx.store.save(Part("lc-sts", name, key, row, True, [run_entry(row["environment"], load)]))
 
 
-def run_entry(env: dict) -> dict:
+def run_entry(env: dict, load_at_save: list[float] | None = None) -> dict:
+    """One run-history entry of a part: when, by which command, load average at start and at save."""
     return {"started": env["date"], "command": env["command"],
-            "load_at_start": env["machine"].get("load_average_1_5_15"), "load_at_save": None}
+            "load_at_start": env["machine"].get("load_average_1_5_15"), "load_at_save": load_at_save}
+
+
+_OPTIONS = {"lc-sts": {"models", "datasets", "settings", "max_length", "dtype"},
+            "transfer": {"skip_mpnet", "skip_check", "jobs"}, "ablations": {"models", "jobs"}}
+
+
+def _check_options(page: str, ctx: PageContext) -> None:
+    unknown = sorted(set(ctx.options) - _OPTIONS[page])
+    if unknown:
+        raise ValueError(f"unknown option(s) {unknown} for results page {page!r}; valid: "
+                         f"{', '.join(sorted(_OPTIONS[page]))}")
 
 
 def _lc_sts_render(ctx: PageContext) -> list[Path]:
@@ -123,6 +138,7 @@ def _current(parts: list[Part]) -> list[Part]:
 # ---------------------------------------------------------------------------------------------- transfer
 
 def _transfer_run(ctx: PageContext) -> None:
+    _check_options("transfer", ctx)
     for model, tasks, screen_dim in TRANSFER_PLAN:
         if ctx.options.get("skip_mpnet") and model == "all-mpnet-base-v2":
             continue
@@ -149,6 +165,7 @@ def _transfer_render(ctx: PageContext) -> list[Path]:
 # ---------------------------------------------------------------------------------------------- ablations
 
 def _ablations_run(ctx: PageContext) -> None:
+    _check_options("ablations", ctx)
     sts = tuple(d for d in ABLATION_STS if d in available_sts(ctx.data_dir))
     for model in ctx.options.get("models") or ("all-MiniLM-L6-v2",):
         config = AblationConfig(model=model, sts=sts, n_jobs=int(ctx.options.get("jobs", 2)), data_dir=ctx.data_dir)
