@@ -165,6 +165,10 @@ def test_committed_parts_load_as_typed_results_and_round_trip():
     assert STSRun.from_dict(run.to_dict()).to_dict() == run.to_dict()
     with pytest.raises(ValueError, match="schema 7"):
         STSRun.from_dict({**row, "schema": 7})
+    from layerwise.methods.lc.ablation_run import AblationPart
+
+    for part in store.parts("ablations"):  # the typed part writes back exactly the stored JSON
+        assert AblationPart.from_payload(part.payload).payload() == part.payload
     (abl,) = ablation_results(store)
     assert AblationResult.from_dict(abl.to_dict()).to_dict() == abl.to_dict()
     assert set(abl.sts) >= {"stsb", "sickr"} and abl.model.name == "all-MiniLM-L6-v2"

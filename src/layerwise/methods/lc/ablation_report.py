@@ -30,13 +30,13 @@ def _size_table(block: dict, unit: str) -> list[str]:
     names = list(block)
     if not names:
         return []
-    sizes = sorted({int(s) for b in block.values() for s in b.result["by_size"]})
+    sizes = sorted({s for b in block.values() for s in b.result.by_size})
     lines = ["| N (hidden states combined) | " + " | ".join(map(_label, names)) + " |", "|---|" + "---|" * len(names)]
     for s in sizes:
-        cells = [fmt(*_ms(block[n].result["by_size"][str(s)])) if str(s) in block[n].result["by_size"] else ""
+        cells = [fmt(*_ms(block[n].result.by_size[s])) if s in block[n].result.by_size else ""
                  for n in names]
         lines.append(f"| {s} | " + " | ".join(cells) + " |")
-    lines.append("| best of any size | " + " | ".join(fmt(*_ms(block[n].result["best"])) for n in names) + " |")
+    lines.append("| best of any size | " + " | ".join(fmt(*_ms(block[n].result.best)) for n in names) + " |")
     return lines + ["", f"({unit} x100, mean ± std over splits.)"]
 
 
@@ -44,13 +44,13 @@ def _without_table(block: dict) -> list[str]:
     names = list(block)
     if not names:
         return []
-    layers = sorted({int(s) for b in block.values() for s in b.result["without"]})
+    layers = sorted({s for b in block.values() for s in b.result.without})
     lines = ["| hidden state excluded | " + " | ".join(map(_label, names)) + " |", "|---|" + "---|" * len(names)]
     for layer in layers:
         cells = []
         for n in names:
             r = block[n].result
-            d = np.asarray(r["without"][str(layer)]) - np.asarray(r["best"])
+            d = np.asarray(r.without[layer]) - np.asarray(r.best)
             cells.append(f"{d.mean():+.2f}")
         lines.append(f"| {layer} | " + " | ".join(cells) + " |")
     return lines + ["", "(Test score of the best subset chosen on dev without that hidden state, minus the best with "
@@ -97,13 +97,13 @@ def render_ablation_markdown(result: AblationResult, figures: dict[str, str] | N
         names = list(result.limited)
         lines += ["| train-dev fraction | " + " | ".join(f"{_label(n)}: n / LC / last / Δ" for n in names) + " |",
                   "|---|" + "---|" * len(names)]
-        fr = list(result.limited[names[0]].result)
+        fr = list(result.limited[names[0]].result.cells)
         for f in fr:
             cells = []
             for n in names:
-                r = result.limited[n].result[f]
-                lc, last = _ms(r["lc"]), _ms(r["last"])
-                cells.append(f"{r['n_train']} / {fmt(*lc)} / {fmt(*last)} / {lc[0] - last[0]:+.2f}")
+                r = result.limited[n].result.cells[f]
+                lc, last = _ms(r.lc), _ms(r.last)
+                cells.append(f"{r.n_train} / {fmt(*lc)} / {fmt(*last)} / {lc[0] - last[0]:+.2f}")
             lines.append(f"| 1/{round(1 / float(f))} | " + " | ".join(cells) + " |")
         lines += ["", "(Test accuracy x100, mean ± std over seeds.)", ""]
     done = {k: v for kind in ("sts", "transfer", "limited") for k, v in
@@ -129,8 +129,8 @@ def write_ablation_outputs(result: AblationResult, output: str | Path) -> dict[s
             continue
         series = {}
         for n, p in block.items():
-            sizes = sorted(int(s) for s in p.result["by_size"])
-            ms = [_ms(p.result["by_size"][str(s)]) for s in sizes]
+            sizes = sorted(p.result.by_size)
+            ms = [_ms(p.result.by_size[s]) for s in sizes]
             series[_label(n)] = (sizes, [a for a, _ in ms], [b for _, b in ms])
         name = f"n_layers_{kind}"
         paths[name] = plot_lines(series, out / f"{stem}-{name}.png", title=f"{result.model.name}: best subset "
@@ -138,9 +138,9 @@ def write_ablation_outputs(result: AblationResult, output: str | Path) -> dict[s
                                  ylabel=f"test {unit}")
         series = {}
         for n, p in block.items():
-            layers = sorted(int(s) for s in p.result["without"])
-            best = np.asarray(p.result["best"])
-            d = [np.asarray(p.result["without"][str(l)]) - best for l in layers]
+            layers = sorted(p.result.without)
+            best = np.asarray(p.result.best)
+            d = [np.asarray(p.result.without[l]) - best for l in layers]
             series[_label(n)] = (layers, [x.mean() for x in d], [x.std() for x in d])
         name = f"exclude_{kind}"
         paths[name] = plot_lines(series, out / f"{stem}-{name}.png", title=f"{result.model.name}: excluding one "
@@ -150,10 +150,10 @@ def write_ablation_outputs(result: AblationResult, output: str | Path) -> dict[s
     if result.limited:
         series = {}
         for n, p in result.limited.items():
-            fr = list(p.result)
+            fr = list(p.result.cells)
             x = [float(f) for f in fr]
             for method in ("lc", "last"):
-                ms = [_ms(p.result[f][method]) for f in fr]
+                ms = [_ms(getattr(p.result.cells[f], method)) for f in fr]
                 series[f"{_label(n)} {'LC' if method == 'lc' else 'last-layer mean'}"] = (x, [a for a, _ in ms], [b for _, b in ms])
         paths["limited"] = plot_lines(series, out / f"{stem}-limited.png", title=f"{result.model.name}: limited "
                                       "training data, test accuracy", xlabel="fraction of the train-dev part kept",

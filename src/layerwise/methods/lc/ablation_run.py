@@ -25,7 +25,14 @@ from layerwise.encoders.registry import DEFAULT_MODEL
 from layerwise.evaluation.classification import CLASSIFIER
 from layerwise.experiments.schema import check_schema, stamp
 from layerwise.experiments.store import Part, ResultsStore, model_key
-from layerwise.methods.lc.ablation import LIMITED_FRACTIONS, ablate_sts, ablate_transfer, limited_data
+from layerwise.methods.lc.ablation import (
+    LIMITED_FRACTIONS,
+    LimitedAblation,
+    SizeAblation,
+    ablate_sts,
+    ablate_transfer,
+    limited_data,
+)
 from layerwise.methods.lc.run import encode_pairs
 from layerwise.methods.lc.screen import DEFAULT_RIDGE_ALPHA
 from layerwise.methods.lc.transfer_run import encode_task
@@ -85,7 +92,7 @@ class AblationPart:
     kind: str  # "sts" | "transfer" | "limited"
     name: str  # data set or task
     settings: dict
-    result: dict  # ablate_sts / ablate_transfer: by_size, without, best, choices; limited: fraction -> ...
+    result: SizeAblation | LimitedAblation  # (a) + (b) for "sts" and "transfer", (c) for "limited"
     seconds: float
     finished: str | None = None
     load_average_at_finish: list[float] | None = None
@@ -94,13 +101,21 @@ class AblationPart:
     migrated_from: str | None = None
     model: dict | None = None  # ModelIdentity.to_dict() of the model that computed it
 
+    def to_dict(self) -> dict:
+        return {**{f: getattr(self, f) for f in self.__dataclass_fields__}, "result": self.result.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "AblationPart":
+        kind = LimitedAblation if d["kind"] == "limited" else SizeAblation
+        return cls(**{**d, "result": kind.from_dict(d["result"])})
+
     def payload(self) -> dict:
-        return stamp("ablation-part", ABLATION_SCHEMA, {"part": asdict(self)})
+        return stamp("ablation-part", ABLATION_SCHEMA, {"part": self.to_dict()})
 
     @classmethod
     def from_payload(cls, d: dict, where: str = "ablation part") -> "AblationPart":
         check_schema(d, "ablation-part", ABLATION_SCHEMA, where=where)
-        return cls(**d["part"])
+        return cls.from_dict(d["part"])
 
 
 @dataclass
@@ -118,12 +133,12 @@ class AblationResult:
     def to_dict(self) -> dict:
         return stamp("ablations", ABLATION_SCHEMA, {
             "model": self.model.to_dict(), "settings": self.settings, "environment": self.environment,
-            **{k: {n: asdict(p) for n, p in self.block(k).items()} for k in KINDS}})
+            **{k: {n: p.to_dict() for n, p in self.block(k).items()} for k in KINDS}})
 
     @classmethod
     def from_dict(cls, d: dict) -> "AblationResult":
         check_schema(d, "ablations", ABLATION_SCHEMA)
-        blocks = {k: {n: AblationPart(**p) for n, p in d[k].items()} for k in KINDS}
+        blocks = {k: {n: AblationPart.from_dict(p) for n, p in d[k].items()} for k in KINDS}
         return cls(ModelIdentity.from_dict(d["model"]), d["settings"], d["environment"], **blocks)
 
 
@@ -170,7 +185,8 @@ def _run_part(encoder: LayerEncoder, config: AblationConfig, store: ResultsStore
         return AblationPart.from_payload(stored.payload, where=str(store.path(PAGE, pname, key)))
     t0 = time.perf_counter()
     res = _compute(encoder, config, kind, data)
-    part = AblationPart(kind, name, settings, json.loads(json.dumps(res, default=_jsonable)),
+    res = type(res).from_dict(json.loads(json.dumps(res.to_dict(), default=_jsonable)))  # plain floats and ints
+    part = AblationPart(kind, name, settings, res,
                         time.perf_counter() - t0, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                         [round(x, 2) for x in os.getloadavg()], env, info["checksum"], None,
                         encoder.identity.to_dict())
@@ -180,7 +196,7 @@ def _run_part(encoder: LayerEncoder, config: AblationConfig, store: ResultsStore
     return part
 
 
-def _compute(encoder: LayerEncoder, config: AblationConfig, kind: str, data) -> dict:
+def _compute(encoder: LayerEncoder, config: AblationConfig, kind: str, data) -> SizeAblation | LimitedAblation:
     from tqdm.auto import tqdm
 
     if kind == "sts":
@@ -194,9 +210,8 @@ def _compute(encoder: LayerEncoder, config: AblationConfig, kind: str, data) -> 
     fractions = [float(f) for f in config.fractions]
     with tqdm(total=config.limited_seeds * len(fractions), desc=f"{data.name} limited data", unit="fit",
               disable=not logger.isEnabledFor(logging.INFO), leave=False) as bar:
-        res = limited_data(features, fractions=fractions, seeds=range(config.limited_seeds), n_inner=config.n_inner,
-                           n_jobs=config.n_jobs, split_seed=config.seed, progress=bar)
-    return {str(f): v for f, v in res.items()}
+        return limited_data(features, fractions=fractions, seeds=range(config.limited_seeds),
+                            n_inner=config.n_inner, n_jobs=config.n_jobs, split_seed=config.seed, progress=bar)
 
 
 def _jsonable(o):

@@ -20,6 +20,7 @@ from layerwise.data.senteval import load_transfer
 from layerwise.encoders.layer_encoder import LayerEncoder, ModelIdentity
 from layerwise.experiments.store import Part, ResultsStore, model_key
 from layerwise.methods.lc import ablation_run, transfer_run
+from layerwise.methods.lc.ablation import LimitedAblation, SizeAblation
 from layerwise.methods.lc.pages import SEARCH_SETTINGS, run_entry, sts_part_key
 from layerwise.methods.lc.run import STS_SCHEMA
 from layerwise.methods.lc.transfer import TransferProtocol, TransferResult
@@ -135,7 +136,8 @@ def _ablations(store, ids, path: Path, data_dir, root: Path) -> list[Path]:
             raise ValueError(f"{path}: part {old_key} has settings {p['settings']}, not the defaults; convert by hand")
         data = load_sts(name, data_dir=data_dir) if kind == "sts" else load_transfer(name, data_dir=data_dir)
         info = {"name": data.name, "split": getattr(data, "split", None), "checksum": content_checksum(data)}
-        part = ablation_run.AblationPart(kind, name, p["settings"], p["result"], p["seconds"], p.get("finished"),
+        result = (LimitedAblation if kind == "limited" else SizeAblation).from_dict(p["result"])
+        part = ablation_run.AblationPart(kind, name, p["settings"], result, p["seconds"], p.get("finished"),
                                          p.get("load_average_at_finish"), env, info["checksum"], _rel(path, root),
                                          ident.to_dict())
         key = ablation_run.part_key(ident, _ENCODER, kind, info, p["settings"])
