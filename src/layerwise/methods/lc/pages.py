@@ -26,7 +26,7 @@ from layerwise.methods.lc.transfer import TransferProtocol
 from layerwise.methods.lc.transfer_check import ShortcutCheck, run_shortcut_check
 from layerwise.methods.lc.transfer_pages import render_transfer_page
 from layerwise.methods.lc.transfer_run import DEFAULT_TASKS, TransferRunConfig, run_transfer_tasks
-from layerwise.reports import environment, write_json, write_text
+from layerwise.reports import environment, git_state, write_json, write_text
 
 logger = logging.getLogger(__name__)
 
@@ -144,10 +144,23 @@ def _transfer_run(ctx: PageContext) -> None:
             continue
         config = TransferRunConfig(model=model, tasks=tasks, protocol=TransferProtocol(screen_dim=screen_dim),
                                    n_jobs=int(ctx.options.get("jobs", 2)), data_dir=ctx.data_dir)
-        run_transfer_tasks(config, ctx.store, command=list(ctx.command) or None)
+        t0 = time.perf_counter()
+        run = run_transfer_tasks(config, ctx.store, command=list(ctx.command) or None)
+        _save_last_run(ctx.store, run, time.perf_counter() - t0)
     if not ctx.options.get("skip_check"):
         check = ShortcutCheck(n_jobs=int(ctx.options.get("jobs", 2)), data_dir=ctx.data_dir)
         run_shortcut_check(check, ctx.store, environment(list(ctx.command) or None))
+
+
+def _save_last_run(store: ResultsStore, run, wall_seconds: float) -> None:
+    """What this invocation cost for a model (wall time; per task encoding, protocol, layer-cache counts); the
+    page shows it. One part per model and task list, replaced by each run."""
+    record = {"model": run.model.name, "wall_seconds": wall_seconds, "environment": run.environment,
+              "layerwise_home": os.environ.get("LAYERWISE_HOME", "(default)"), "git": git_state(),
+              "tasks": {t: {"encode_seconds": v.encode_seconds, "protocol_seconds": v.protocol_seconds,
+                            "cache": v.cache, "outer_splits": len(v.result.splits)} for t, v in run.tasks.items()}}
+    key = {"model": model_key(run.model), "tasks": sorted(run.tasks)}
+    store.save(Part("transfer", f"last-run-{Path(run.model.name).name}", key, record, True, [run_entry(run.environment)]))
 
 
 def _transfer_render(ctx: PageContext) -> list[Path]:

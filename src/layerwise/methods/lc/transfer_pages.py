@@ -87,7 +87,7 @@ def render_last_run(rec: dict) -> list[str]:
     tasks = rec["tasks"]
     computed = sum((v.get("cache") or {}).get("computed", 0) for v in tasks.values())
     stored = sum((v.get("cache") or {}).get("stored", 0) for v in tasks.values())
-    return [f"**Last run of this script for the model**: {rec['wall_seconds'] / 60:.1f} min wall-clock for "
+    return [f"**Last run for the model**: {rec['wall_seconds'] / 60:.1f} min wall-clock for "
             f"{', '.join(display_name(t) for t in tasks)} (model loading, encoding and protocol), started "
             f"{env['date']} at load average {env['machine'].get('load_average_1_5_15')}; command "
             f"`{env['command']}` with LAYERWISE_HOME={rec.get('layerwise_home')}. Sentences encoded by that run: "
