@@ -172,6 +172,11 @@ def test_committed_parts_load_as_typed_results_and_round_trip():
     (abl,) = ablation_results(store)
     assert AblationResult.from_dict(abl.to_dict()).to_dict() == abl.to_dict()
     assert set(abl.sts) >= {"stsb", "sickr"} and abl.model.name == "all-MiniLM-L6-v2"
+    from layerwise.methods.lc.transfer_check import CheckResult
+
+    (check,) = [p.payload for p in store.parts("transfer") if p.name.startswith("check-")]
+    got = CheckResult.from_dict(check).to_dict()  # the old record has no tokenizer/config hashes: None added
+    assert {**got, "model": None} == {**check, "model": None} and got["model"].items() >= check["model"].items()
     runs = transfer_runs(store, {})
     assert set(runs) == {"all-MiniLM-L6-v2", "all-mpnet-base-v2"}
     mini = runs["all-MiniLM-L6-v2"]
@@ -220,3 +225,27 @@ def test_results_command_lists_renders_and_refuses_bad_options(tmp_path, capsys)
     assert "unknown option(s) ['modles']" in capsys.readouterr().err
     assert main(["results", "run", "ablations", "--option", "jobs"]) == 2
     assert "not KEY=VALUE" in capsys.readouterr().err
+
+
+@pytest.mark.filterwarnings("ignore::scipy.stats.ConstantInputWarning")  # tiny model: SAGA ties on every subset
+def test_shortcut_check_resumes_per_split_and_compares_with_exhaustive(tiny_bert, home):
+    from conftest import write_senteval
+    from layerwise.methods.lc.transfer_check import ShortcutCheck, run_shortcut_check
+    from layerwise.reports import environment
+
+    data = write_senteval(home / "data", n=40)
+    store = ResultsStore(home / "store")
+    check = ShortcutCheck(model=str(tiny_bert), task="cr", n_splits=1, n_inner=2, n_jobs=1, data_dir=str(data))
+    one = run_shortcut_check(check, store, environment())
+    (part,) = store.parts("transfer")
+    assert part.complete and len(one.splits) == 1 and one.n_subsets == 7  # 3 hidden states: every non-empty subset
+    from dataclasses import replace
+
+    two = run_shortcut_check(replace(check, n_splits=2), store, environment())
+    first, again = one.splits[0], two.splits[0]  # the first split is reused, not recomputed (same times)
+    assert (again.ridge_seconds, again.exhaustive_seconds, again.choice) == (first.ridge_seconds,
+                                                                               first.exhaustive_seconds, first.choice)
+    assert len(two.splits) == 2
+    assert [r["splits"] for r in store.parts("transfer")[0].runs] == [[0, 1], [1, 2]]
+    for s in two.splits:  # the exhaustive choice has the best inner SAGA accuracy of all the choices
+        assert s.inner_saga["7"] == max(s.inner_saga.values())

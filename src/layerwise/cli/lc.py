@@ -21,7 +21,11 @@ def add_parsers(sub) -> None:
     p = sub.add_parser("layers", help="per-layer analysis: each hidden state's STS score alone")
     add_common(p)
 
-    p = sub.add_parser("transfer", help="BERT-LC on SentEval transfer tasks: logistic regression on layer combinations")
+    p = sub.add_parser("transfer", help="BERT-LC on SentEval transfer tasks: logistic regression on layer combinations",
+                       description="Each task is a part of the results store in --output (transfer/<model>-<task>--"
+                                   "<digest>.json, keyed on the model hashes, max length, dtype, data checksum and "
+                                   "every protocol option), saved after every outer split: the same command resumes "
+                                   "it, any changed setting computes afresh.")
     add_encoder_options(p, aggregation=False)
     p.add_argument("--tasks", nargs="+", default=list(DEFAULT_TRANSFER),
                    help=f"transfer tasks among {', '.join(TRANSFER_TASKS)}, case-insensitive "
@@ -41,7 +45,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--jobs", type=int, default=2, help="parallel classifier fits (threads, default 2)")
     p.add_argument("--no-head", action="store_true", help="skip LC + MLP (the checkpoint's pooler head)")
 
-    p = sub.add_parser("ablate", help="BERT-LC ablations: number of layers, excluding a layer, limited data")
+    p = sub.add_parser("ablate", help="BERT-LC ablations: number of layers, excluding a layer, limited data",
+                       description="Each part (STS set, transfer task, limited-data task) is a part of the results "
+                                   "store in --output (ablations/...), reused when every setting in its key matches.")
     add_encoder_options(p)
     p.add_argument("--sts", nargs="*", default=["stsb", "sickr"], choices=STS_CHOICES, help="STS sets for (a) and (b)")
     p.add_argument("--tasks", nargs="*", default=["mr", "cr", "subj", "trec"],

@@ -11,13 +11,13 @@ from __future__ import annotations
 import logging
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
 from layerwise.data.checksum import content_checksum
 from layerwise.data.senteval import load_transfer
-from layerwise.encoders.layer_encoder import LayerEncoder
+from layerwise.encoders.layer_encoder import LayerEncoder, ModelIdentity
 from layerwise.evaluation.classification import inner_splits, outer_splits
 from layerwise.experiments.store import Part, ResultsStore, model_key
 from layerwise.methods.lc.screen import RidgeScreen
@@ -26,7 +26,7 @@ from layerwise.methods.lc.transfer_run import PAGE, encode_task
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ShortcutCheck", "run_shortcut_check"]
+__all__ = ["CheckResult", "CheckSplit", "ShortcutCheck", "check_key", "run_shortcut_check"]
 
 
 @dataclass(frozen=True)
@@ -40,39 +40,73 @@ class ShortcutCheck:
     data_dir: str | None = None
 
 
+@dataclass
+class CheckSplit:
+    """One outer split of the check. Choices are named "1" (ridge alone), "3", "10" (ridge top k, then SAGA),
+    the number of subsets (exhaustive SAGA, the reference) and "projected<dim>" (screen on a projection)."""
+
+    seed: int
+    ridge_seconds: float
+    exhaustive_seconds: float
+    choice: dict[str, list[int]]  # name -> chosen hidden states
+    inner_saga: dict[str, float]  # name -> SAGA inner accuracy x100 of its choice
+    test: dict[str, float]  # name -> test accuracy x100 of its choice
+    rank_of_exhaustive_choice_in_screen: int
+    spearman_screen_vs_saga: float  # over all subsets
+
+
+@dataclass
+class CheckResult:
+    task: str
+    model: ModelIdentity
+    n_subsets: int
+    splits: list[CheckSplit] = field(default_factory=list)
+    migrated_from: str | None = None
+
+    def to_dict(self) -> dict:
+        d = {"task": self.task, "model": self.model.to_dict(), "n_subsets": self.n_subsets,
+             "splits": [asdict(s) for s in self.splits]}
+        return d if self.migrated_from is None else {**d, "migrated_from": self.migrated_from}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "CheckResult":
+        return cls(d["task"], ModelIdentity.from_dict(d["model"]), d["n_subsets"],
+                   [CheckSplit(**s) for s in d["splits"]], d.get("migrated_from"))
+
+
 def check_key(identity, checksum: str, check: ShortcutCheck) -> dict:
     return {"model": model_key(identity), "max_length": 256, "dtype": "float32",
             "data": {"task": check.task, "checksum": checksum}, "n_inner": check.n_inner, "seed": 0,
             "ridge_alpha": 1e-3, "mpnet_screen_dim": check.mpnet_screen_dim}
 
 
-def run_shortcut_check(check: ShortcutCheck, store: ResultsStore, env: dict) -> dict:
-    """The check's state (``splits``: one record per outer split), resumed from and saved to ``store``."""
+def run_shortcut_check(check: ShortcutCheck, store: ResultsStore, env: dict) -> CheckResult:
+    """The check, resumed from and saved to ``store`` after every outer split."""
     encoder = LayerEncoder(check.model, show_progress=False)
     data = load_transfer(check.task, data_dir=check.data_dir)
     key = check_key(encoder.identity, content_checksum(data), check)
     name = f"check-{check.task}"
     stored = store.load(PAGE, name, key)
-    state = stored.payload if stored else {"splits": []}
+    if stored is not None and len(stored.payload["splits"]) >= check.n_splits:
+        return CheckResult.from_dict(stored.payload)
     runs = list(stored.runs) if stored else []
-    if len(state["splits"]) >= check.n_splits:
-        return state
     features, _ = encode_task(encoder, data, head=False)
     subsets = all_subsets(features.n_states, default_max_layers(features.n_states))
-    state.update(task=check.task, model=encoder.identity.to_dict(), n_subsets=len(subsets))
-    start = len(state["splits"])
+    state = CheckResult(check.task, encoder.identity, len(subsets),
+                        CheckResult.from_dict(stored.payload).splits if stored else [])
+    start = len(state.splits)
     for k, (td, te) in enumerate(outer_splits(features.labels, n_splits=check.n_splits, seed=0)):
-        if k < len(state["splits"]):
+        if k < len(state.splits):
             continue
-        state["splits"].append(_one_split(features, td, te, subsets, k, check))
+        state.splits.append(_one_split(features, td, te, subsets, k, check))
         run = {"started": env["date"], "command": env["command"],
                "load_at_start": env["machine"].get("load_average_1_5_15"),
                "load_at_save": [round(x, 2) for x in os.getloadavg()], "splits": [start, k + 1]}
-        store.save(Part(PAGE, name, key, state, k + 1 >= check.n_splits, runs + [run]))
+        store.save(Part(PAGE, name, key, state.to_dict(), k + 1 >= check.n_splits, runs + [run]))
     return state
 
 
-def _one_split(data, td, te, subsets, k: int, check: ShortcutCheck) -> dict:
+def _one_split(data, td, te, subsets, k: int, check: ShortcutCheck) -> CheckSplit:
     from scipy.stats import spearmanr
 
     splits = inner_splits(data.labels[td], n_splits=check.n_inner, seed=k)
@@ -97,9 +131,9 @@ def _one_split(data, td, te, subsets, k: int, check: ShortcutCheck) -> dict:
     best = choice[str(len(subsets))]
     logger.info("check split %d: ridge %s vs exhaustive %s; ridge %.1fs, exhaustive %.1fs", k, choice["1"], best,
                 ridge_seconds, exhaustive_seconds)
-    return {"seed": k, "ridge_seconds": ridge_seconds, "exhaustive_seconds": exhaustive_seconds,
-            "choice": {t: list(s) for t, s in choice.items()},
-            "inner_saga": {t: saga_of[s] for t, s in choice.items()},
-            "test": {t: test[key(s)] for t, s in choice.items()},
-            "rank_of_exhaustive_choice_in_screen": order.index(best) + 1,
-            "spearman_screen_vs_saga": float(spearmanr(screen, [saga_of[s] for s in subsets]).statistic)}
+    return CheckSplit(seed=k, ridge_seconds=ridge_seconds, exhaustive_seconds=exhaustive_seconds,
+                      choice={t: list(s) for t, s in choice.items()},
+                      inner_saga={t: float(saga_of[s]) for t, s in choice.items()},
+                      test={t: float(test[key(s)]) for t, s in choice.items()},
+                      rank_of_exhaustive_choice_in_screen=order.index(best) + 1,
+                      spearman_screen_vs_saga=float(spearmanr(screen, [saga_of[s] for s in subsets]).statistic))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from layerwise.data.senteval import display_name
 from layerwise.experiments.store import ResultsStore
+from layerwise.methods.lc.transfer_check import CheckResult
 from layerwise.methods.lc.transfer_report import render_transfer_markdown
 from layerwise.methods.lc.transfer_run import PAGE, TaskRun, TransferRun
 
@@ -48,7 +49,7 @@ def render_transfer_page(store: ResultsStore, requested: dict[str, list[str]], e
     """The page's markdown and its JSON summary, from the store alone (``keep``: see :func:`transfer_runs`)."""
     runs = transfer_runs(store, requested, keep)
     last = {p["model"]: p for p in _named(store, "last-run-").values()}
-    checks = list(_named(store, "check-").values())
+    checks = [CheckResult.from_dict(d) for d in _named(store, "check-").values()]
     lines = ["# Transfer tasks: layer combination (BERT-LC) as classifier features", "",
              f"- rendered by `{env['command']}`; date {env['date']}; each model's section names the command, date "
              "and machine of the runs that computed it",
@@ -78,7 +79,7 @@ def render_transfer_page(store: ResultsStore, requested: dict[str, list[str]], e
     for check in checks:
         lines += render_check(check)
     doc = {"kind": "transfer-page", "schema": 1, "environment": env,
-           "models": {m: r.to_dict() for m, r in runs.items()}, "last_run": last, "check": checks}
+           "models": {m: r.to_dict() for m, r in runs.items()}, "last_run": last, "check": [c.to_dict() for c in checks]}
     return "\n".join(lines) + "\n", doc
 
 
@@ -94,34 +95,32 @@ def render_last_run(rec: dict) -> list[str]:
             f"{computed:,}; found in the layer cache: {stored:,} (a sentence shared by two tasks is encoded once).", ""]
 
 
-def render_check(check: dict) -> list[str]:
-    sp = check["splits"]
-    n = check["n_subsets"]
-    tops = list(sp[0]["choice"])
-    label = {t: ("ridge screen alone (default)" if t == "1" else "exhaustive SAGA (reference)" if t == str(n)
-                 else f"ridge screen on the top {t[9:]} principal directions (the fraction of d used for all-mpnet-base-v2)"
-                 if t.startswith("projected") else f"ridge top {t}, then SAGA") for t in tops}
-    lines = [f"## What the fast subset choice costs ({display_name(check['task'])}, {check['model']['name']}, "
+def render_check(check: CheckResult) -> list[str]:
+    sp, n = check.splits, check.n_subsets
+    ref = str(n)
+    tops = list(sp[0].choice)
+    label = {t: ("ridge screen alone (default)" if t == "1" else "exhaustive SAGA (reference)" if t == ref
+                 else f"ridge screen on the top {t[9:]} principal directions (the fraction of d used for "
+                 "all-mpnet-base-v2)" if t.startswith("projected") else f"ridge top {t}, then SAGA") for t in tops}
+    lines = [f"## What the fast subset choice costs ({display_name(check.task)}, {check.model.name}, "
              f"first {len(sp)} outer splits)", "",
              f"Every one of the {n} subsets got the full SAGA inner cross-validation (10 splits), the slow "
              "reference; the ridge screen's choice and 'ridge top k, then SAGA' are compared with it.", "",
              "| subset choice | same subset as exhaustive | inner SAGA accuracy x100 | test accuracy x100 |",
              "|---|---|---|---|"]
     for t in tops:
-        same = sum(s["choice"][t] == s["choice"][str(n)] for s in sp)
-        inner = np.mean([s["inner_saga"][t] for s in sp])
-        test = np.mean([s["test"][t] for s in sp])
+        same = sum(s.choice[t] == s.choice[ref] for s in sp)
+        inner = np.mean([s.inner_saga[t] for s in sp])
+        test = np.mean([s.test[t] for s in sp])
         lines.append(f"| {label[t]} | {same}/{len(sp)} | {inner:.2f} | {test:.2f} |")
-    ranks = [s["rank_of_exhaustive_choice_in_screen"] for s in sp]
-    rho = [s["spearman_screen_vs_saga"] for s in sp]
+    ranks = [s.rank_of_exhaustive_choice_in_screen for s in sp]
+    rho = [s.spearman_screen_vs_saga for s in sp]
     lines += ["", f"- rank of the exhaustive choice in the ridge screen's order: {ranks}; Spearman between the ridge "
               f"screen and SAGA inner accuracy over all subsets: {', '.join(f'{r:.3f}' for r in rho)}",
-              f"- time per outer split: ridge screen {np.mean([s['ridge_seconds'] for s in sp]):.1f} s, exhaustive "
-              f"SAGA {np.mean([s['exhaustive_seconds'] for s in sp]):.1f} s ({len(sp)} splits, "
+              f"- time per outer split: ridge screen {np.mean([s.ridge_seconds for s in sp]):.1f} s, exhaustive "
+              f"SAGA {np.mean([s.exhaustive_seconds for s in sp]):.1f} s ({len(sp)} splits, "
               f"{n * 10} SAGA fits each, 2 threads)",
               f"- accuracy cost of the default (ridge alone) against exhaustive: "
-              f"{np.mean([s['test'][str(n)] - s['test']['1'] for s in sp]):+.2f} test points (exhaustive minus ridge), "
-              f"{np.mean([s['inner_saga'][str(n)] - s['inner_saga']['1'] for s in sp]):+.2f} inner points", ""]
+              f"{np.mean([s.test[ref] - s.test['1'] for s in sp]):+.2f} test points (exhaustive minus ridge), "
+              f"{np.mean([s.inner_saga[ref] - s.inner_saga['1'] for s in sp]):+.2f} inner points", ""]
     return lines
-
-
