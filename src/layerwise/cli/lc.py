@@ -97,8 +97,8 @@ def _print_search(result, paths: dict) -> None:
     from layerwise.reports import fmt
 
     d, lc = result.data, result.lc
-    print(f"model {result.model.name} | data {d['name']} ({d['split']}, {d['n_pairs']} pairs) | "
-          f"aggregation {d['aggregation']}")
+    print(f"model {result.model.name} | data {d.name} ({d.split}, {d.n_pairs} pairs) | "
+          f"aggregation {d.aggregation}")
     print("per-layer Spearman x100 (hidden state 0 = embedding output):")
     for kind, values in result.per_layer.items():
         print(f"  {kind:5s} " + " ".join(f"{i}:{v:.2f}" for i, v in enumerate(values)))

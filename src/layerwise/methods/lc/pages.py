@@ -115,7 +115,7 @@ def _lc_sts_render(ctx: PageContext) -> list[Path]:
         raise FileNotFoundError(f"no lc-sts parts in {ctx.store.root}; run `layerwise results run lc-sts` first")
     md = ctx.output / "lc-sts.md"
     paths = {"markdown": md, "json": md.with_suffix(".json"), "plots": md.with_suffix("")}
-    data_dirs = sorted({r.data["source"].rsplit("/sts/", 1)[0] for r in rows})
+    data_dirs = sorted({r.data.source.rsplit("/sts/", 1)[0] for r in rows})
     doc = sts_page.STSPageDoc(rows, environment(list(ctx.command) or None),
                               {**{k: settings[k] for k in ("n_splits", "dev_size", "seed")},
                                "data_dir": ", ".join(data_dirs)})

@@ -27,7 +27,7 @@ from layerwise.reports import environment, fmt, plot_per_layer, write_json, writ
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["STS_SCHEMA", "STSRun", "SearchConfig", "encode_pairs", "output_stem", "run_layers", "run_search",
+__all__ = ["STS_SCHEMA", "STSDataInfo", "STSRun", "SearchConfig", "encode_pairs", "output_stem", "run_layers", "run_search",
            "write_layers_outputs", "write_search_outputs"]
 
 STS_SCHEMA = 1
@@ -62,16 +62,23 @@ def encode_pairs(encoder: LayerEncoder, data) -> tuple[LayerStack, LayerStack, f
     return stack.take(np.arange(n)), stack.take(np.arange(n, 2 * n)), seconds
 
 
-def _data_info(data, aggregation: str) -> dict:
-    return {
-        "name": data.name,
-        "split": data.split,
-        "source": data.source,
-        "checksum": content_checksum(data),
-        "n_pairs": len(data),
-        "subsets": {s: int((np.asarray(data.subsets) == s).sum()) for s in data.subset_names},
-        "aggregation": aggregation,
-    }
+@dataclass
+class STSDataInfo:
+    """Which pairs a run scored and how their subsets were combined."""
+
+    name: str  # data set (loader name)
+    split: str
+    source: str  # the folder read
+    n_pairs: int
+    subsets: dict[str, int]  # subset name -> pairs
+    aggregation: str  # all / wmean / mean
+    checksum: str | None = None  # content_checksum of the loaded data (None: recorded before checksums existed)
+
+
+def _data_info(data, aggregation: str) -> STSDataInfo:
+    return STSDataInfo(name=data.name, split=data.split, source=data.source, n_pairs=len(data),
+                       subsets={s: int((np.asarray(data.subsets) == s).sum()) for s in data.subset_names},
+                       aggregation=aggregation, checksum=content_checksum(data))
 
 
 @dataclass(frozen=True)
@@ -105,7 +112,7 @@ class STSRun:
     kind: str
     model: ModelIdentity
     encoder: dict  # max_length, dtype, batch_size
-    data: dict  # name, split, source, checksum, n_pairs, subsets (name -> pairs), aggregation
+    data: STSDataInfo
     per_layer: dict[str, list[float]]  # "mean" / "cls" -> Spearman x100 of each hidden state alone
     seconds: dict  # "encode" (and "protocol", "search_per_split" for a search)
     cache: dict | None  # layer-cache counts of the encode (None: no cache)
@@ -115,7 +122,7 @@ class STSRun:
     environment: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        d = {"model": self.model.to_dict(), "encoder": self.encoder, "data": self.data}
+        d = {"model": self.model.to_dict(), "encoder": self.encoder, "data": asdict(self.data)}
         if self.kind == "search":
             d.update(protocol=self.protocol, per_layer=self.per_layer, lc=self.lc.to_dict(), lc_mlp=self.lc_mlp)
         else:
@@ -127,7 +134,8 @@ class STSRun:
     def from_dict(cls, d: dict) -> "STSRun":
         kind = d.get("kind")
         check_schema(d, kind if kind in ("search", "layers") else "search", STS_SCHEMA)
-        return cls(kind, ModelIdentity.from_dict(d["model"]), d["encoder"], d["data"], d["per_layer"], d["seconds"],
+        return cls(kind, ModelIdentity.from_dict(d["model"]), d["encoder"], STSDataInfo(**d["data"]), d["per_layer"],
+                   d["seconds"],
                    d.get("cache"), d.get("protocol"), LCResult.from_dict(d["lc"]) if d.get("lc") else None,
                    d.get("lc_mlp"), d.get("environment", {}))
 
@@ -185,8 +193,8 @@ def _header(result: STSRun) -> list[str]:
         f"- model: `{m.name}`" + (f" ({m.hf_id})" if m.hf_id else "")
         + f", {m.model_type}, {m.n_layers} layers, hidden states 0..{m.n_layers}"
         + f" (0 = embedding output), weights sha256 `{m.weights_sha256[:16]}…`",
-        f"- data: `{d['name']}`, split `{d['split']}`, {d['n_pairs']} pairs, source `{d['source']}`",
-        f"- aggregation: `{d['aggregation']}`",
+        f"- data: `{d.name}`, split `{d.split}`, {d.n_pairs} pairs, source `{d.source}`",
+        f"- aggregation: `{d.aggregation}`",
         f"- command: `{env.get('command', '')}`",
         f"- date: {env.get('date', '')}; machine: {env.get('machine', {}).get('platform', '')}, "
         f"{env.get('machine', {}).get('cpu_count', '')} CPUs; versions: "
@@ -206,7 +214,7 @@ def _per_layer_table(per_layer: dict) -> list[str]:
 def render_search_markdown(result: STSRun) -> str:
     lc, p = result.lc, result.protocol
     summ, pear = lc.summary("spearman"), lc.summary("pearson")
-    lines = [f"# Layer combination search: {result.model.name} on {result.data['name']}", "", *_header(result),
+    lines = [f"# Layer combination search: {result.model.name} on {result.data.name}", "", *_header(result),
              f"- protocol: {p['name']}; dev_size {p['dev_size']}, {p['n_splits']} splits (seeds {p['split_seeds']}), "
              f"subsets of at most {p['max_layers']} hidden states, chosen by {p['selection_metric']}",
              f"- LC + MLP: {result.lc_mlp or 'not run'}",
@@ -233,9 +241,9 @@ def output_stem(result: STSRun) -> str:
     the data (checksum, source folder), max length, dtype and the protocol, so runs that differ in any of them
     never overwrite each other's files."""
     m, d = result.model, result.data
-    key = {"model": model_key(m), "path": m.path, "data": d, "protocol": result.protocol,
+    key = {"model": model_key(m), "path": m.path, "data": asdict(d), "protocol": result.protocol,
            "encoder": {k: result.encoder[k] for k in ("max_length", "dtype")}}
-    return f"{result.kind}-{Path(m.name).name}-{d['name']}-{d['split']}-{d['aggregation']}-{key_digest(key)[:8]}"
+    return f"{result.kind}-{Path(m.name).name}-{d.name}-{d.split}-{d.aggregation}-{key_digest(key)[:8]}"
 
 
 def write_search_outputs(result: STSRun, output: str | Path) -> dict[str, Path]:
@@ -248,8 +256,8 @@ def write_search_outputs(result: STSRun, output: str | Path) -> dict[str, Path]:
         "markdown": write_text(out / f"{stem}.md", render_search_markdown(result)),
         "plot": plot_per_layer(
             result.per_layer, out / f"{stem}.png",
-            title=f"{result.model.name} on {result.data['name']} ({result.data['split']}, "
-            f"aggregation {result.data['aggregation']}); circles: hidden states chosen by LC",
+            title=f"{result.model.name} on {result.data.name} ({result.data.split}, "
+            f"aggregation {result.data.aggregation}); circles: hidden states chosen by LC",
             chosen=dict(Counter(l for s in result.lc.splits for l in s.layers)),
             baselines={"lc": summ["lc"]["mean"], "last": summ["last"]["mean"]},
         ),
@@ -259,13 +267,13 @@ def write_search_outputs(result: STSRun, output: str | Path) -> dict[str, Path]:
 def write_layers_outputs(result: STSRun, output: str | Path) -> dict[str, Path]:
     out = Path(output)
     stem = output_stem(result)
-    md = [f"# Per-layer analysis: {result.model.name} on {result.data['name']}", "", *_header(result),
+    md = [f"# Per-layer analysis: {result.model.name} on {result.data.name}", "", *_header(result),
           "", "## Spearman x100 of each hidden state alone", "", *_per_layer_table(result.per_layer), ""]
     return {
         "json": write_json(out / f"{stem}.json", result.to_dict()),
         "markdown": write_text(out / f"{stem}.md", "\n".join(md)),
         "plot": plot_per_layer(result.per_layer, out / f"{stem}.png",
-                               title=f"{result.model.name} on {result.data['name']}"),
+                               title=f"{result.model.name} on {result.data.name}"),
     }
 
 

@@ -36,8 +36,8 @@ COLUMNS = {
 
 
 def row_label(row: STSRun) -> str:
-    d = row.data["name"]
-    return f"{DISPLAY[d]} ({row.data['aggregation']})" if d in MULTI_SUBSET else DISPLAY[d]
+    d = row.data.name
+    return f"{DISPLAY[d]} ({row.data.aggregation})" if d in MULTI_SUBSET else DISPLAY[d]
 
 
 def lc_minus_last(row: STSRun) -> np.ndarray:
@@ -117,8 +117,8 @@ def _layers_observations(rows: list[STSRun]) -> list[str]:
 def _aggregation_observation(rows: list[STSRun], means: np.ndarray) -> list[str]:
     per_agg: dict[str, list[float]] = {}
     for r, d in zip(rows, means):
-        if r.data["name"] in MULTI_SUBSET:
-            per_agg.setdefault(r.data["aggregation"], []).append(d)
+        if r.data.name in MULTI_SUBSET:
+            per_agg.setdefault(r.data.aggregation, []).append(d)
     if len(per_agg) <= 1:
         return []
     return ["- STS12–16, mean LC − last by aggregation: " + ", ".join(

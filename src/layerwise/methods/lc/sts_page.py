@@ -134,8 +134,8 @@ def model_line(row: STSRun) -> str:
 
 def render(doc: STSPageDoc, paths: dict[str, Path]) -> str:
     """The page's markdown: header and protocol, data, one section per model, observations."""
-    rows = sorted(doc.rows, key=lambda r: (r.model.name, ROW_ORDER.index(r.data["name"]),
-                                           AGGREGATION_ORDER.index(r.data["aggregation"])))
+    rows = sorted(doc.rows, key=lambda r: (r.model.name, ROW_ORDER.index(r.data.name),
+                                           AGGREGATION_ORDER.index(r.data.aggregation)))
     models = list(dict.fromkeys(r.model.name for r in doc.rows))
     groups = by_model(rows)
     md = _page_header(doc, rows) + _data_table(rows)
@@ -194,11 +194,11 @@ def _data_table(rows: list[STSRun]) -> list[str]:
     seen = set()
     for r in rows:
         d = r.data
-        if d["name"] in seen:
+        if d.name in seen:
             continue
-        seen.add(d["name"])
-        subsets = ", ".join(f"{s} {k}" for s, k in d["subsets"].items())
-        md.append(f"| {DISPLAY[d['name']]} | {d['split']} | {d['n_pairs']} | {subsets} |")
+        seen.add(d.name)
+        subsets = ", ".join(f"{s} {k}" for s, k in d.subsets.items())
+        md.append(f"| {DISPLAY[d.name]} | {d.split} | {d.n_pairs} | {subsets} |")
     return md
 
 
@@ -242,22 +242,22 @@ def _model_section(model: str, mrows: list[STSRun], p: dict, paths: dict[str, Pa
         "",
     ]
     for r in mrows:
-        if r.data["aggregation"] == "all":
-            png = plot_path(paths, model, r.data["name"])
-            md.append(f"- [{DISPLAY[r.data['name']]}]({rel(png, paths['markdown'].parent)})")
+        if r.data.aggregation == "all":
+            png = plot_path(paths, model, r.data.name)
+            md.append(f"- [{DISPLAY[r.data.name]}]({rel(png, paths['markdown'].parent)})")
     return md
 
 
 def write_plots(doc: STSPageDoc, paths: dict[str, Path]) -> None:
     for r in doc.rows:
-        if r.data["aggregation"] != "all":
+        if r.data.aggregation != "all":
             continue
         summ = r.lc.summary("spearman")
         chosen = Counter(l for s in r.lc.splits for l in s.layers)
         plot_per_layer(
-            r.per_layer, plot_path(paths, r.model.name, r.data["name"]),
-            title=f"{r.model.name} on {DISPLAY[r.data['name']]} ({r.data['split']}, "
-                  f"{r.data['n_pairs']} pairs)\ncircles: hidden states chosen by LC (count of "
+            r.per_layer, plot_path(paths, r.model.name, r.data.name),
+            title=f"{r.model.name} on {DISPLAY[r.data.name]} ({r.data.split}, "
+                  f"{r.data.n_pairs} pairs)\ncircles: hidden states chosen by LC (count of "
                   f"{len(r.lc.splits)} splits); dashed: test means",
             chosen=dict(chosen),
             baselines={"lc": summ["lc"]["mean"], "last": summ["last"]["mean"]},
