@@ -33,13 +33,24 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from _provenance import command_line, git_state, pass_fail, run_section, write_outputs  # noqa: E402
 from layerwise import LayerEncoder
 from layerwise.data import load_sts
-from layerwise.reports import environment
+from layerwise.reports import command_line, environment, git_state, run_section, write_json, write_text
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUTPUT = REPO / "docs" / "results" / "encoding.md"
+
+
+def pass_fail(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"
+
+
+def write_outputs(result: dict, output: Path, render) -> None:
+    """Record the load average at the end, write ``output`` (markdown by ``render``) and the JSON beside it."""
+    result["environment"]["machine"]["load_average_end"] = list(os.getloadavg())
+    md = write_text(output, render(result))
+    js = write_json(Path(output).with_suffix(".json"), result)
+    print(f"wrote {md} and {js}")
 TARGET_RATIO = 1.0  # layerwise sentences/s divided by sentence-transformers sentences/s
 
 
@@ -232,7 +243,7 @@ def main(argv=None) -> int:
     env = environment(command_line())
     env["machine"]["torch_threads"] = torch.get_num_threads()
     env["machine"]["load_average_start"] = list(os.getloadavg())
-    env["git"] = git_state()
+    env["git"] = git_state(REPO)
     env["versions"]["sentence_transformers"] = sentence_transformers.__version__
     env["versions"]["tokenizers"] = tokenizers.__version__
     sentences = stsb_sentences(args.n_sentences)

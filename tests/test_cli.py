@@ -39,6 +39,17 @@ def test_search_end_to_end_on_tiny_model(tiny_bert, env, capsys):
     assert "aggregation: `all`" in md and "Chosen subsets" in md
     assert result["lc_mlp"] == "trained pooler head" and "lc_mlp" in result["lc"]["summary"]["spearman"]
     assert "LC + MLP" in md
+    # another split, max length or data folder is another file: nothing is overwritten
+    assert main(args[:-1] + ["--split", "test", "-q"]) == 0
+    assert main(args[:-1] + ["--max-length", "8", "-q"]) == 0
+    (env / "data2").mkdir()
+    import shutil
+    shutil.copytree(data, env / "data2" / "copy")
+    assert main(args[:args.index("--data-dir") + 1] + [str(env / "data2" / "copy")]
+                + args[args.index("--data-dir") + 2:]) == 0
+    stems = sorted(p.stem for p in out.glob("search-*.json"))
+    assert len(stems) == 4 and len({s.rsplit("-", 1)[1] for s in stems}) == 4, stems
+    assert any("-test-all-" in s for s in stems) and any("-all-all-" in s for s in stems)
 
 
 def test_layers_command(tiny_bert, env, capsys):
@@ -137,9 +148,9 @@ def test_transfer_end_to_end_and_resume(tiny_bert, env, capsys):
     md = (out / "transfer-tiny-bert.md").read_text()
     assert "| method | CR | MRPC | avg |" in md and "Relative error reduction" in md
     # cut the CR run back to one finished split, as if interrupted: the next run computes only the rest
-    state = out / "transfer-tiny-bert-cr.json"
+    (state,) = (out / "transfer").glob("tiny-bert-cr--*.json")
     cut = json.loads(state.read_text())
-    cut["result"]["splits"] = cut["result"]["splits"][:1]
+    cut["payload"]["result"]["splits"] = cut["payload"]["result"]["splits"][:1]
     cut["complete"] = False
     assert [r["splits"] for r in cut["runs"]] == [[0, 3]]
     cut["runs"][0]["splits"] = [0, 1]
@@ -147,15 +158,21 @@ def test_transfer_end_to_end_and_resume(tiny_bert, env, capsys):
     assert main(args) == 0
     again = json.loads((out / "transfer-tiny-bert.json").read_text())
     assert again["tasks"]["cr"]["result"]["summary"] == cr["result"]["summary"]
-    assert again["tasks"]["cr"]["result"]["splits"][0]["seconds"] == cut["result"]["splits"][0]["seconds"]  # reused
+    assert again["tasks"]["cr"]["result"]["splits"][0]["seconds"] == cut["payload"]["result"]["splits"][0]["seconds"]
     resumed = json.loads(state.read_text())
-    assert [r["splits"] for r in resumed["runs"]] == [[0, 1], [1, 3]]  # who computed which splits, with its load
+    assert resumed["complete"] and [r["splits"] for r in resumed["runs"]] == [[0, 1], [1, 3]]  # who computed which
     assert main(args) == 0  # nothing left to compute: the history and environment stay as they were
     assert json.loads(state.read_text())["runs"] == resumed["runs"]
-    assert json.loads(state.read_text())["environment"] == resumed["environment"]
+    assert json.loads(state.read_text())["payload"]["environment"] == resumed["payload"]["environment"]
+    # a setting that changes the numbers (ridge alpha, max length) is a new part: nothing reused, the old one kept
+    assert main(args + ["--ridge-alpha", "10", "--max-length", "8"]) == 0
+    assert len(list((out / "transfer").glob("tiny-bert-cr--*.json"))) == 2
+    other = json.loads((out / "transfer-tiny-bert.json").read_text())
+    assert other["tasks"]["cr"]["result"]["ridge_alpha"] == 10 and other["encoder"]["max_length"] == 8
+    assert other["tasks"]["cr"]["result"]["splits"][0]["seconds"] != again["tasks"]["cr"]["result"]["splits"][0]["seconds"]
     state.write_text("{not json")
     assert main(args) == 2
-    assert "delete it" in capsys.readouterr().err
+    assert "move it away" in capsys.readouterr().err
     assert main(["transfer", "--model", str(tiny_bert), "--data-dir", str(data), "--tasks", "cr", "sst9", "-q"]) == 2
     assert "Unknown transfer task 'sst9'" in capsys.readouterr().err
 
@@ -183,7 +200,10 @@ def test_ablate_end_to_end(tiny_bert, env, capsys):
         assert (out / f"ablations-tiny-bert-{name}.png").is_file()
     md = (out / "ablations-tiny-bert.md").read_text()
     assert "(a) Number of layers N, STS" in md and "(c) Limited training data" in md and "| 1/4 |" in md
-    parts = json.loads((out / "ablations-tiny-bert.parts.json").read_text())
-    assert set(parts) == {"sts:stsb", "transfer:cr", "limited:cr"}
+    parts = sorted(p.name.split("--")[0] for p in (out / "ablations").glob("*.json"))
+    assert parts == ["tiny-bert-limited-cr", "tiny-bert-sts-stsb", "tiny-bert-transfer-cr"]
     assert main(args) == 0  # every part reused
     assert json.loads((out / "ablations-tiny-bert.json").read_text())["sts"] == result["sts"]
+    assert len(list((out / "ablations").glob("*.json"))) == 3
+    assert main(args + ["--max-length", "8", "--sts"]) == 0  # another key: computed again, the first kept
+    assert len(list((out / "ablations").glob("*.json"))) == 5

@@ -3,7 +3,7 @@ import pytest
 
 from layerwise import LayerStack, naive_subset_scores, run_bert_lc
 from layerwise.evaluation import sts_scores
-from layerwise.methods.lc import split_indices
+from layerwise.methods.lc import LCProtocol, split_indices
 from layerwise.pooling import layer_mean
 
 
@@ -29,7 +29,7 @@ def test_split_indices_are_seeded_disjoint_and_complete():
 
 def test_protocol_chooses_the_dev_best_subset_and_scores_on_test():
     s1, s2, gold = _stacks()
-    res = run_bert_lc(s1, s2, gold, n_splits=3, dev_size=30, seed=7, show_progress=False)
+    res = run_bert_lc(s1, s2, gold, LCProtocol(n_splits=3, dev_size=30, seed=7), show_progress=False)
     assert len(res.splits) == 3
     for split in res.splits:
         dev, test = split_indices(len(gold), dev_size=30, seed=split.seed)
@@ -50,20 +50,20 @@ def test_protocol_chooses_the_dev_best_subset_and_scores_on_test():
 def test_protocol_input_errors():
     s1, s2, gold = _stacks()
     with pytest.raises(ValueError, match="gold scores"):
-        run_bert_lc(s1, s2, gold[:-3], dev_size=10)
+        run_bert_lc(s1, s2, gold[:-3], LCProtocol(dev_size=10))
     with pytest.raises(ValueError, match="aggregation"):
-        run_bert_lc(s1, s2, gold, aggregation="median")
+        run_bert_lc(s1, s2, gold, LCProtocol(aggregation="median"))
 
 
 def test_lc_mlp_feeds_lcs_subset_through_the_head():
     s1, s2, gold = _stacks()
     rng = np.random.default_rng(3)
     w, b = rng.normal(size=(6, 6)) / 3, rng.normal(size=6)
-    res = run_bert_lc(s1, s2, gold, n_splits=2, dev_size=30, seed=1, head=(w, b), show_progress=False)
+    res = run_bert_lc(s1, s2, gold, LCProtocol(n_splits=2, dev_size=30, seed=1), head=(w, b), show_progress=False)
     for split in res.splits:
         _, test = split_indices(len(gold), dev_size=30, seed=split.seed)
         x1 = np.tanh(s1.mean[test][:, list(split.layers)].mean(1).astype(np.float64) @ w.T + b)
         x2 = np.tanh(s2.mean[test][:, list(split.layers)].mean(1).astype(np.float64) @ w.T + b)
         assert split.test["lc_mlp"]["spearman"] == pytest.approx(sts_scores(x1, x2, gold[test])["spearman"], abs=1e-4)
         assert split.poolings["lc_mlp"]["layers"] == list(split.layers)
-    assert "lc_mlp" not in run_bert_lc(s1, s2, gold, n_splits=1, dev_size=30, show_progress=False).summary()
+    assert "lc_mlp" not in run_bert_lc(s1, s2, gold, LCProtocol(n_splits=1, dev_size=30), show_progress=False).summary()

@@ -208,12 +208,13 @@ def test_nan_or_inf_gold_in_sts_scores(case):
 @pytest.mark.reliability("Library arguments")
 def test_run_bert_lc_groups_of_the_wrong_length(case):
     from layerwise import LayerStack, run_bert_lc
+    from layerwise.methods.lc.protocol import LCProtocol
 
     rng = np.random.default_rng(0)
     s1, s2 = (LayerStack(mean=rng.normal(size=(30, 3, 4)), cls=rng.normal(size=(30, 3, 4))) for _ in range(2))
     gold = rng.uniform(0, 5, size=30)
     with pytest.raises(ValueError, match=r"groups has shape \(29,\) but there are 30 pairs") as err:
-        run_bert_lc(s1, s2, gold, groups=np.array(["a"] * 29), aggregation="wmean", dev_size=10)
+        run_bert_lc(s1, s2, gold, LCProtocol(aggregation="wmean", dev_size=10), groups=np.array(["a"] * 29))
     case.record("run_bert_lc with 29 groups for 30 pairs", "run_bert_lc(..., groups=29 labels)", "clear error",
                 str(err.value))
 
@@ -236,10 +237,9 @@ def test_search_on_constant_cosines_and_too_short_max_length(tiny_bert, case):
 @pytest.mark.reliability("Library arguments")
 def test_library_ridge_alpha_nan_and_zero_splits(case):
     from layerwise.layers import LayerStack
-    from layerwise.methods.lc.transfer import inner_splits, outer_splits
-
-    from layerwise.methods.lc.features import TransferFeatures
-    from layerwise.methods.lc.ridge_screen import RidgeScreen
+    from layerwise.evaluation.classification import inner_splits, outer_splits
+    from layerwise.methods.lc.screen import RidgeScreen
+    from layerwise.methods.lc.transfer import TransferFeatures
 
     labels = np.array([0, 1] * 20)
     stack = LayerStack(mean=np.random.default_rng(0).normal(size=(40, 3, 4)), cls=np.zeros((40, 3, 4)))

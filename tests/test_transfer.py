@@ -12,6 +12,7 @@ from layerwise.methods.lc.transfer import (
     CLASSIFIER,
     RidgeScreen,
     TransferFeatures,
+    TransferProtocol,
     TransferResult,
     all_subsets,
     choose_subset,
@@ -181,7 +182,7 @@ def test_bad_input_is_named():
 
 def test_run_transfer_resumes_a_cut_off_run(tmp_path):
     data = _task(n=120, k=3)
-    straight = run_transfer(data, task="toy", n_outer=3, n_inner=3, seed=4)
+    straight = run_transfer(data, TransferProtocol(n_outer=3, n_inner=3, seed=4), task="toy")
     assert len(straight.splits) == 3 and set(straight.methods) == {"cls", "last", "last_four", "random", "lc"}
     saved = []
 
@@ -194,13 +195,16 @@ def test_run_transfer_resumes_a_cut_off_run(tmp_path):
             raise Stop
 
     with pytest.raises(Stop):
-        run_transfer(data, task="toy", n_outer=3, n_inner=3, seed=4, on_split=stop_after_two)
-    resumed = run_transfer(data, task="toy", n_outer=3, n_inner=3, seed=4, previous=saved[-1])
+        run_transfer(data, TransferProtocol(n_outer=3, n_inner=3, seed=4), task="toy", on_split=stop_after_two)
+    resumed = run_transfer(data, TransferProtocol(n_outer=3, n_inner=3, seed=4), task="toy", previous=saved[-1])
     assert [s.test for s in resumed.splits] == [s.test for s in straight.splits]
     assert [s.layers for s in resumed.splits] == [s.layers for s in straight.splits]
     # different settings: the saved splits are not reused
-    other = run_transfer(data, task="toy", n_outer=3, n_inner=2, seed=4, previous=saved[-1])
+    other = run_transfer(data, TransferProtocol(n_outer=3, n_inner=2, seed=4), task="toy", previous=saved[-1])
     assert other.n_inner == 2 and len(other.splits) == 3
+    ridge = run_transfer(data, TransferProtocol(n_outer=3, n_inner=3, seed=4, ridge_alpha=10.0), task="toy",
+                         previous=saved[-1])
+    assert ridge.ridge_alpha == 10.0 and [s.seconds for s in ridge.splits[:2]] != [s.seconds for s in saved[-1].splits]
     summary = straight.to_dict()
     assert set(summary["relative_error_reduction"]) == {"cls", "last", "last_four", "random"}
 

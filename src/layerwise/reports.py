@@ -15,7 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["environment", "source_revision", "write_json", "write_text", "plot_per_layer", "plot_lines", "fmt"]
+__all__ = ["command_line", "environment", "fmt", "fmt_git", "git_state", "plot_lines", "plot_per_layer", "run_section",
+           "source_revision", "write_json", "write_text"]
 
 
 def environment(command: list[str] | None = None) -> dict:
@@ -86,6 +87,59 @@ def source_revision() -> dict | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return {"commit": commit, "dirty": bool(status.strip())}
+
+
+def git_state(folder: str | os.PathLike = ".") -> dict | None:
+    """The commit of the git checkout holding ``folder`` and the files under its src/ that differ from it
+    (None outside a git checkout or without git)."""
+    import subprocess
+
+    try:
+        run = lambda *args: subprocess.run(["git", *args], cwd=folder, capture_output=True, text=True,  # noqa: E731
+                                           check=True).stdout
+        head = run("rev-parse", "HEAD").strip()
+        changed = run("status", "--porcelain", "--", "src").splitlines()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return {"commit": head, "src_changes": [line.strip() for line in changed]}
+
+
+def fmt_git(state: dict | None) -> str:
+    if state is None:
+        return "not a git checkout"
+    changes = "; uncommitted changes under src/: " + ", ".join(state["src_changes"]) if state["src_changes"] else ""
+    return f"git commit `{state['commit'][:12]}`" + (changes or ", src/ unmodified")
+
+
+def command_line() -> list[str]:
+    """The command as typed, interpreter included (relative to the working folder when inside it)."""
+    exe = Path(sys.executable)
+    try:
+        exe = exe.relative_to(Path.cwd())
+    except ValueError:
+        pass
+    return [str(exe), *sys.argv]
+
+
+def run_section(env: dict, params: dict, total_seconds: float, extra: Sequence[str] = ()) -> list[str]:
+    """The "## Run" block of a results file: command, date, machine, load, versions, source, parameters.
+
+    ``env`` is :func:`environment` with ``machine.load_average_start``/``load_average_end`` and ``git`` added."""
+    m = env["machine"]
+    load = lambda avg: ", ".join(f"{x:.2f}" for x in avg)  # noqa: E731
+    return [
+        "## Run", "", "```", env["command"], "```", "",
+        f"- Date: {env['date']}",
+        f"- Machine: {m['platform']} ({m['processor']}), {m['cpu_count']} CPUs, torch threads {m['torch_threads']}",
+        f"- Load average (1, 5, 15 min; other processes share the machine): {load(m['load_average_start'])} at the "
+        f"start, {load(m['load_average_end'])} at the end",
+        "- Versions: " + ", ".join(f"{k} {val}" for k, val in env["versions"].items()),
+        f"- Source: {fmt_git(env.get('git'))}",
+        "- Parameters: " + ", ".join(f"`{k}={val}`" for k, val in params.items()),
+        *extra,
+        f"- Total wall time of the script: {total_seconds:.0f} s.",
+        "",
+    ]
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
@@ -159,13 +213,8 @@ def plot_per_layer(
     ``chosen`` maps hidden state -> how many splits chose it (drawn as markers and counts);
     ``baselines`` adds horizontal reference lines (e.g. the LC test mean).
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     path = Path(path)
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=120)
+    fig, ax = _figure()
     for kind, vals in per_layer.items():
         ax.plot(range(len(vals)), vals, marker="o", label=f"{kind} of hidden state l")
     if chosen:
@@ -195,19 +244,15 @@ def plot_lines(
     title: str,
     xlabel: str,
     ylabel: str,
-    xticks: Sequence[float] | None = None,
-    xticklabels: Sequence[str] | None = None,
+    xticks: Sequence[float] | dict[float, str] | None = None,
     log2_x: bool = False,
     zero_line: bool = False,
 ) -> Path:
-    """One line per series ``label -> (x, y, yerr or None)`` with error bands; written atomically as PNG."""
-    import matplotlib
+    """One line per series ``label -> (x, y, yerr or None)`` with error bands; written atomically as PNG.
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    ``xticks``: tick positions, or position -> label."""
     path = Path(path)
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=120)
+    fig, ax = _figure()
     for label, (x, y, err) in series.items():
         x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
         style = "--" if "last" in label and "LC" not in label else "-"
@@ -219,8 +264,8 @@ def plot_lines(
         ax.set_xscale("log", base=2)
     if xticks is not None:
         ax.set_xticks(list(xticks))
-        if xticklabels is not None:
-            ax.set_xticklabels(list(xticklabels))
+        if isinstance(xticks, dict):
+            ax.set_xticklabels(list(xticks.values()))
     if zero_line:
         ax.axhline(0.0, color="black", linewidth=0.8)
     ax.set_xlabel(xlabel)
@@ -231,10 +276,16 @@ def plot_lines(
     return _save_figure(fig, path)
 
 
-def _save_figure(fig, path: Path) -> Path:
-    """Write a matplotlib figure as PNG atomically (a cut-off run never leaves half a file) and close it."""
-    import matplotlib.pyplot as plt
+def _figure():
+    """A matplotlib Figure and its axes, made without pyplot (no global backend or figure registry touched)."""
+    from matplotlib.figure import Figure
 
+    fig = Figure(figsize=(7, 4), dpi=120)
+    return fig, fig.subplots()
+
+
+def _save_figure(fig, path: Path) -> Path:
+    """Write a matplotlib Figure as PNG atomically (a cut-off run never leaves half a file)."""
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp.png")
@@ -246,6 +297,4 @@ def _save_figure(fig, path: Path) -> Path:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
-    finally:
-        plt.close(fig)
     return path

@@ -22,7 +22,11 @@ def add_parsers(sub) -> None:
     p = sub.add_parser("layers", help="per-layer analysis: each hidden state's STS score alone")
     add_common(p)
 
-    p = sub.add_parser("transfer", help="BERT-LC on SentEval transfer tasks: logistic regression on layer combinations")
+    p = sub.add_parser("transfer", help="BERT-LC on SentEval transfer tasks: logistic regression on layer combinations",
+                       description="Each task is a part of the results store in --output (transfer/<model>-<task>--"
+                                   "<digest>.json, keyed on the model hashes, max length, dtype, data checksum and "
+                                   "every protocol option), saved after every outer split: the same command resumes "
+                                   "it, any changed setting computes afresh.")
     add_encoder_options(p, aggregation=False)
     p.add_argument("--tasks", nargs="+", default=list(DEFAULT_TRANSFER),
                    help=f"transfer tasks among {', '.join(TRANSFER_TASKS)}, case-insensitive "
@@ -42,7 +46,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--jobs", type=positive_int, default=2, help="parallel classifier fits (threads, default 2)")
     p.add_argument("--no-head", action="store_true", help="skip LC + MLP (the checkpoint's pooler head)")
 
-    p = sub.add_parser("ablate", help="BERT-LC ablations: number of layers, excluding a layer, limited data")
+    p = sub.add_parser("ablate", help="BERT-LC ablations: number of layers, excluding a layer, limited data",
+                       description="Each part (STS set, transfer task, limited-data task) is a part of the results "
+                                   "store in --output (ablations/...), reused when every setting in its key matches.")
     add_encoder_options(p)
     p.add_argument("--sts", nargs="*", default=["stsb", "sickr"], choices=STS_CHOICES, help="STS sets for (a) and (b)")
     p.add_argument("--tasks", nargs="*", default=["mr", "cr", "subj", "trec"],
@@ -67,85 +73,90 @@ def add_parsers(sub) -> None:
 
 def run_sts(args, command) -> int:
     from layerwise.methods.lc import run as experiments
+    from layerwise.reports import environment
 
-    common = dict(data_dir=args.data_dir, split=args.split, aggregation=args.aggregation,
-                  encoder_options=encoder_options(args))
+    common = dict(model=args.model, dataset=args.dataset, data_dir=args.data_dir, split=args.split,
+                  aggregation=args.aggregation, encoder_options=encoder_options(args))
     if args.command == "search":
-        result = experiments.run_search(
-            args.model, args.dataset, n_splits=args.splits, dev_size=args.dev_size, seed=args.seed,
-            max_layers=args.max_layers, head=not args.no_head, **common,
-        )
-        experiments.add_environment(result, command)
+        config = experiments.SearchConfig(n_splits=args.splits, dev_size=args.dev_size, seed=args.seed,
+                                          max_layers=args.max_layers, head=not args.no_head, **common)
+        result = experiments.run_search(config)
+        result.environment = environment(command)
         _print_search(result, experiments.write_search_outputs(result, args.output))
         return 0
-    result = experiments.run_layers(args.model, args.dataset, **common)
-    experiments.add_environment(result, command)
+    result = experiments.run_layers(experiments.SearchConfig(**common))
+    result.environment = environment(command)
     paths = experiments.write_layers_outputs(result, args.output)
-    for kind in result["per_layer"]:
-        print(f"{kind:5s} " + " ".join(f"{i}:{v:.2f}" for i, v in enumerate(result["per_layer"][kind])))
+    for kind, values in result.per_layer.items():
+        print(f"{kind:5s} " + " ".join(f"{i}:{v:.2f}" for i, v in enumerate(values)))
     for kind, path in paths.items():
         print(f"wrote {kind}: {path}")
     return 0
 
 
-def _print_search(result: dict, paths: dict) -> None:
+def _print_search(result, paths: dict) -> None:
     from layerwise.reports import fmt
 
-    pl = result["per_layer"]
-    print(f"model {result['model']['name']} | data {result['data']['name']} ({result['data']['split']}, "
-          f"{result['data']['n_pairs']} pairs) | aggregation {result['data']['aggregation']}")
+    d, lc = result.data, result.lc
+    print(f"model {result.model.name} | data {d.name} ({d.split}, {d.n_pairs} pairs) | "
+          f"aggregation {d.aggregation}")
     print("per-layer Spearman x100 (hidden state 0 = embedding output):")
-    for kind in pl:
-        print(f"  {kind:5s} " + " ".join(f"{i}:{v:.2f}" for i, v in enumerate(pl[kind])))
-    lc = result["lc"]
-    print(f"splits (dev {lc['dev_size']} pairs, subsets up to {lc['max_layers']} states):")
-    for s in lc["splits"]:
-        print(f"  seed {s['seed']}: chose {tuple(s['layers'])} dev {s['dev_spearman']:.2f} "
-              f"test {s['test']['lc']['spearman']:.2f} ({s['n_subsets']} subsets in {s['search_seconds']:.2f}s)")
+    for kind, values in result.per_layer.items():
+        print(f"  {kind:5s} " + " ".join(f"{i}:{v:.2f}" for i, v in enumerate(values)))
+    print(f"splits (dev {lc.dev_size} pairs, subsets up to {lc.max_layers} states):")
+    for s in lc.splits:
+        print(f"  seed {s.seed}: chose {tuple(s.layers)} dev {s.dev_spearman:.2f} "
+              f"test {s.test['lc']['spearman']:.2f} ({s.n_subsets} subsets in {s.search_seconds:.2f}s)")
     print("test Spearman x100, mean ± std over splits:")
-    for method, v in lc["summary"]["spearman"].items():
+    for method, v in lc.summary("spearman").items():
         print(f"  {method:12s} {fmt(v['mean'], v['std'])}")
-    sec = result["seconds"]
-    print(f"time: encode {sec['encode']:.1f}s, protocol {sec['protocol']:.1f}s")
+    print(f"time: encode {result.seconds['encode']:.1f}s, protocol {result.seconds['protocol']:.1f}s")
     for kind, path in paths.items():
         print(f"wrote {kind}: {path}")
 
 
 def run_transfer(args, command) -> int:
+    if args.command == "ablate":
+        return run_ablate(args, command)
+    from layerwise.experiments.store import ResultsStore
+    from layerwise.methods.lc.transfer import TransferProtocol
+    from layerwise.methods.lc.transfer_report import write_transfer_outputs
+    from layerwise.methods.lc.transfer_run import TransferRunConfig, run_transfer_tasks
     from layerwise.reports import fmt
 
-    if args.command == "transfer":
-        from layerwise.methods.lc.transfer_run import run_transfer_tasks, write_transfer_outputs
-
-        if args.shortlist < 0:
-            raise ValueError(f"--shortlist must be 0 (exhaustive) or positive, got {args.shortlist}")
-        result = run_transfer_tasks(
-            args.model, args.tasks, output=args.output, data_dir=args.data_dir, n_outer=args.outer_splits,
-            n_inner=args.inner_splits, max_layers=args.max_layers, shortlist=args.shortlist or None, seed=args.seed,
-            n_jobs=args.jobs, ridge_alpha=args.ridge_alpha, screen_dim=args.screen_dim, head=not args.no_head,
-            encoder_options=encoder_options(args), command=command,
-        )
-        paths = write_transfer_outputs(result, args.output)
-        print(f"model {result['model']['name']} | test accuracy x100, mean ± std over {args.outer_splits} outer splits")
-        for task, t in result["tasks"].items():
-            cells = "  ".join(f"{m} {fmt(v['mean'], v['std'])}" for m, v in t["result"]["summary"].items())
-            print(f"  {task:5s} {cells}  ({t['encode_seconds']:.0f}s encode, {t['protocol_seconds']:.0f}s protocol)")
-    else:
-        from layerwise.methods.lc.ablation_run import run_ablations, write_ablation_outputs
-
-        if args.max_denominator < 2:
-            raise ValueError(f"--max-denominator must be at least 2, got {args.max_denominator}")
-        k = int(args.max_denominator).bit_length() - 1
-        result = run_ablations(
-            args.model, sts=args.sts, tasks=args.tasks, limited_tasks=args.limited_tasks,
-            fractions=[1 / 2**i for i in range(1, k + 1)], limited_seeds=args.limited_seeds,
-            aggregation=args.aggregation, n_splits=args.splits, dev_size=args.dev_size, n_outer=args.outer_splits,
-            n_inner=args.inner_splits, seed=args.seed, n_jobs=args.jobs, output=args.output,
-            data_dir=args.data_dir, encoder_options=encoder_options(args), command=command,
-        )
-        paths = write_ablation_outputs(result, args.output)
+    if args.shortlist < 0:
+        raise ValueError(f"--shortlist must be 0 (exhaustive) or positive, got {args.shortlist}")
+    protocol = TransferProtocol(n_outer=args.outer_splits, n_inner=args.inner_splits, max_layers=args.max_layers,
+                                shortlist=args.shortlist or None, seed=args.seed, ridge_alpha=args.ridge_alpha,
+                                screen_dim=args.screen_dim)
+    config = TransferRunConfig(model=args.model, tasks=tuple(args.tasks), protocol=protocol, head=not args.no_head,
+                               n_jobs=args.jobs, data_dir=args.data_dir, encoder_options=encoder_options(args))
+    run = run_transfer_tasks(config, ResultsStore(args.output), command=command)
+    paths = write_transfer_outputs(run, args.output)
+    print(f"model {run.model.name} | test accuracy x100, mean ± std over {args.outer_splits} outer splits")
+    for task, t in run.tasks.items():
+        cells = "  ".join(f"{m} {fmt(v['mean'], v['std'])}" for m, v in t.result.summary().items())
+        print(f"  {task:5s} {cells}  ({t.encode_seconds:.0f}s encode, {t.protocol_seconds:.0f}s protocol)")
     for kind, path in paths.items():
         print(f"wrote {kind}: {path}")
     return 0
 
 
+def run_ablate(args, command) -> int:
+    from layerwise.experiments.store import ResultsStore
+    from layerwise.methods.lc.ablation_report import write_ablation_outputs
+    from layerwise.methods.lc.ablation_run import AblationConfig, run_ablations
+
+    if args.max_denominator < 2:
+        raise ValueError(f"--max-denominator must be at least 2, got {args.max_denominator}")
+    k = int(args.max_denominator).bit_length() - 1
+    config = AblationConfig(
+        model=args.model, sts=tuple(args.sts), tasks=tuple(args.tasks), limited_tasks=tuple(args.limited_tasks),
+        fractions=tuple(1 / 2**i for i in range(1, k + 1)), limited_seeds=args.limited_seeds,
+        aggregation=args.aggregation, n_splits=args.splits, dev_size=args.dev_size, n_outer=args.outer_splits,
+        n_inner=args.inner_splits, seed=args.seed, n_jobs=args.jobs, data_dir=args.data_dir,
+        encoder_options=encoder_options(args))
+    result = run_ablations(config, ResultsStore(args.output), command=command)
+    for kind, path in write_ablation_outputs(result, args.output).items():
+        print(f"wrote {kind}: {path}")
+    return 0

@@ -1,7 +1,8 @@
 """A checksum of a loaded data set's content: what a results file records and a resume key compares.
 
 It covers what the loaders return (texts, scores, labels, subset names), not the files' bytes, so two copies of a
-data set that load to the same examples get the same checksum, and an edited score or sentence changes it.
+data set that load to the same examples get the same checksum, and an edited score or sentence changes it. Fields
+that say only where the data was read from (``source``: the folder) are left out for the same reason.
 """
 
 from __future__ import annotations
@@ -15,9 +16,13 @@ import numpy as np
 __all__ = ["content_checksum"]
 
 
+_LOCATION_FIELDS = frozenset({"source"})  # where a data set was read from, not what it holds
+
+
 def _canonical(value):
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _canonical(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {f.name: _canonical(getattr(value, f.name)) for f in dataclasses.fields(value)
+                if f.name not in _LOCATION_FIELDS}
     if isinstance(value, np.ndarray):
         return {"dtype": str(value.dtype), "shape": list(value.shape), "values": value.tolist()}
     if isinstance(value, (list, tuple)):

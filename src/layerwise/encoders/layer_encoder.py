@@ -53,6 +53,12 @@ class ModelIdentity:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "ModelIdentity":
+        """Back from :meth:`to_dict`; records written before the tokenizer and config hashes existed give None."""
+        return cls(**{"tokenizer_sha256": None, "config_sha256": None,
+                      **{k: v for k, v in d.items() if k in cls.__dataclass_fields__}})
+
 
 def pool_hidden_states(hidden_states, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """First-token and attention-masked mean vectors of every hidden state.
@@ -200,11 +206,8 @@ class LayerEncoder:
             pooler_trained=pooler_trained,
         )
         if has_pooler and not pooler_trained:
-            logger.warning(
-                "%s has a pooler layer but its checkpoint holds no pooler weights: its pooler output "
-                "comes from randomly initialised weights",
-                self.resolved.name,
-            )
+            logger.warning("%s has a pooler layer but its checkpoint holds no pooler weights: its pooler output "
+                           "comes from randomly initialised weights", self.resolved.name)
         self.cache = None
         if cache_dir is not False:
             from layerwise.cache import LayerCache

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from layerwise.experiments.store import ResultsStore
 
-__all__ = ["PAGES", "PageContext", "ResultsPage", "get_page", "register"]
+__all__ = ["PAGES", "PageContext", "ResultsPage", "all_pages", "get_page", "register"]
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,12 @@ def get_page(name: str) -> ResultsPage:
     return PAGES[name]
 
 
+def all_pages() -> list[ResultsPage]:
+    """Every declared page, by name."""
+    _load_declarations()
+    return [PAGES[name] for name in sorted(PAGES)]
+
+
 def _load_declarations() -> None:
     """Import the modules that declare pages (each method's ``pages`` module)."""
     import importlib
@@ -69,7 +75,8 @@ def _load_declarations() -> None:
         importlib.import_module(module)
 
 
-_DECLARING_MODULES: tuple[str, ...] = (  # filled as pages move into the library
+_DECLARING_MODULES: tuple[str, ...] = (  # each method's pages module
+    "layerwise.methods.lc.pages",
     "layerwise.methods.layer_attention.pages",
     "layerwise.methods.lattemix.pages",
 )

@@ -4,10 +4,15 @@
 - :mod:`.protocol`: the STS dev/test protocol (``run_bert_lc``)
 - :mod:`.transfer`: the SentEval transfer protocol with the ridge screen
 - :mod:`.ablation`: number of layers, excluding a layer, limited data
-- :mod:`.run`, :mod:`.transfer_run`, :mod:`.ablation_run`: end-to-end runs with encoding and results files
+- :mod:`.screen`: the closed-form ridge screen of every subset (transfer)
+- :mod:`.run`, :mod:`.transfer_run`, :mod:`.ablation_run`: end-to-end runs (typed results, config dataclasses,
+  parts of the results store), with :mod:`.transfer_report`, :mod:`.ablation_report` writing their files
+- :mod:`.pages`: the ``lc-sts``, ``transfer`` and ``ablations`` results pages (:mod:`.sts_page`,
+  :mod:`.sts_observations`, :mod:`.transfer_pages`, :mod:`.transfer_check`); :mod:`.migrate` converted the
+  files of the old scripts into store parts
 """
 
-from layerwise.methods.lc.protocol import LCResult, LCSplit, run_bert_lc, split_indices
+from layerwise.methods.lc.protocol import LCProtocol, LCResult, LCSplit, run_bert_lc, split_indices
 from layerwise.methods.lc.search import LayerSubsetSearch, naive_subset_scores
 
-__all__ = ["LCResult", "LCSplit", "LayerSubsetSearch", "naive_subset_scores", "run_bert_lc", "split_indices"]
+__all__ = ["LCProtocol", "LCResult", "LCSplit", "LayerSubsetSearch", "naive_subset_scores", "run_bert_lc", "split_indices"]

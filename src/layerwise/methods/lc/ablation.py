@@ -16,28 +16,70 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from dataclasses import asdict, dataclass
+
 import numpy as np
 
 from layerwise.layers import LayerStack
 from layerwise.pooling import layer_mean
 from layerwise.methods.lc.search import LayerSubsetSearch
 from layerwise.methods.lc.protocol import split_indices
-from layerwise.evaluation.sts import check_gold, sts_scores
-from layerwise.methods.lc.transfer import (
-    RidgeScreen,
-    TransferFeatures,
-    all_subsets,
-    inner_splits,
-    outer_splits,
-    subset_accuracy,
-    _parallel,
-)
+from layerwise.evaluation.sts import sts_scores
+from layerwise.evaluation.classification import inner_splits, outer_splits, parallel_map
+from layerwise.methods.lc.screen import RidgeScreen
+from layerwise.methods.lc.transfer import TransferFeatures, all_subsets, subset_accuracy
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ablate_sts", "ablate_transfer", "limited_data", "LIMITED_FRACTIONS"]
+__all__ = ["LIMITED_FRACTIONS", "LimitedAblation", "LimitedCell", "SizeAblation", "ablate_sts", "ablate_transfer",
+           "limited_data"]
 
 LIMITED_FRACTIONS = tuple(1 / 2**k for k in range(1, 9))  # 1/2 ... 1/256
+
+
+@dataclass
+class SizeAblation:
+    """(a) and (b) on one data set or task: test scores x100 per split (lists over splits)."""
+
+    best: list[float]  # the best subset of any size chosen on dev
+    by_size: dict[int, list[float]]  # N -> the best subset of exactly N hidden states
+    without: dict[int, list[float]]  # hidden state l -> the best subset without l
+    choices: list[dict]  # per split: the chosen subsets ("best", "by_size", "without")
+    max_layers: int | None = None  # largest subset searched (transfer)
+
+    def to_dict(self) -> dict:
+        d = {"best": self.best, "by_size": {str(k): v for k, v in self.by_size.items()},
+             "without": {str(k): v for k, v in self.without.items()},
+             "choices": [{"best": list(c["best"]), "by_size": {str(k): list(v) for k, v in c["by_size"].items()},
+                          "without": {str(k): list(v) for k, v in c["without"].items()}} for c in self.choices]}
+        return d if self.max_layers is None else {**d, "max_layers": self.max_layers}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "SizeAblation":
+        return cls(list(d["best"]), {int(k): v for k, v in d["by_size"].items()},
+                   {int(k): v for k, v in d["without"].items()}, list(d["choices"]), d.get("max_layers"))
+
+
+@dataclass
+class LimitedCell:
+    n_train: int  # examples kept of train-dev
+    lc: list[float]  # test accuracy x100 of LC, per seed
+    last: list[float]  # ... of the last-layer mean
+    layers: list[list[int]]  # LC's subset, per seed
+
+
+@dataclass
+class LimitedAblation:
+    """(c) on one task: fraction of train-dev kept -> its cell."""
+
+    cells: dict[float, LimitedCell]
+
+    def to_dict(self) -> dict:
+        return {str(f): asdict(c) for f, c in self.cells.items()}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "LimitedAblation":
+        return cls({float(f): LimitedCell(**c) for f, c in d.items()})
 
 
 def _by_size_and_without(masks: np.ndarray, scores: np.ndarray) -> tuple[dict, dict, tuple]:
@@ -67,12 +109,14 @@ def ablate_sts(
     n_splits: int = 5,
     dev_size: int = 350,
     seed: int = 0,
-) -> dict:
+) -> SizeAblation:
     """Ablations (a) and (b) on an STS set: test Spearman x100 per split of the dev-chosen subsets.
 
     Every subset is searched (no size cap up to 13 hidden states; beyond that the search's default cap).
-    Returns ``{"best": [...], "by_size": {N: [...]}, "without": {l: [...]}, "choices": [...]}`` (lists over splits).
+    Returns a :class:`SizeAblation` (lists over splits).
     """
+    from layerwise.evaluation.sts import check_gold
+
     if n_splits < 1:
         raise ValueError(f"n_splits must be at least 1, got {n_splits}; e.g. 5")
     gold = check_gold(gold)
@@ -101,7 +145,7 @@ def ablate_sts(
             out["without"].setdefault(layer, []).append(score(layers))
         out["choices"].append({"best": list(best), "by_size": {s: list(v) for s, v in by_size.items()},
                                "without": {s: list(v) for s, v in without.items()}})
-    return out
+    return SizeAblation(**out)
 
 
 def ablate_transfer(
@@ -112,7 +156,7 @@ def ablate_transfer(
     seed: int = 0,
     max_layers: int | None = None,
     n_jobs: int = 1,
-) -> dict:
+) -> SizeAblation:
     """Ablations (a) and (b) on a transfer task: test accuracy x100 per outer split of the inner-CV choices.
 
     ``max_layers`` None searches every subset up to 13 hidden states (else subsets of at most 4).
@@ -130,7 +174,7 @@ def ablate_transfer(
         screen = ridge.scores(td, splits, subsets).mean(1)
         by_size, without, best = _by_size_and_without(masks, screen)
         unique = sorted({best, *by_size.values(), *without.values()})
-        accs = _parallel([(lambda s=s: 100 * subset_accuracy(data, td, te, s, seed=seed + k)) for s in unique], n_jobs)
+        accs = parallel_map([(lambda s=s: 100 * subset_accuracy(data, td, te, s, seed=seed + k)) for s in unique], n_jobs)
         acc = dict(zip(unique, accs))
         out["best"].append(acc[best])
         for size, layers in by_size.items():
@@ -139,7 +183,7 @@ def ablate_transfer(
             out["without"].setdefault(layer, []).append(acc[layers])
         out["choices"].append({"best": list(best), "by_size": {s: list(v) for s, v in by_size.items()},
                                "without": {s: list(v) for s, v in without.items()}})
-    return out
+    return SizeAblation(**out)
 
 
 def limited_data(
@@ -152,13 +196,13 @@ def limited_data(
     n_jobs: int = 1,
     split_seed: int = 0,
     progress=None,
-) -> dict:
+) -> LimitedAblation:
     """Ablation (c): one stratified 85/15 split (``split_seed``) fixes the test part; for each seed the train-dev
     part is cut to each fraction (the first ``round(f * n)`` of that seed's permutation, so smaller sets are
     inside larger ones, at least 2 examples). LC is chosen on the cut part by the inner ridge screen; LC and
     last-layer mean are fitted with the paper's classifier on the cut part.
 
-    Returns ``{fraction: {"n_train": int, "lc": [...], "last": [...], "layers": [...]}}`` (x100, per seed).
+    Returns a :class:`LimitedAblation`: fraction -> n_train and, per seed, LC and last-layer accuracy x100, LC's subset.
     """
     from layerwise.methods.lc.transfer import default_max_layers
 
@@ -169,7 +213,7 @@ def limited_data(
     n_states = data.n_states
     subsets = all_subsets(n_states, default_max_layers(n_states) if max_layers is None else max_layers)
     last = (n_states - 1,)
-    out: dict = {}
+    out: dict[float, LimitedCell] = {}
     td, te = outer_splits(data.labels, n_splits=1, seed=split_seed)[0]
     for seed in seeds:
         perm = np.random.default_rng(seed).permutation(td)
@@ -181,12 +225,12 @@ def limited_data(
             splits = [(a, b) for a, b in splits if len(a) and len(b)]
             screen = RidgeScreen(data).scores(rows, splits, subsets).mean(1)
             lc = subsets[int(np.argmax(screen))]
-            accs = _parallel([(lambda s=s: 100 * subset_accuracy(data, rows, te, s, seed=seed)) for s in (lc, last)],
+            accs = parallel_map([(lambda s=s: 100 * subset_accuracy(data, rows, te, s, seed=seed)) for s in (lc, last)],
                              n_jobs)
-            rec = out.setdefault(f, {"n_train": len(rows), "lc": [], "last": [], "layers": []})
-            rec["lc"].append(accs[0])
-            rec["last"].append(accs[1])
-            rec["layers"].append(list(lc))
+            cell = out.setdefault(f, LimitedCell(len(rows), [], [], []))
+            cell.lc.append(accs[0])
+            cell.last.append(accs[1])
+            cell.layers.append(list(lc))
             if progress is not None:
                 progress.update(1)
-    return out
+    return LimitedAblation(out)

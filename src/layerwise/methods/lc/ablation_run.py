@@ -1,7 +1,9 @@
-"""``layerwise ablate``: the BERT-LC ablations for one model, as a results JSON, a markdown report and PNG figures.
+"""``layerwise ablate`` and the ``ablations`` page: the BERT-LC ablations for one model, part by part.
 
-Every finished part (one STS set, one transfer task, one limited-data task) is saved at once in
-``<output>/ablations-<model>.parts.json`` with its settings; running the same command again reuses them.
+Every part (one STS set, one transfer task, one limited-data task) is a part of a
+:class:`~layerwise.experiments.store.ResultsStore` (page ``ablations``), keyed on the model identity, max length,
+dtype, the data checksum and the part's protocol settings; a re-run with the same settings reuses it, a re-run
+with any setting changed computes it afresh.
 """
 
 from __future__ import annotations
@@ -10,268 +12,213 @@ import json
 import logging
 import os
 import time
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from layerwise.data import load_sts
-from layerwise.data.sts import sts_display_name
-from layerwise.data.senteval import canonical_task, display_name, load_transfer
-from layerwise.encoders.layer_encoder import LayerEncoder
-from layerwise.methods.lc.ablation import LIMITED_FRACTIONS, ablate_sts, ablate_transfer, limited_data
+from layerwise.data.checksum import content_checksum
+from layerwise.data.senteval import canonical_task, load_transfer
+from layerwise.encoders.layer_encoder import LayerEncoder, ModelIdentity
+from layerwise.encoders.registry import DEFAULT_MODEL
+from layerwise.evaluation.classification import CLASSIFIER
+from layerwise.experiments.schema import check_schema, stamp
+from layerwise.experiments.store import Part, ResultsStore, model_key
+from layerwise.methods.lc.ablation import (
+    LIMITED_FRACTIONS,
+    LimitedAblation,
+    SizeAblation,
+    ablate_sts,
+    ablate_transfer,
+    limited_data,
+)
 from layerwise.methods.lc.run import encode_pairs
-from layerwise.reports import environment, fmt, plot_lines, write_json, write_text
+from layerwise.methods.lc.screen import DEFAULT_RIDGE_ALPHA
 from layerwise.methods.lc.transfer_run import encode_task
+from layerwise.reports import environment
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["run_ablations", "render_ablation_markdown", "write_ablation_outputs"]
+__all__ = ["ABLATION_SCHEMA", "AblationConfig", "AblationPart", "AblationResult", "PAGE", "part_key",
+           "run_ablations"]
+
+PAGE = "ablations"
+ABLATION_SCHEMA = 1
+KINDS = ("sts", "transfer", "limited")
 
 
-def _parts_path(output: Path, model: str) -> Path:
-    return output / f"ablations-{Path(model).name}.parts.json"
+@dataclass(frozen=True)
+class AblationConfig:
+    """(a) number of layers and (b) layer exclusion on ``sts`` and ``tasks``, (c) limited data on ``limited_tasks``."""
+
+    model: str = DEFAULT_MODEL
+    sts: tuple[str, ...] = ("stsb", "sickr")
+    tasks: tuple[str, ...] = ("mr", "cr", "subj", "trec")
+    limited_tasks: tuple[str, ...] = ("mr", "subj", "trec")
+    fractions: tuple[float, ...] = LIMITED_FRACTIONS  # (c) train-dev fractions kept
+    limited_seeds: int = 10  # (c) seeds 0 .. limited_seeds - 1 of the nested cuts
+    aggregation: str = "all"  # STS12-16 subsets combined (see evaluation.metrics)
+    n_splits: int = 5  # STS dev/test splits
+    dev_size: int = 350  # STS dev pairs per split
+    n_outer: int = 10  # transfer outer splits
+    n_inner: int = 10  # transfer inner splits
+    seed: int = 0
+    n_jobs: int = 2  # threads; does not change the numbers
+    data_dir: str | None = None
+    encoder_options: dict = field(default_factory=dict)
+
+    def settings(self) -> dict:
+        """kind -> the protocol settings of its parts (what a part's key and the page show)."""
+        return {"sts": {"aggregation": self.aggregation, "n_splits": self.n_splits, "dev_size": self.dev_size,
+                        "seed": self.seed},
+                "transfer": {"n_outer": self.n_outer, "n_inner": self.n_inner, "seed": self.seed},
+                "limited": {"fractions": [float(f) for f in self.fractions],
+                            "seeds": list(range(self.limited_seeds)), "n_inner": self.n_inner,
+                            "test": f"one stratified 85/15 split (seed {self.seed}) for every fraction and seed"}}
+
+    def to_dict(self) -> dict:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "AblationConfig":
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
 
 
-def _load_parts(path: Path) -> dict:
-    if not path.is_file():
-        return {}
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"cannot resume from {path}: not valid JSON ({exc}); delete it to start over") from exc
+@dataclass
+class AblationPart:
+    """One finished part: its numbers (as ``ablation.py`` returns them) and how they were computed."""
+
+    kind: str  # "sts" | "transfer" | "limited"
+    name: str  # data set or task
+    settings: dict
+    result: SizeAblation | LimitedAblation  # (a) + (b) for "sts" and "transfer", (c) for "limited"
+    seconds: float
+    finished: str | None = None
+    load_average_at_finish: list[float] | None = None
+    environment: dict | None = None
+    data_checksum: str | None = None
+    migrated_from: str | None = None
+    model: dict | None = None  # ModelIdentity.to_dict() of the model that computed it
+
+    def to_dict(self) -> dict:
+        return {**{f: getattr(self, f) for f in self.__dataclass_fields__}, "result": self.result.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "AblationPart":
+        kind = LimitedAblation if d["kind"] == "limited" else SizeAblation
+        return cls(**{**d, "result": kind.from_dict(d["result"])})
+
+    def payload(self) -> dict:
+        return stamp("ablation-part", ABLATION_SCHEMA, {"part": self.to_dict()})
+
+    @classmethod
+    def from_payload(cls, d: dict, where: str = "ablation part") -> "AblationPart":
+        check_schema(d, "ablation-part", ABLATION_SCHEMA, where=where)
+        return cls.from_dict(d["part"])
 
 
-def run_ablations(
-    model: str = "all-MiniLM-L6-v2",
-    *,
-    sts=("stsb", "sickr"),
-    tasks=("mr", "cr", "subj", "trec"),
-    limited_tasks=("mr", "subj", "trec"),
-    fractions=LIMITED_FRACTIONS,
-    limited_seeds: int = 10,
-    aggregation: str = "all",
-    n_splits: int = 5,
-    dev_size: int = 350,
-    n_outer: int = 10,
-    n_inner: int = 10,
-    seed: int = 0,
-    n_jobs: int = 2,
-    output: str | Path = "runs/ablate",
-    data_dir=None,
-    encoder_options: dict | None = None,
-    command: list[str] | None = None,
-) -> dict:
-    """Run (a) number of layers and (b) layer exclusion on ``sts`` and ``tasks``, (c) limited data on ``limited_tasks``."""
+@dataclass
+class AblationResult:
+    model: ModelIdentity
+    settings: dict  # AblationConfig.settings()
+    environment: dict
+    sts: dict[str, AblationPart] = field(default_factory=dict)
+    transfer: dict[str, AblationPart] = field(default_factory=dict)
+    limited: dict[str, AblationPart] = field(default_factory=dict)
+
+    def block(self, kind: str) -> dict[str, AblationPart]:
+        return getattr(self, kind)
+
+    def to_dict(self) -> dict:
+        return stamp("ablations", ABLATION_SCHEMA, {
+            "model": self.model.to_dict(), "settings": self.settings, "environment": self.environment,
+            **{k: {n: p.to_dict() for n, p in self.block(k).items()} for k in KINDS}})
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "AblationResult":
+        check_schema(d, "ablations", ABLATION_SCHEMA)
+        blocks = {k: {n: AblationPart.from_dict(p) for n, p in d[k].items()} for k in KINDS}
+        return cls(ModelIdentity.from_dict(d["model"]), d["settings"], d["environment"], **blocks)
+
+
+def part_key(identity: ModelIdentity, encoder: dict, kind: str, data: dict, settings: dict) -> dict:
+    """Every setting that changes a part's numbers: model, max length, dtype, data (name, split, checksum), protocol."""
+    protocol = dict(settings)
+    if kind != "sts":
+        protocol.update(classifier=dict(CLASSIFIER), ridge_alpha=DEFAULT_RIDGE_ALPHA)
+    return {"model": model_key(identity), "max_length": encoder["max_length"], "dtype": encoder["dtype"],
+            "kind": kind, "data": data, "protocol": protocol}
+
+
+def part_name(identity: ModelIdentity, kind: str, name: str) -> str:
+    return f"{Path(identity.name).name}-{kind}-{name}"
+
+
+def run_ablations(config: AblationConfig, store: ResultsStore, *, command: list[str] | None = None) -> AblationResult:
+    """Every part of ``config``, each reused from ``store`` when its key matches, else computed and saved."""
     from tqdm.auto import tqdm
 
-    tasks = [canonical_task(t) for t in tasks]  # fail early on an unknown name
-    limited_tasks = [canonical_task(t) for t in limited_tasks]
-    encoder = LayerEncoder(model, **(encoder_options or {}))
-    output = Path(output)
-    path = _parts_path(output, encoder.identity.name)
-    parts = _load_parts(path)
-    show = logger.isEnabledFor(logging.INFO)
-    fractions = [float(f) for f in fractions]
-    settings = {"sts": {"aggregation": aggregation, "n_splits": n_splits, "dev_size": dev_size, "seed": seed},
-                "transfer": {"n_outer": n_outer, "n_inner": n_inner, "seed": seed},
-                "limited": {"fractions": fractions, "seeds": list(range(limited_seeds)), "n_inner": n_inner,
-                            "test": f"one stratified 85/15 split (seed {seed}) for every fraction and seed"}}
-    weights = encoder.identity.weights_sha256
-
-    def cached(key: str, kind: str):
-        p = parts.get(key)
-        return p["result"] if p and p["settings"] == settings[kind] and p["weights_sha256"] == weights else None
-
-    def store(key: str, kind: str, result, seconds: float) -> None:
-        parts[key] = {"settings": settings[kind], "weights_sha256": weights, "result": result, "seconds": seconds,
-                      "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                      "load_average_at_finish": [round(x, 2) for x in os.getloadavg()]}
-        write_json(path, parts)
-
-    plan = [("sts", n) for n in sts] + [("transfer", t) for t in tasks] + [("limited", t) for t in limited_tasks]
-    for kind, name in tqdm(plan, desc="ablations", unit="part", disable=not show):
-        key = f"{kind}:{name}"
-        if cached(key, kind) is not None:
-            continue
-        t0 = time.perf_counter()
-        if kind == "sts":
-            data = load_sts(name, data_dir=data_dir)
-            s1, s2, _ = encode_pairs(encoder, data)
-            res = ablate_sts(s1, s2, data.scores, groups=np.asarray(data.subsets), aggregation=aggregation,
-                             n_splits=n_splits, dev_size=dev_size, seed=seed)
-        else:
-            features, _ = encode_task(encoder, load_transfer(name, data_dir=data_dir), head=False)
-            if kind == "transfer":
-                res = ablate_transfer(features, n_outer=n_outer, n_inner=n_inner, seed=seed, n_jobs=n_jobs)
-            else:
-                with tqdm(total=limited_seeds * len(fractions), desc=f"{name} limited data", unit="fit",
-                          disable=not show, leave=False) as bar:
-                    res = limited_data(features, fractions=fractions, seeds=range(limited_seeds), n_inner=n_inner,
-                                       n_jobs=n_jobs, split_seed=seed, progress=bar)
-                res = {str(f): v for f, v in res.items()}
-        store(key, kind, json.loads(json.dumps(res, default=_jsonable)), time.perf_counter() - t0)
+    tasks = [canonical_task(t) for t in config.tasks]  # fail early on an unknown name
+    limited_tasks = [canonical_task(t) for t in config.limited_tasks]
+    encoder = LayerEncoder(config.model, **config.encoder_options)
     env = environment(command)
-    return {"kind": "ablations", "model": encoder.identity.to_dict(), "settings": settings, "environment": env,
-            "sts": {n: parts[f"sts:{n}"] for n in sts}, "transfer": {t: parts[f"transfer:{t}"] for t in tasks},
-            "limited": {t: parts[f"limited:{t}"] for t in limited_tasks}}
+    out = AblationResult(encoder.identity, config.settings(), env)
+    plan = [("sts", n) for n in config.sts] + [("transfer", t) for t in tasks] + [("limited", t) for t in limited_tasks]
+    show = logger.isEnabledFor(logging.INFO)
+    for kind, name in tqdm(plan, desc="ablations", unit="part", disable=not show):
+        out.block(kind)[name] = _run_part(encoder, config, store, (kind, name), env)
+    return out
+
+
+def _run_part(encoder: LayerEncoder, config: AblationConfig, store: ResultsStore, which: tuple[str, str],
+              env: dict) -> AblationPart:
+    kind, name = which
+    settings = config.settings()[kind]
+    data = load_sts(name, data_dir=config.data_dir) if kind == "sts" else load_transfer(name, data_dir=config.data_dir)
+    info = {"name": data.name, "split": getattr(data, "split", None), "checksum": content_checksum(data)}
+    enc = {"max_length": encoder.max_length, "dtype": encoder.dtype}
+    key = part_key(encoder.identity, enc, kind, info, settings)
+    pname = part_name(encoder.identity, kind, name)
+    stored = store.load(PAGE, pname, key)
+    if stored is not None:
+        return AblationPart.from_payload(stored.payload, where=str(store.path(PAGE, pname, key)))
+    t0 = time.perf_counter()
+    res = _compute(encoder, config, kind, data)
+    res = type(res).from_dict(json.loads(json.dumps(res.to_dict(), default=_jsonable)))  # plain floats and ints
+    part = AblationPart(kind, name, settings, res,
+                        time.perf_counter() - t0, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                        [round(x, 2) for x in os.getloadavg()], env, info["checksum"], None,
+                        encoder.identity.to_dict())
+    run = {"started": env["date"], "command": env["command"],
+           "load_at_start": env["machine"].get("load_average_1_5_15"), "load_at_save": part.load_average_at_finish}
+    store.save(Part(PAGE, pname, key, part.payload(), True, [run]))
+    return part
+
+
+def _compute(encoder: LayerEncoder, config: AblationConfig, kind: str, data) -> SizeAblation | LimitedAblation:
+    from tqdm.auto import tqdm
+
+    if kind == "sts":
+        s1, s2, _ = encode_pairs(encoder, data)
+        return ablate_sts(s1, s2, data.scores, groups=np.asarray(data.subsets), aggregation=config.aggregation,
+                          n_splits=config.n_splits, dev_size=config.dev_size, seed=config.seed)
+    features, _ = encode_task(encoder, data, head=False)
+    if kind == "transfer":
+        return ablate_transfer(features, n_outer=config.n_outer, n_inner=config.n_inner, seed=config.seed,
+                               n_jobs=config.n_jobs)
+    fractions = [float(f) for f in config.fractions]
+    with tqdm(total=config.limited_seeds * len(fractions), desc=f"{data.name} limited data", unit="fit",
+              disable=not logger.isEnabledFor(logging.INFO), leave=False) as bar:
+        return limited_data(features, fractions=fractions, seeds=range(config.limited_seeds),
+                            n_inner=config.n_inner, n_jobs=config.n_jobs, split_seed=config.seed, progress=bar)
 
 
 def _jsonable(o):
-    if isinstance(o, (np.integer,)):
+    if isinstance(o, np.integer):
         return int(o)
-    if isinstance(o, (np.floating,)):
+    if isinstance(o, np.floating):
         return float(o)
     if isinstance(o, tuple):
         return list(o)
-    raise TypeError(type(o))
-
-
-def _ms(values) -> tuple[float, float]:
-    v = np.asarray(values, dtype=float)
-    return float(np.nanmean(v)), float(np.nanstd(v))
-
-
-def _label(name: str) -> str:
-    try:
-        return display_name(name)
-    except ValueError:
-        return sts_display_name(name)
-
-
-def _size_table(block: dict, unit: str) -> list[str]:
-    names = list(block)
-    if not names:
-        return []
-    sizes = sorted({int(s) for b in block.values() for s in b["result"]["by_size"]})
-    lines = ["| N (hidden states combined) | " + " | ".join(map(_label, names)) + " |", "|---|" + "---|" * len(names)]
-    for s in sizes:
-        cells = [fmt(*_ms(block[n]["result"]["by_size"][str(s)])) if str(s) in block[n]["result"]["by_size"] else ""
-                 for n in names]
-        lines.append(f"| {s} | " + " | ".join(cells) + " |")
-    lines.append("| best of any size | " + " | ".join(fmt(*_ms(block[n]["result"]["best"])) for n in names) + " |")
-    return lines + ["", f"({unit} x100, mean ± std over splits.)"]
-
-
-def _without_table(block: dict) -> list[str]:
-    names = list(block)
-    if not names:
-        return []
-    layers = sorted({int(s) for b in block.values() for s in b["result"]["without"]})
-    lines = ["| hidden state excluded | " + " | ".join(map(_label, names)) + " |", "|---|" + "---|" * len(names)]
-    for layer in layers:
-        cells = []
-        for n in names:
-            r = block[n]["result"]
-            d = np.asarray(r["without"][str(layer)]) - np.asarray(r["best"])
-            cells.append(f"{d.mean():+.2f}")
-        lines.append(f"| {layer} | " + " | ".join(cells) + " |")
-    return lines + ["", "(Test score of the best subset chosen on dev without that hidden state, minus the best with "
-                        "every hidden state allowed; mean over splits. 0 = the layer is never needed.)"]
-
-
-def render_ablation_markdown(result: dict, figures: dict[str, str] | None = None) -> str:
-    m = result["model"]
-    env = result["environment"]
-    st = result["settings"]
-    figures = figures or {}
-    lines = [f"# BERT-LC ablations: {m['name']}", "",
-             f"- model: `{m['name']}` ({m.get('hf_id') or m['path']}), {m['n_layers']} layers, hidden states "
-             f"0..{m['n_layers']} (0 = embedding output), weights sha256 `{m['weights_sha256'][:16]}…`",
-             f"- STS: {st['sts']['n_splits']} seeded dev/test splits (dev {st['sts']['dev_size']} pairs, seeds "
-             f"{st['sts']['seed']}+k, aggregation `{st['sts']['aggregation']}`), every subset searched exactly on dev "
-             "(Spearman), test Spearman reported",
-             f"- transfer: {st['transfer']['n_outer']} stratified outer 85/15 splits (seeds {st['transfer']['seed']}+k), "
-             f"{st['transfer']['n_inner']} inner 82/18 splits; subsets chosen by the closed-form ridge screen "
-             "(every subset of up to 13 hidden states), test accuracy of scikit-learn LogisticRegression "
-             "(saga, tol 0.01, max_iter 200, C 10)",
-             f"- limited data: {st['limited'].get('test', 'one outer split per seed')}; train-dev cut to each fraction "
-             f"(nested prefixes of a permutation drawn with each of {len(st['limited']['seeds'])} seeds), LC chosen on "
-             "the cut part",
-             f"- command: `{env.get('command', '')}`",
-             f"- date: {env.get('date', '')}; machine: {env.get('machine', {}).get('platform', '')}, "
-             f"{env.get('machine', {}).get('cpu_count', '')} CPUs; versions: "
-             + ", ".join(f"{k} {v}" for k, v in env.get("versions", {}).items()), ""]
-    for kind, unit in (("sts", "Spearman"), ("transfer", "accuracy")):
-        if not result[kind]:
-            continue
-        label = "STS" if kind == "sts" else "transfer"
-        lines += [f"## (a) Number of layers N, {label}", ""]
-        if f"n_layers_{kind}" in figures:
-            lines += [f"![number of layers, {label}]({figures[f'n_layers_{kind}']})", ""]
-        lines += _size_table(result[kind], unit) + ["", f"## (b) Excluding one hidden state, {label}", ""]
-        if f"exclude_{kind}" in figures:
-            lines += [f"![excluding a layer, {label}]({figures[f'exclude_{kind}']})", ""]
-        lines += _without_table(result[kind]) + [""]
-    if result["limited"]:
-        lines += ["## (c) Limited training data: LC against last-layer mean", ""]
-        if "limited" in figures:
-            lines += [f"![limited data]({figures['limited']})", ""]
-        names = list(result["limited"])
-        lines += ["| train-dev fraction | " + " | ".join(f"{_label(n)}: n / LC / last / Δ" for n in names) + " |",
-                  "|---|" + "---|" * len(names)]
-        fr = list(result["limited"][names[0]]["result"])
-        for f in fr:
-            cells = []
-            for n in names:
-                r = result["limited"][n]["result"][f]
-                lc, last = _ms(r["lc"]), _ms(r["last"])
-                cells.append(f"{r['n_train']} / {fmt(*lc)} / {fmt(*last)} / {lc[0] - last[0]:+.2f}")
-            lines.append(f"| 1/{round(1 / float(f))} | " + " | ".join(cells) + " |")
-        lines += ["", "(Test accuracy x100, mean ± std over seeds.)", ""]
-    done = {k: v for kind in ("sts", "transfer", "limited") for k, v in
-            ((f"{kind}:{n}", p) for n, p in result[kind].items())}
-    lines += ["## Time", "", "Wall-clock seconds on the 2-core machine; a load average above ~2 means other jobs shared "
-              "the cores (parts finished before these were recorded show 'not recorded').", "",
-              "| part | seconds | finished | load avg at finish |", "|---|---|---|---|"]
-    lines += [f"| {k} | {v['seconds']:.1f} | {v.get('finished', 'not recorded')} | "
-              f"{v['load_average_at_finish'][0] if 'load_average_at_finish' in v else 'not recorded'} |"
-              for k, v in done.items()] + [""]
-    return "\n".join(lines)
-
-
-def write_ablation_outputs(result: dict, output: str | Path) -> dict[str, Path]:
-    """``ablations-<model>.json``, ``.md`` and the PNG figures in ``output``."""
-    out = Path(output)
-    stem = f"ablations-{Path(result['model']['name']).name}"
-    paths: dict[str, Path] = {}
-    rel: dict[str, str] = {}
-    for kind, unit in (("sts", "Spearman x100"), ("transfer", "accuracy x100")):
-        block = result[kind]
-        if not block:
-            continue
-        series = {}
-        for n, p in block.items():
-            sizes = sorted(int(s) for s in p["result"]["by_size"])
-            ms = [_ms(p["result"]["by_size"][str(s)]) for s in sizes]
-            series[_label(n)] = (sizes, [a for a, _ in ms], [b for _, b in ms])
-        name = f"n_layers_{kind}"
-        paths[name] = plot_lines(series, out / f"{stem}-{name}.png", title=f"{result['model']['name']}: best subset "
-                                 f"of N hidden states chosen on dev, test score ({kind})", xlabel="N",
-                                 ylabel=f"test {unit}")
-        series = {}
-        for n, p in block.items():
-            layers = sorted(int(s) for s in p["result"]["without"])
-            best = np.asarray(p["result"]["best"])
-            d = [np.asarray(p["result"]["without"][str(l)]) - best for l in layers]
-            series[_label(n)] = (layers, [x.mean() for x in d], [x.std() for x in d])
-        name = f"exclude_{kind}"
-        paths[name] = plot_lines(series, out / f"{stem}-{name}.png", title=f"{result['model']['name']}: excluding one "
-                                 f"hidden state, change of the test score ({kind})", xlabel="hidden state excluded "
-                                 "(0 = embedding output)", ylabel=f"Δ test {unit}", zero_line=True,
-                                 xticks=range(result["model"]["n_layers"] + 1))
-    if result["limited"]:
-        series = {}
-        for n, p in result["limited"].items():
-            fr = list(p["result"])
-            x = [float(f) for f in fr]
-            for method in ("lc", "last"):
-                ms = [_ms(p["result"][f][method]) for f in fr]
-                series[f"{_label(n)} {'LC' if method == 'lc' else 'last-layer mean'}"] = (x, [a for a, _ in ms], [b for _, b in ms])
-        paths["limited"] = plot_lines(series, out / f"{stem}-limited.png", title=f"{result['model']['name']}: limited "
-                                      "training data, test accuracy", xlabel="fraction of the train-dev part kept",
-                                      ylabel="test accuracy x100", log2_x=True, xticks=x,
-                                      xticklabels=[f"1/{round(1 / v)}" for v in x])
-    rel = {k: Path(p).name for k, p in paths.items()}
-    paths["json"] = write_json(out / f"{stem}.json", result)
-    paths["markdown"] = write_text(out / f"{stem}.md", render_ablation_markdown(result, rel))
-    return paths
+    raise TypeError(f"cannot write a {type(o).__name__} to JSON")

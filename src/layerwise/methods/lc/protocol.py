@@ -22,7 +22,7 @@ from layerwise.evaluation.sts import sts_scores
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LCSplit", "LCResult", "run_bert_lc", "split_indices"]
+__all__ = ["LCProtocol", "LCSplit", "LCResult", "run_bert_lc", "split_indices"]
 
 
 def split_indices(n: int, *, dev_size: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -74,87 +74,92 @@ class LCResult:
         d["summary"] = {"spearman": self.summary("spearman"), "pearson": self.summary("pearson")}
         return d
 
-
-def _check_inputs(stack1, stack2, gold, groups, aggregation: str, n_splits: int):
-    """Gold (n,) and groups (n,) or None, checked before any search; the first problem raises ValueError."""
-    from layerwise.evaluation.sts import check_gold
-
-    if aggregation not in AGGREGATIONS:
-        raise ValueError(f"unknown aggregation {aggregation!r}; valid: {', '.join(AGGREGATIONS)}")
-    gold = check_gold(gold)
-    n = len(gold)
-    if len(stack1) != n or len(stack2) != n:
-        raise ValueError(f"{len(stack1)} and {len(stack2)} encoded sentences for {n} gold scores")
-    if n_splits < 1:
-        raise ValueError(f"n_splits must be at least 1, got {n_splits}")
-    if groups is not None:
-        groups = np.asarray(groups)
-        if groups.shape != (n,):
-            raise ValueError(f"groups has shape {groups.shape} but there are {n} pairs; pass one group per pair")
-    return gold, groups
+    @classmethod
+    def from_dict(cls, d: dict) -> "LCResult":
+        """Back from :meth:`to_dict` (or its JSON: size keys as strings, tuples as lists); the summary is recomputed."""
+        splits = [LCSplit(**{**s, "layers": tuple(s["layers"]),
+                             "best_by_size": {int(k): v for k, v in s["best_by_size"].items()}})
+                  for s in d["splits"]]
+        return cls(d["aggregation"], d["dev_size"], d["n_states"], d["max_layers"], splits)
 
 
-def _score_methods(s1: LayerStack, s2: LayerStack, gold: np.ndarray, groups, aggregation: str,
-                   methods: list[Pooling], head, layers) -> tuple[dict, dict]:
-    """Test scores and pooling specs of every method on the test pairs; "lc_mlp" too when ``head`` is given."""
-    test_scores = {p.name: sts_scores(p(s1), p(s2), gold, groups=groups, aggregation=aggregation) for p in methods}
-    poolings = {p.name: p.to_dict() for p in methods}
-    if head is not None:
-        test_scores["lc_mlp"] = sts_scores(head_pooling(s1, layers, *head), head_pooling(s2, layers, *head),
-                                           gold, groups=groups, aggregation=aggregation)
-        poolings["lc_mlp"] = {"name": "lc_mlp", "kind": "head", "layers": list(layers)}
-    return test_scores, poolings
+@dataclass(frozen=True)
+class LCProtocol:
+    """The settings of the dev/test protocol (all of them change its numbers)."""
+
+    aggregation: str = "all"  # how subsets of a data set are combined into one score (evaluation.metrics)
+    n_splits: int = 5  # seeded dev/test splits; split k uses seed + k
+    dev_size: int = 350  # dev pairs per split
+    seed: int = 0
+    max_layers: int | None = None  # largest subset searched (None: LayerSubsetSearch's default)
+
+    def __post_init__(self) -> None:
+        if self.aggregation not in AGGREGATIONS:
+            raise ValueError(f"unknown aggregation {self.aggregation!r}; valid: {', '.join(AGGREGATIONS)}")
+        if self.n_splits < 1:
+            raise ValueError(f"n_splits must be at least 1, got {self.n_splits}")
 
 
 def run_bert_lc(
     stack1: LayerStack,
     stack2: LayerStack,
     gold: np.ndarray,
+    protocol: LCProtocol = LCProtocol(),
     *,
     groups: np.ndarray | None = None,
-    aggregation: str = "all",
-    n_splits: int = 5,
-    dev_size: int = 350,
-    seed: int = 0,
-    max_layers: int | None = None,
     head: tuple[np.ndarray, np.ndarray] | None = None,
     show_progress: bool | None = None,
 ) -> LCResult:
-    """Run the protocol on pairs ``(stack1[i], stack2[i])`` with gold scores ``gold`` (n,).
+    """Run the protocol on pairs ``(stack1[i], stack2[i])`` with gold scores ``gold`` (n,); ``groups`` (n,) names
+    each pair's subset.
 
-    Split ``k`` uses seed ``seed + k``; the random-subset baseline of split ``k`` is drawn with the same seed.
-    ``head`` = the checkpoint's trained pooler head ``(W, b)`` adds "lc_mlp": LC's subset fed through it.
+    Split ``k`` uses seed ``protocol.seed + k``; the random-subset baseline of split ``k`` is drawn with the same
+    seed. ``head`` = the checkpoint's trained pooler head ``(W, b)`` adds "lc_mlp": LC's subset fed through it.
     """
-    gold, groups = _check_inputs(stack1, stack2, gold, groups, aggregation, n_splits)
+    from layerwise.evaluation.sts import check_gold
+
+    gold = check_gold(gold)
     n = len(gold)
-    n_states = stack1.n_states
-    result = LCResult(aggregation=aggregation, dev_size=dev_size, n_states=n_states, max_layers=0)
-    for k in range(n_splits):
-        split_seed = seed + k
-        dev, test = split_indices(n, dev_size=dev_size, seed=split_seed)
-        g_dev = None if groups is None else groups[dev]
-        g_test = None if groups is None else groups[test]
-        t0 = time.perf_counter()
-        search = LayerSubsetSearch(
-            max_layers=max_layers, aggregation=aggregation, show_progress=show_progress
-        ).fit(stack1.mean[dev], stack2.mean[dev], gold[dev], groups=g_dev)
-        seconds = time.perf_counter() - t0
-        result.max_layers = search.max_layers_
-        methods: list[Pooling] = baseline_poolings(
-            n_states, seed=split_seed, has_pooler=stack1.pooler is not None
-        )
-        methods.append(Pooling("lc", "mean", search.best_layers_))
-        test_scores, poolings = _score_methods(stack1.take(test), stack2.take(test), gold[test], g_test,
-                                               aggregation, methods, head, search.best_layers_)
-        best_by_size = {s: {"layers": list(ls), "dev_spearman": v} for s, (ls, v) in search.best_by_size().items()}
-        result.splits.append(LCSplit(
-            seed=split_seed, n_dev=len(dev), n_test=len(test), layers=search.best_layers_,
-            dev_spearman=search.best_score_, test=test_scores, poolings=poolings, best_by_size=best_by_size,
-            search_seconds=seconds, n_subsets=len(search.scores_),
-        ))
-        logger.info(
-            "split %d (seed %d): chose %s, dev %.2f, test %.2f (last %.2f) in %.2fs",
-            k, split_seed, search.best_layers_, search.best_score_,
-            test_scores["lc"]["spearman"], test_scores["last"]["spearman"], seconds,
-        )
+    if len(stack1) != n or len(stack2) != n:
+        raise ValueError(f"{len(stack1)} and {len(stack2)} encoded sentences for {n} gold scores")
+    if groups is not None and np.asarray(groups).shape != (n,):
+        raise ValueError(f"groups has shape {np.asarray(groups).shape} but there are {n} pairs; pass one group per pair")
+    pairs = (stack1, stack2, gold, None if groups is None else np.asarray(groups))
+    result = LCResult(aggregation=protocol.aggregation, dev_size=protocol.dev_size, n_states=stack1.n_states,
+                      max_layers=0)
+    for k in range(protocol.n_splits):
+        split, result.max_layers = _one_split(pairs, protocol, protocol.seed + k, head, show_progress)
+        result.splits.append(split)
+        logger.info("split %d (seed %d): chose %s, dev %.2f, test %.2f (last %.2f) in %.2fs", k, split.seed,
+                    split.layers, split.dev_spearman, split.test["lc"]["spearman"], split.test["last"]["spearman"],
+                    split.search_seconds)
     return result
+
+
+def _one_split(pairs: tuple, protocol: LCProtocol, split_seed: int, head, show_progress) -> tuple[LCSplit, int]:
+    """One dev/test split: the exact search on dev, LC and the baselines on test. Returns (split, max_layers)."""
+    stack1, stack2, gold, groups = pairs
+    agg = protocol.aggregation
+    dev, test = split_indices(len(gold), dev_size=protocol.dev_size, seed=split_seed)
+    g_dev = None if groups is None else groups[dev]
+    g_test = None if groups is None else groups[test]
+    t0 = time.perf_counter()
+    search = LayerSubsetSearch(max_layers=protocol.max_layers, aggregation=agg, show_progress=show_progress).fit(
+        stack1.mean[dev], stack2.mean[dev], gold[dev], groups=g_dev)
+    seconds = time.perf_counter() - t0
+    methods: list[Pooling] = baseline_poolings(stack1.n_states, seed=split_seed, has_pooler=stack1.pooler is not None)
+    methods.append(Pooling("lc", "mean", search.best_layers_))
+    s1, s2 = stack1.take(test), stack2.take(test)
+    test_scores = {p.name: sts_scores(p(s1), p(s2), gold[test], groups=g_test, aggregation=agg) for p in methods}
+    poolings = {p.name: p.to_dict() for p in methods}
+    if head is not None:
+        layers = search.best_layers_
+        test_scores["lc_mlp"] = sts_scores(head_pooling(s1, layers, *head), head_pooling(s2, layers, *head),
+                                           gold[test], groups=g_test, aggregation=agg)
+        poolings["lc_mlp"] = {"name": "lc_mlp", "kind": "head", "layers": list(layers)}
+    split = LCSplit(seed=split_seed, n_dev=len(dev), n_test=len(test), layers=search.best_layers_,
+                    dev_spearman=search.best_score_, test=test_scores, poolings=poolings,
+                    best_by_size={s: {"layers": list(ls), "dev_spearman": v}
+                                  for s, (ls, v) in search.best_by_size().items()},
+                    search_seconds=seconds, n_subsets=len(search.scores_))
+    return split, search.max_layers_

@@ -16,7 +16,7 @@ one Gram matrix of the concatenated layers, so every subset and every inner spli
 ``d x d`` solve. The ``shortlist`` best subsets by that score then get the real SAGA inner cross-validation
 and the best of those is chosen (``shortlist=1``: the ridge choice is taken as it is; ``shortlist=None``:
 exhaustive SAGA over every subset, the slow reference). What the shortcut costs is measured, not assumed:
-see the shortcut check of ``scripts/transfer_results.py`` (``--check-task``, ``--check-splits``).
+see ``methods/lc/transfer_check.py`` (run with the ``transfer`` results page, shown on it).
 
 Pair tasks (MRPC) use SentEval's features ``[u, v, |u - v|, u * v]`` of the two sentences' combinations;
 those are not linear in the layers, so their Gram matrices are computed per subset (slower, same result).
@@ -28,22 +28,27 @@ from __future__ import annotations
 
 import itertools
 import logging
-import math
 import time
-import warnings
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from layerwise.methods.lc.features import TransferFeatures, pair_features
-from layerwise.methods.lc.ridge_screen import DEFAULT_RIDGE_ALPHA, RidgeScreen
-from layerwise.pooling import named_selections, random_layers
+from layerwise.evaluation.classification import (
+    CLASSIFIER,
+    fit_logreg,
+    inner_splits,
+    logreg_accuracy,
+    outer_splits,
+    parallel_map,
+)
+from layerwise.layers import LayerStack, validate_layers
+from layerwise.methods.lc.screen import DEFAULT_RIDGE_ALPHA, RidgeScreen
+from layerwise.pooling import apply_head, named_selections, random_layers
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
     "CLASSIFIER",
-    "DEFAULT_RIDGE_ALPHA",
     "TransferFeatures",
     "RidgeScreen",
     "all_subsets",
@@ -55,13 +60,11 @@ __all__ = [
     "pair_features",
     "relative_error_reduction",
     "run_transfer",
+    "TransferProtocol",
     "TransferSplit",
     "TransferResult",
 ]
 
-# scikit-learn LogisticRegression arguments of the paper's classifier. C = 10 is our reading of the
-# paper's "regularization parameter 10" (scikit-learn's C is the inverse of the penalty strength).
-CLASSIFIER = {"solver": "saga", "tol": 0.01, "max_iter": 200, "C": 10.0}
 
 
 def default_max_layers(n_states: int) -> int:
@@ -74,6 +77,13 @@ def all_subsets(n_states: int, max_layers: int) -> list[tuple[int, ...]]:
     if not 1 <= max_layers:
         raise ValueError(f"max_layers must be at least 1, got {max_layers}")
     return [c for k in range(1, min(max_layers, n_states) + 1) for c in itertools.combinations(range(n_states), k)]
+
+
+def pair_features(u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """SentEval's pair features ``[u, v, |u - v|, u * v]``: (n, 4d) from two (n, d) arrays."""
+    if u.shape != v.shape:
+        raise ValueError(f"pair_features needs equal shapes, got {u.shape} and {v.shape}")
+    return np.concatenate([u, v, np.abs(u - v), u * v], axis=1)
 
 
 def relative_error_reduction(acc_method: float, acc_baseline: float) -> float:
@@ -89,89 +99,74 @@ def relative_error_reduction(acc_method: float, acc_baseline: float) -> float:
 
 
 # ----------------------------------------------------------------------------------------------
-# Splits
+# Features
 
 
-def _stratify(labels: np.ndarray, test_fraction: float) -> np.ndarray | None:
-    """Labels to stratify on, or None when a class is too small for a stratified split."""
-    counts = np.bincount(labels)
-    counts = counts[counts > 0]
-    n_test = math.ceil(test_fraction * len(labels))
-    if counts.min() < 2 or n_test < len(counts) or len(labels) - n_test < len(counts):
-        return None
-    return labels
+@dataclass(frozen=True)
+class TransferFeatures:
+    """Per-layer vectors of one task's examples and their labels.
 
-
-def _check_n_splits(n_splits, which: str) -> None:
-    if isinstance(n_splits, bool) or not isinstance(n_splits, (int, np.integer)) or n_splits < 1:
-        raise ValueError(f"{which} splits must be a whole number of at least 1, got {n_splits!r}; e.g. 10")
-
-
-def outer_splits(labels: np.ndarray, *, n_splits: int, test_fraction: float = 0.15, seed: int = 0):
-    """``(train_dev, test)`` index arrays of ``n_splits`` seeded stratified splits (split k: ``seed + k``)."""
-    from sklearn.model_selection import train_test_split
-
-    _check_n_splits(n_splits, "outer")
-    labels = np.asarray(labels)
-    idx = np.arange(len(labels))
-    out = []
-    for k in range(n_splits):
-        tr, te = train_test_split(idx, test_size=test_fraction, random_state=seed + k,
-                                  stratify=_stratify(labels, test_fraction))
-        out.append((np.sort(tr), np.sort(te)))
-    return out
-
-
-def inner_splits(labels: np.ndarray, *, n_splits: int, dev_fraction: float = 0.18, seed: int = 0):
-    """``n_splits`` seeded stratified 82/18 splits of positions ``0 .. len(labels)-1``: list of (train, dev)."""
-    _check_n_splits(n_splits, "inner")
-    from sklearn.model_selection import ShuffleSplit, StratifiedShuffleSplit
-
-    labels = np.asarray(labels)
-    strat = _stratify(labels, dev_fraction)
-    if strat is None:
-        splitter = ShuffleSplit(n_splits=n_splits, test_size=dev_fraction, random_state=seed)
-        it = splitter.split(labels)
-    else:
-        splitter = StratifiedShuffleSplit(n_splits=n_splits, test_size=dev_fraction, random_state=seed)
-        it = splitter.split(np.zeros(len(labels)), labels)
-    return [(np.sort(a), np.sort(b)) for a, b in it]
-
-
-# ----------------------------------------------------------------------------------------------
-# The classifier
-
-
-def fit_logreg(x: np.ndarray, y: np.ndarray, *, seed: int = 0, **overrides):
-    """The paper's classifier fitted on ``x`` (n, p), ``y`` (n,): scikit-learn's LogisticRegression (SAGA).
-
-    A training part with a single class cannot be fitted by scikit-learn; a constant predictor of that
-    class is returned instead (it happens only with tiny training sets in the limited-data ablation).
+    ``first`` (and, for pair tasks, ``second``) are layer stacks of n examples; ``labels`` (n,) ints in
+    ``0 .. n_classes - 1``. ``head`` is the checkpoint's trained pooler head ``(weight, bias)`` for LC + MLP,
+    or None.
     """
-    from sklearn.dummy import DummyClassifier
-    from sklearn.exceptions import ConvergenceWarning
-    from sklearn.linear_model import LogisticRegression
 
-    if len(np.unique(y)) < 2:
-        return DummyClassifier(strategy="most_frequent").fit(x, y)
-    params = {**CLASSIFIER, **overrides}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)  # SAGA at tol 0.01 / 200 iterations, as the paper
-        return LogisticRegression(random_state=seed, **params).fit(x, y)
+    first: LayerStack
+    labels: np.ndarray
+    n_classes: int
+    second: LayerStack | None = None
+    head: tuple[np.ndarray, np.ndarray] | None = None
 
+    def __post_init__(self) -> None:
+        labels = np.asarray(self.labels, dtype=np.int64)
+        object.__setattr__(self, "labels", labels)
+        n = len(self.first)
+        if n == 0:
+            raise ValueError("TransferFeatures needs at least one example")
+        if labels.shape != (n,):
+            raise ValueError(f"{labels.shape[0] if labels.ndim else 0} labels for {n} encoded examples")
+        if self.second is not None and (len(self.second) != n or self.second.mean.shape != self.first.mean.shape):
+            raise ValueError(f"second stack of shape {self.second.mean.shape} does not match {self.first.mean.shape}")
+        if labels.min() < 0 or labels.max() >= self.n_classes:
+            raise ValueError(f"labels must lie in [0, {self.n_classes}), got {labels.min()}..{labels.max()}")
 
-def logreg_accuracy(x_train, y_train, x_test, y_test, *, seed: int = 0) -> float:
-    """Test accuracy (0..1) of :func:`fit_logreg` trained on the training part."""
-    return float(fit_logreg(x_train, y_train, seed=seed).score(x_test, y_test))
+    def __len__(self) -> int:
+        return len(self.first)
 
+    @property
+    def n_states(self) -> int:
+        return self.first.n_states
 
-def _parallel(jobs: list, n_jobs: int) -> list:
-    """Run zero-argument callables, in threads when n_jobs > 1 (SAGA releases the GIL)."""
-    if n_jobs <= 1 or len(jobs) <= 1:
-        return [job() for job in jobs]
-    from joblib import Parallel, delayed
+    @property
+    def is_pair(self) -> bool:
+        return self.second is not None
 
-    return Parallel(n_jobs=n_jobs, prefer="threads")(delayed(job)() for job in jobs)
+    def take(self, idx) -> "TransferFeatures":
+        idx = np.asarray(idx, dtype=np.int64)
+        return TransferFeatures(
+            first=self.first.take(idx), labels=self.labels[idx], n_classes=self.n_classes,
+            second=None if self.second is None else self.second.take(idx), head=self.head,
+        )
+
+    def features(self, layers, kind: str = "mean", *, head: bool = False, rows=None) -> np.ndarray:
+        """Classifier input of the combination of ``layers`` (``kind`` "mean" or "cls") for ``rows`` (default
+        all): (n_rows, d), or (n_rows, 4d) for pair tasks. ``head=True`` feeds it through the pooler head (LC + MLP).
+        """
+        layers = list(validate_layers(layers, self.n_states))
+        if head and self.head is None:
+            raise ValueError("this model has no trained pooler head: LC + MLP is not available")
+        if kind not in ("mean", "cls"):
+            raise ValueError(f"unknown kind {kind!r}; valid: 'mean', 'cls'")
+        rows = np.arange(len(self)) if rows is None else np.asarray(rows, dtype=np.int64)
+
+        def one(stack: LayerStack) -> np.ndarray:
+            src = stack.mean if kind == "mean" else stack.cls
+            x = src[np.ix_(rows, layers)].mean(axis=1)
+            return apply_head(x, *self.head) if head else x
+
+        u = one(self.first)
+        return u if self.second is None else pair_features(u, one(self.second))
+
 
 
 # ----------------------------------------------------------------------------------------------
@@ -206,6 +201,7 @@ class TransferResult:
     seed: int
     subsets: list[tuple[int, ...]]
     classifier: dict = field(default_factory=lambda: dict(CLASSIFIER))
+    ridge_alpha: float = DEFAULT_RIDGE_ALPHA  # files written before this field existed used the default
     splits: list[TransferSplit] = field(default_factory=list)
 
     @property
@@ -246,14 +242,14 @@ def _key(layers) -> str:
 
 
 def choose_subset(data: TransferFeatures, rows: np.ndarray, splits, subsets, *, shortlist: int | None,
-                  seed: int, n_jobs: int = 1, ridge_alpha: float = DEFAULT_RIDGE_ALPHA, screen_dim: int | None = None,
-                  screen: RidgeScreen | None = None):
+                  seed: int, n_jobs: int = 1, screen: RidgeScreen | None = None):
     """LC's choice on the training rows ``rows``: (layers, inner accuracy x100, screen x100, shortlist scores).
 
-    Pass the same ``screen`` (a ``RidgeScreen`` of ``data``) to successive calls to reuse its sums over all rows.
+    ``screen``: the ``RidgeScreen`` of ``data`` to use (its alpha and projection; default: ``RidgeScreen(data)``);
+    pass the same one to successive calls to reuse its sums over all rows.
     """
     if screen is None:
-        screen = RidgeScreen(data, alpha=ridge_alpha, dim=screen_dim)
+        screen = RidgeScreen(data)
     screen = screen.scores(rows, splits, subsets).mean(1) * 100
     order = np.argsort(-screen, kind="stable")
     k = len(subsets) if shortlist is None else min(int(shortlist), len(subsets))
@@ -264,7 +260,7 @@ def choose_subset(data: TransferFeatures, rows: np.ndarray, splits, subsets, *, 
     y = data.labels[rows]
     feats = {s: data.features(s, rows=rows) for s in cand}
     jobs = [(s, tr, dev) for s in cand for tr, dev in splits]
-    accs = _parallel([
+    accs = parallel_map([
         (lambda s=s, tr=tr, dev=dev: logreg_accuracy(feats[s][tr], y[tr], feats[s][dev], y[dev], seed=seed))
         for s, tr, dev in jobs], n_jobs)
     per = {s: 100 * float(np.mean(accs[i * len(splits):(i + 1) * len(splits)])) for i, s in enumerate(cand)}
@@ -284,51 +280,73 @@ def baseline_layers(n_states: int, *, seed: int) -> dict[str, tuple[str, tuple[i
     }
 
 
+@dataclass(frozen=True)
+class TransferProtocol:
+    """The settings of the transfer protocol that change its numbers (a resume key includes all of them)."""
+
+    n_outer: int = 10  # seeded stratified 85/15 outer splits; split k uses seed + k
+    n_inner: int = 10  # seeded stratified 82/18 inner splits that choose the subset
+    max_layers: int | None = None  # largest subset (None: default_max_layers)
+    shortlist: int | None = 1  # subsets re-scored by SAGA after the ridge screen (None: all, exhaustive)
+    seed: int = 0
+    ridge_alpha: float = DEFAULT_RIDGE_ALPHA  # ridge screen penalty x mean feature variance
+    screen_dim: int | None = None  # project on the top principal directions for the screen only (None: full)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TransferProtocol":
+        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
+
 def run_transfer(
     data: TransferFeatures,
+    protocol: TransferProtocol = TransferProtocol(),
     *,
     task: str = "task",
-    n_outer: int = 10,
-    n_inner: int = 10,
-    max_layers: int | None = None,
-    shortlist: int | None = 1,
-    seed: int = 0,
     n_jobs: int = 1,
-    ridge_alpha: float = DEFAULT_RIDGE_ALPHA,
-    screen_dim: int | None = None,
     previous: TransferResult | None = None,
     on_split=None,
     progress=None,
 ) -> TransferResult:
     """The protocol on one task. Outer splits found in ``previous`` (same settings) are reused, so a cut-off
     run continues where it stopped; ``on_split(result)`` is called after each new split (e.g. to save it)."""
+    p = protocol
     n_states = data.n_states
-    max_layers = default_max_layers(n_states) if max_layers is None else int(max_layers)
+    max_layers = default_max_layers(n_states) if p.max_layers is None else int(p.max_layers)
     subsets = all_subsets(n_states, max_layers)
     result = TransferResult(task=task, n_examples=len(data), n_classes=data.n_classes, n_states=n_states,
-                            max_layers=max_layers, shortlist=shortlist, screen_dim=screen_dim, n_outer=n_outer,
-                            n_inner=n_inner,
-                            seed=seed, subsets=subsets)
+                            max_layers=max_layers, shortlist=p.shortlist, screen_dim=p.screen_dim, n_outer=p.n_outer,
+                            n_inner=p.n_inner, seed=p.seed, subsets=subsets, ridge_alpha=p.ridge_alpha)
     if previous is not None and _same_settings(previous, result):
         result.splits = list(previous.splits)
-    ridge = RidgeScreen(data, alpha=ridge_alpha, dim=screen_dim)  # one per task: its full-data sums are reused
-    for k, (td, te) in enumerate(outer_splits(data.labels, n_splits=n_outer, seed=seed)):
+    ridge = RidgeScreen(data, alpha=p.ridge_alpha, dim=p.screen_dim)  # one per task: its full-data sums are reused
+    for k, (td, te) in enumerate(outer_splits(data.labels, n_splits=p.n_outer, seed=p.seed)):
         if k < len(result.splits):
             if progress is not None:
                 progress.update(1)
             continue
-        split_seed = seed + k
+        split_seed = p.seed + k
         t0 = time.perf_counter()
-        splits = inner_splits(data.labels[td], n_splits=n_inner, seed=split_seed)
-        layers, inner, screen, short = choose_subset(data, td, splits, subsets, shortlist=shortlist, seed=split_seed,
+        splits = inner_splits(data.labels[td], n_splits=p.n_inner, seed=split_seed)
+        layers, inner, screen, short = choose_subset(data, td, splits, subsets, shortlist=p.shortlist, seed=split_seed,
                                                      n_jobs=n_jobs, screen=ridge)
         t1 = time.perf_counter()
         methods = {**baseline_layers(n_states, seed=split_seed), "lc": ("mean", tuple(layers))}
-        test, poolings = _test_methods(data, td, te, methods, tuple(layers), split_seed, n_jobs)
+        jobs, names = [], []
+        for name, (kind, ls) in methods.items():
+            names.append(name)
+            jobs.append(lambda kind=kind, ls=ls: subset_accuracy(data, td, te, ls, kind=kind, seed=split_seed))
+        if data.head is not None:
+            names.append("lc_mlp")
+            jobs.append(lambda: subset_accuracy(data, td, te, tuple(layers), head=True, seed=split_seed))
+        accs = parallel_map(jobs, n_jobs)
+        poolings = {n: list(methods[n][1]) if n in methods else list(layers) for n in names}
         result.splits.append(TransferSplit(
             seed=split_seed, n_train=len(td), n_test=len(te), layers=tuple(int(x) for x in layers),
             inner_accuracy=inner, screen=[round(float(v), 4) for v in screen], shortlist=short,
-            test=test, poolings=poolings,
+            test={n: 100 * a for n, a in zip(names, accs)}, poolings=poolings,
             seconds={"screen_and_shortlist": t1 - t0, "test": time.perf_counter() - t1},
         ))
         logger.info("%s split %d: chose %s (inner %.2f), test lc %.2f vs last %.2f", task, k, layers, inner,
@@ -338,20 +356,6 @@ def run_transfer(
         if progress is not None:
             progress.update(1)
     return result
-
-
-def _test_methods(data: TransferFeatures, td, te, methods: dict, layers: tuple, seed: int, n_jobs: int):
-    """Test accuracy x100 of every method (and LC + MLP when the data has a head) and their pooling layers."""
-    jobs, names = [], []
-    for name, (kind, ls) in methods.items():
-        names.append(name)
-        jobs.append(lambda kind=kind, ls=ls: subset_accuracy(data, td, te, ls, kind=kind, seed=seed))
-    if data.head is not None:
-        names.append("lc_mlp")
-        jobs.append(lambda: subset_accuracy(data, td, te, layers, head=True, seed=seed))
-    accs = _parallel(jobs, n_jobs)
-    poolings = {n: list(methods[n][1]) if n in methods else list(layers) for n in names}
-    return {n: 100 * a for n, a in zip(names, accs)}, poolings
 
 
 def subset_accuracy(data: TransferFeatures, train, test, layers, *, kind: str = "mean", head: bool = False,
@@ -364,5 +368,5 @@ def subset_accuracy(data: TransferFeatures, train, test, layers, *, kind: str = 
 
 def _same_settings(a: TransferResult, b: TransferResult) -> bool:
     keys = ("task", "n_examples", "n_classes", "n_states", "max_layers", "shortlist", "screen_dim", "n_outer", "n_inner",
-            "seed", "classifier")
+            "seed", "classifier", "ridge_alpha")
     return all(getattr(a, k) == getattr(b, k) for k in keys) and list(a.subsets) == list(b.subsets)

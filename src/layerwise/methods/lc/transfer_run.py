@@ -1,42 +1,163 @@
-"""End-to-end transfer runs behind ``layerwise transfer``: encode each task once, run the protocol, write results.
+"""End-to-end transfer runs behind ``layerwise transfer`` and the ``transfer`` results page.
 
-Results are written after every outer split (``<output>/transfer-<model>-<task>.json``); running the same
-command again continues where an interrupted run stopped and reuses finished tasks.
+Each task is one part of a :class:`~layerwise.experiments.store.ResultsStore` (page ``transfer``), keyed on
+the model identity (weights, tokenizer, config hashes), max length, dtype, the task's data checksum, every
+protocol option and whether LC + MLP runs. The part is saved (``complete=False``) after every outer split, so
+running the same command again continues where an interrupted run stopped; a finished task is reused without
+encoding anything; a run with any setting changed computes afresh and leaves the other part in place.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from layerwise.data.senteval import TransferData, display_name, load_transfer
-from layerwise.encoders.layer_encoder import LayerEncoder
-from layerwise.methods.lc.transfer import (
-    CLASSIFIER,
-    DEFAULT_RIDGE_ALPHA,
-    TransferFeatures,
-    TransferResult,
-    run_transfer,
-)
-from layerwise.reports import environment, fmt, write_json, write_text
+from layerwise.data.checksum import content_checksum
+from layerwise.data.senteval import TransferData, canonical_task, load_transfer
+from layerwise.encoders.layer_encoder import LayerEncoder, ModelIdentity
+from layerwise.encoders.registry import DEFAULT_MODEL
+from layerwise.evaluation.classification import CLASSIFIER
+from layerwise.experiments.schema import check_schema, stamp
+from layerwise.experiments.store import Part, ResultsStore, model_key
+from layerwise.methods.lc.transfer import TransferFeatures, TransferProtocol, TransferResult, run_transfer
+from layerwise.reports import environment
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["encode_task", "run_transfer_tasks", "render_transfer_markdown", "write_transfer_outputs"]
+__all__ = ["PAGE", "TRANSFER_SCHEMA", "TaskRun", "TransferRun", "TransferRunConfig", "describe_protocol",
+           "encode_task", "run_transfer_tasks", "task_key"]
 
-TRANSFER_LABELS = {
-    "cls": "CLS (last layer)",
-    "last": "mean, last layer",
-    "last_four": "mean, last four",
-    "random": "mean, random subset",
-    "lc": "**LC**",
-    "lc_mlp": "LC + MLP (pooler head)",
-}
+PAGE = "transfer"  # the store page every transfer part lives under
+TRANSFER_SCHEMA = 1
+DEFAULT_TASKS = ("mr", "cr", "subj", "sst2", "sst5", "trec", "mrpc")
+
+
+@dataclass(frozen=True)
+class TransferRunConfig:
+    """What ``run_transfer_tasks`` runs: the model, the tasks, the protocol and how (threads, data folder)."""
+
+    model: str = DEFAULT_MODEL  # built-in name or a local folder
+    tasks: tuple[str, ...] = DEFAULT_TASKS
+    protocol: TransferProtocol = TransferProtocol()
+    head: bool = True  # also LC + MLP when the checkpoint has a trained pooler head
+    n_jobs: int = 2  # parallel classifier fits (threads); does not change the numbers
+    data_dir: str | None = None  # None: $LAYERWISE_DATA
+    encoder_options: dict = field(default_factory=dict)  # LayerEncoder keywords (max_length, dtype, ...)
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "tasks": list(self.tasks), "protocol": self.protocol.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TransferRunConfig":
+        return cls(**{**d, "tasks": tuple(d["tasks"]), "protocol": TransferProtocol.from_dict(d["protocol"])})
+
+
+@dataclass
+class TaskRun:
+    """One task of a transfer run, as stored: the protocol result and how it was computed."""
+
+    task: str
+    model: ModelIdentity
+    result: TransferResult
+    n_examples: int
+    encode_seconds: float  # this invocation's encoding (0 when the task was reused)
+    first_encode_seconds: float  # encoding by the run that started the task
+    protocol_seconds: float  # summed over the invocations that computed splits
+    head: str  # LC + MLP status
+    environment: dict  # of the last invocation that computed splits
+    runs: list[dict] = field(default_factory=list)  # who computed which splits, load average at start and save
+    complete: bool = True
+    data_checksum: str | None = None
+    cache: dict | None = None  # layer-cache counts of this invocation's encoding
+    migrated_from: str | None = None  # the old state file this part was converted from
+
+    def payload(self) -> dict:
+        d = {k: getattr(self, k) for k in ("task", "n_examples", "encode_seconds", "first_encode_seconds",
+                                           "protocol_seconds", "head", "environment", "data_checksum", "cache")}
+        d.update(model=self.model.to_dict(), result=self.result.to_dict())
+        if self.migrated_from:
+            d["migrated_from"] = self.migrated_from
+        return stamp("transfer-task", TRANSFER_SCHEMA, d)
+
+    @classmethod
+    def from_part(cls, part: Part) -> "TaskRun":
+        d = part.payload
+        check_schema(d, "transfer-task", TRANSFER_SCHEMA, where=f"store part {part.page}/{part.name}")
+        return cls(task=d["task"], model=ModelIdentity.from_dict(d["model"]),
+                   result=TransferResult.from_dict(d["result"]), n_examples=d["n_examples"],
+                   encode_seconds=d["encode_seconds"], first_encode_seconds=d["first_encode_seconds"],
+                   protocol_seconds=d["protocol_seconds"], head=d["head"], environment=d["environment"],
+                   runs=list(part.runs), complete=part.complete, data_checksum=d.get("data_checksum"),
+                   cache=d.get("cache"), migrated_from=d.get("migrated_from"))
+
+
+@dataclass
+class TransferRun:
+    """A model's transfer results over several tasks (what ``layerwise transfer`` prints and writes)."""
+
+    model: ModelIdentity
+    protocol: dict  # describe_protocol(): the protocol in words and numbers
+    tasks: dict[str, TaskRun]
+    environment: dict  # of this invocation
+    encoder: dict = field(default_factory=dict)  # max_length, dtype, batch_size
+
+    def to_dict(self) -> dict:
+        tasks = {}
+        for name, t in self.tasks.items():
+            tasks[name] = {**t.payload(), "runs": t.runs, "complete": t.complete}
+            for k in ("kind", "schema", "model"):
+                tasks[name].pop(k)
+        return stamp("transfer", TRANSFER_SCHEMA, {"model": self.model.to_dict(), "encoder": self.encoder,
+                                                   "protocol": self.protocol, "environment": self.environment,
+                                                   "tasks": tasks})
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TransferRun":
+        check_schema(d, "transfer", TRANSFER_SCHEMA)
+        model = ModelIdentity.from_dict(d["model"])
+        tasks = {}
+        for name, t in d["tasks"].items():
+            body = stamp("transfer-task", TRANSFER_SCHEMA, {**t, "model": d["model"]})
+            part = Part(PAGE, name, {}, body, bool(t.get("complete", True)), list(t.get("runs", [])))
+            tasks[name] = TaskRun.from_part(part)
+        return cls(model, d["protocol"], tasks, d["environment"], d.get("encoder", {}))
+
+
+def describe_protocol(protocol: TransferProtocol) -> dict:
+    """The protocol in words and numbers, as results files and pages show it."""
+    p = protocol
+    choice = ("top subset only (the ridge choice)" if p.shortlist == 1 else
+              "every subset (exhaustive)" if p.shortlist is None else f"top {p.shortlist} subsets")
+    projected = (f"; vectors projected on their top {p.screen_dim} principal directions for the screen only"
+                 if p.screen_dim else "")
+    return {
+        "name": "BERT-LC transfer (Hosseini et al. 2023): all splits pooled; stratified outer 85/15 splits; "
+                "inner stratified 82/18 splits choose the subset; logistic regression",
+        "n_outer": p.n_outer, "n_inner": p.n_inner, "seed": p.seed,
+        "outer_seeds": [p.seed + k for k in range(p.n_outer)],
+        "classifier": {"sklearn": "LogisticRegression", **CLASSIFIER,
+                       "note": "C = 10 is our reading of the paper's 'regularization parameter 10'"},
+        "selection": f"closed-form ridge screen of every subset (alpha {p.ridge_alpha:g} x mean feature variance"
+                     f"{projected}), then SAGA inner CV on the {choice}",
+        "shortlist": p.shortlist, "ridge_alpha": p.ridge_alpha, "screen_dim": p.screen_dim,
+    }
+
+
+def task_key(identity: ModelIdentity, encoder: dict, data_checksum: str, task: str, protocol: TransferProtocol,
+             head: bool) -> dict:
+    """Every setting that changes a task's numbers: model, max length, dtype, data, protocol, classifier, head."""
+    return {"model": model_key(identity), "max_length": encoder["max_length"], "dtype": encoder["dtype"],
+            "data": {"task": task, "checksum": data_checksum}, "protocol": protocol.to_dict(),
+            "classifier": dict(CLASSIFIER), "head": bool(head)}
+
+
+def part_name(identity: ModelIdentity, task: str) -> str:
+    return f"{Path(identity.name).name}-{task}"
 
 
 def encode_task(encoder: LayerEncoder, data: TransferData, *, head: bool = True) -> tuple[TransferFeatures, float]:
@@ -61,200 +182,64 @@ def encode_task(encoder: LayerEncoder, data: TransferData, *, head: bool = True)
                             head=pooler_head), seconds
 
 
-def _state_path(output: Path, model_name: str, task: str) -> Path:
-    return output / f"transfer-{Path(model_name).name}-{task}.json"
+def encoder_settings(encoder: LayerEncoder) -> dict:
+    return {"max_length": encoder.max_length, "dtype": encoder.dtype, "batch_size": encoder.batch_size}
 
 
-def _load_previous(path: Path) -> TransferResult | None:
-    if not path.is_file():
-        return None
-    try:
-        return TransferResult.from_dict(json.loads(path.read_text())["result"])
-    except (json.JSONDecodeError, KeyError, TypeError) as exc:
-        raise ValueError(
-            f"cannot resume from {path}: the file is not a transfer result ({exc}); delete it to start that task over"
-        ) from exc
-
-
-def run_transfer_tasks(
-    model: str = "all-MiniLM-L6-v2",
-    tasks=("mr", "cr", "subj", "sst2", "sst5", "trec", "mrpc"),
-    *,
-    output: str | Path = "runs/transfer",
-    data_dir=None,
-    n_outer: int = 10,
-    n_inner: int = 10,
-    max_layers: int | None = None,
-    shortlist: int | None = 1,
-    seed: int = 0,
-    n_jobs: int = 2,
-    ridge_alpha: float = DEFAULT_RIDGE_ALPHA,
-    screen_dim: int | None = None,
-    head: bool = True,
-    encoder_options: dict | None = None,
-    command: list[str] | None = None,
-) -> dict:
-    """The transfer protocol on each task; per-task results files are written (and resumed) under ``output``."""
-    from tqdm.auto import tqdm
-
-    if not tasks:
-        raise ValueError("no transfer tasks given")
-    loaded = {t: load_transfer(t, data_dir=data_dir) for t in tasks}  # fail early on a missing task
-    encoder = LayerEncoder(model, **(encoder_options or {}))
-    output = Path(output)
+def run_transfer_tasks(config: TransferRunConfig, store: ResultsStore, *,
+                       command: list[str] | None = None) -> TransferRun:
+    """The transfer protocol on each task of ``config``; each task is a part of ``store`` (resumed, reused)."""
+    if not config.tasks:
+        raise ValueError("no transfer tasks given; name at least one of mr cr subj sst2 sst5 trec mrpc")
+    tasks = [canonical_task(t) for t in config.tasks]  # fail early on an unknown name
+    loaded = {t: load_transfer(t, data_dir=config.data_dir) for t in tasks}  # ... and on a missing task
+    encoder = LayerEncoder(config.model, **config.encoder_options)
     env = environment(command)
-    out = {"kind": "transfer", "model": encoder.identity.to_dict(),
-           "encoder": {"max_length": encoder.max_length, "dtype": encoder.dtype, "batch_size": encoder.batch_size},
-           "protocol": _protocol(n_outer, n_inner, shortlist, seed, ridge_alpha, screen_dim), "tasks": {},
-           "environment": env}
-    show = logger.isEnabledFor(logging.INFO)
+    out = TransferRun(encoder.identity, describe_protocol(config.protocol), {}, env, encoder_settings(encoder))
     for task, data in loaded.items():
-        features, enc_seconds = encode_task(encoder, data, head=head)
-        path = _state_path(output, encoder.identity.name, data.name)
-        previous = _load_previous(path)
-        t0 = time.perf_counter()
-        prior_seconds, first_encode, prior_env, prior_runs, n_before = 0.0, enc_seconds, env, [], 0
-        if previous is not None and (previous.n_outer, previous.n_inner, previous.shortlist, previous.seed) == (
-                n_outer, n_inner, shortlist, seed):  # its splits will be reused: so is the time they took
-            prior = json.loads(path.read_text())
-            prior_seconds = float(prior.get("protocol_seconds", 0.0))
-            first_encode = float(prior.get("first_encode_seconds", prior.get("encode_seconds", enc_seconds)))
-            prior_env, prior_runs = prior.get("environment", env), run_history(prior)
-            n_before = len(previous.splits)
-
-        def save(result: TransferResult, done: bool = False) -> None:
-            new = len(result.splits) > n_before  # this invocation computed splits: it joins the history
-            runs = prior_runs + ([{"started": env["date"], "command": env["command"],
-                                   "load_at_start": env["machine"].get("load_average_1_5_15"),
-                                   "load_at_save": [round(x, 2) for x in os.getloadavg()],
-                                   "splits": [n_before, len(result.splits)],
-                                   "protocol_seconds": time.perf_counter() - t0}] if new else [])
-            write_json(path, {"task": data.name, "model": out["model"], "protocol": out["protocol"],
-                              "environment": env if new or not prior_runs else prior_env, "n_examples": len(data),
-                              "encode_seconds": enc_seconds, "first_encode_seconds": first_encode,
-                              "protocol_seconds": prior_seconds + (time.perf_counter() - t0 if new else 0.0),
-                              "head": encoder.head_status() if head else "not requested (--no-head)",
-                              "runs": runs, "complete": done, "result": result.to_dict()})
-
-        with tqdm(total=n_outer, desc=f"{data.name} outer splits", unit="split", disable=not show) as bar:
-            result = run_transfer(features, task=data.name, n_outer=n_outer, n_inner=n_inner, max_layers=max_layers,
-                                  shortlist=shortlist, seed=seed, n_jobs=n_jobs, ridge_alpha=ridge_alpha,
-                                  screen_dim=screen_dim, previous=previous, on_split=save, progress=bar)
-        save(result, done=True)
-        saved = json.loads(path.read_text())
-        out["tasks"][data.name] = {"result": result.to_dict(), "n_examples": len(data),
-                                   "encode_seconds": enc_seconds, "protocol_seconds": saved["protocol_seconds"],
-                                   "first_encode_seconds": first_encode, "runs": saved["runs"],
-                                   "cache": None if encoder.cache is None else encoder.cache.last_stats,
-                                   "head": encoder.head_status() if head else "not requested (--no-head)"}
+        out.tasks[task] = _run_task(encoder, data, config, store, env)
     return out
 
 
-def _protocol(n_outer, n_inner, shortlist, seed, ridge_alpha, screen_dim=None) -> dict:
-    return {
-        "name": "BERT-LC transfer (Hosseini et al. 2023): all splits pooled; stratified outer 85/15 splits; "
-                "inner stratified 82/18 splits choose the subset; logistic regression",
-        "n_outer": n_outer, "n_inner": n_inner, "seed": seed, "outer_seeds": [seed + k for k in range(n_outer)],
-        "classifier": {"sklearn": "LogisticRegression", **CLASSIFIER,
-                       "note": "C = 10 is our reading of the paper's 'regularization parameter 10'"},
-        "selection": ("closed-form ridge screen of every subset (alpha "
-                      f"{ridge_alpha:g} x mean feature variance"
-                      + (f"; vectors projected on their top {screen_dim} principal directions for the screen only"
-                         if screen_dim else "") + "), then SAGA inner CV on the "
-                      + ("top subset only (the ridge choice)" if shortlist == 1 else
-                         "every subset (exhaustive)" if shortlist is None else f"top {shortlist} subsets")),
-        "shortlist": shortlist,
-        "ridge_alpha": ridge_alpha,
-        "screen_dim": screen_dim,
-    }
+def _run_task(encoder: LayerEncoder, data: TransferData, config: TransferRunConfig, store: ResultsStore,
+              env: dict) -> TaskRun:
+    """One task: reuse a finished part, continue an unfinished one, or compute it; saved after every split."""
+    from tqdm.auto import tqdm
 
+    checksum = content_checksum(data)
+    key = task_key(encoder.identity, encoder_settings(encoder), checksum, data.name, config.protocol, config.head)
+    name = part_name(encoder.identity, data.name)
+    stored = store.load(PAGE, name, key)
+    previous = TaskRun.from_part(stored) if stored is not None else None
+    if previous is not None and previous.complete:
+        logger.info("%s: finished under the same settings in %s, reused", data.name, store.path(PAGE, name, key))
+        return previous
+    features, enc_seconds = encode_task(encoder, data, head=config.head)
+    head = encoder.head_status() if config.head else "not requested (--no-head)"
+    task = TaskRun(data.name, encoder.identity, None, len(data), enc_seconds,
+                   previous.first_encode_seconds if previous else enc_seconds,
+                   previous.protocol_seconds if previous else 0.0, head, env,
+                   list(previous.runs) if previous else [], False, checksum,
+                   None if encoder.cache is None else encoder.cache.last_stats)
+    n_before, prior_seconds, t0 = len(previous.result.splits) if previous else 0, task.protocol_seconds, time.perf_counter()
+    history = list(task.runs)
 
-def render_transfer_markdown(result: dict, title: str | None = None) -> str:
-    m = result["model"]
-    env = result.get("environment", {})
-    tasks = result["tasks"]
-    names = list(tasks)
-    p = result["protocol"]
-    lines = [f"# {title or 'Transfer tasks with layer combination'}: {m['name']}", "",
-             f"- model: `{m['name']}` ({m.get('hf_id') or m['path']}), {m['n_layers']} layers, hidden states "
-             f"0..{m['n_layers']} (0 = embedding output), weights sha256 `{m['weights_sha256'][:16]}…`",
-             f"- protocol: {p['name']}; {p['n_outer']} outer splits (seeds {p['outer_seeds'][0]}..{p['outer_seeds'][-1]}),"
-             f" {p['n_inner']} inner splits; subsets of at most {next(iter(tasks.values()))['result']['max_layers']} "
-             "hidden states",
-             f"- classifier: scikit-learn LogisticRegression(solver={p['classifier']['solver']}, tol={p['classifier']['tol']}, "
-             f"max_iter={p['classifier']['max_iter']}, C={p['classifier']['C']:g}); {p['classifier']['note']}",
-             f"- subset choice: {p['selection']}",
-             f"- command: `{env.get('command', '')}`",
-             f"- date: {env.get('date', '')}; machine: {env.get('machine', {}).get('platform', '')}, "
-             f"{env.get('machine', {}).get('cpu_count', '')} CPUs; versions: "
-             + ", ".join(f"{k} {v}" for k, v in env.get("versions", {}).items()),
-             "", "## Test accuracy x100 (mean ± std over outer splits)", "",
-             "| method | " + " | ".join(map(display_name, names)) + " | avg |", "|---|" + "---|" * (len(names) + 1)]
-    methods = list(dict.fromkeys(mm for t in tasks.values() for mm in t["result"]["summary"]))
-    for method in methods:
-        cells, vals = [], []
-        for t in names:
-            s = tasks[t]["result"]["summary"].get(method)
-            cells.append(fmt(s["mean"], s["std"]) if s else "n/a")
-            vals.append(s["mean"] if s else np.nan)
-        avg = f"{np.mean(vals):.2f}" if not np.isnan(vals).any() else "n/a"
-        lines.append(f"| {TRANSFER_LABELS.get(method, method)} | " + " | ".join(cells) + f" | {avg} |")
-    lines += ["", "## Relative error reduction of LC, (A_LC − A_B) / (1 − A_B) x100, on the mean accuracies", "",
-              "| baseline B | " + " | ".join(map(display_name, names)) + " | avg |", "|---|" + "---|" * (len(names) + 1)]
-    for b in [x for x in methods if x != "lc"]:
-        vals = [tasks[t]["result"]["relative_error_reduction"].get(b, np.nan) for t in names]
-        lines.append(f"| {TRANSFER_LABELS.get(b, b)} | " + " | ".join(f"{v:+.2f}" for v in vals)
-                     + f" | {np.nanmean(vals):+.2f} |")
-    lines += ["", "## Chosen subsets and time", "",
-              "| task | examples | classes | subsets searched | outer splits done | chosen hidden states (splits) | encode s (first run) | protocol s | run start (UTC), splits: load avg at start → last save | LC + MLP head |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
-    for t in names:
-        r = tasks[t]["result"]
-        counts: dict[tuple, int] = {}
-        for s in r["splits"]:
-            counts[tuple(s["layers"])] = counts.get(tuple(s["layers"]), 0) + 1
-        chosen = ", ".join(f"{k} x{v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
-        lines.append(f"| {display_name(t)} | {tasks[t]['n_examples']} | {r['n_classes']} | {len(r['subsets'])} | "
-                     f"{len(r['splits'])} of {r['n_outer']} | {chosen} | "
-                     f"{_first_encode(tasks[t]):.1f} | {tasks[t]['protocol_seconds']:.1f} | {_load(tasks[t])} | "
-                     f"{tasks[t]['head']} |")
-    total = sum(_first_encode(t) + t["protocol_seconds"] for t in tasks.values())
-    lines += ["", f"Total time: {total / 60:.1f} min (encoding when first run + protocol, summed over tasks; a resumed "
-              "task adds up its parts; encoding is ~0 when the layer-stack cache already held the sentences). "
-              "The load average is that of the 2-core machine: above ~2, other jobs shared the CPU and the times "
-              "are upper bounds.", ""]
-    return "\n".join(lines)
+    def save(result: TransferResult, done: bool = False) -> None:
+        seconds = time.perf_counter() - t0
+        new = len(result.splits) > n_before
+        task.result, task.complete, task.protocol_seconds = result, done, prior_seconds + (seconds if new else 0.0)
+        task.runs = history + ([{"started": env["date"], "command": env["command"],
+                                 "load_at_start": env["machine"].get("load_average_1_5_15"),
+                                 "load_at_save": [round(x, 2) for x in os.getloadavg()],
+                                 "splits": [n_before, len(result.splits)], "protocol_seconds": seconds}]
+                               if new else [])
+        if not new and previous is not None:
+            task.environment = previous.environment
+        store.save(Part(PAGE, name, key, task.payload(), done, task.runs))
 
-
-def run_history(state: dict) -> list[dict]:
-    """The invocations that computed a task's outer splits, oldest first: start time, command, load average at
-    start and at the last save, which splits, protocol seconds. Files written before the history existed give
-    one entry from their environment (load at save unknown)."""
-    if "runs" in state:
-        return list(state["runs"])
-    env = state.get("environment", {})
-    return [{"started": env.get("date"), "command": env.get("command"),
-             "load_at_start": env.get("machine", {}).get("load_average_1_5_15"),
-             "load_at_save": state.get("load_average_at_save"),
-             "splits": [0, len(state.get("result", {}).get("splits", []))],
-             "protocol_seconds": state.get("protocol_seconds")}]
-
-
-def _load(task: dict) -> str:
-    """The table cell of a task's run history (which invocation computed which splits, and the load then)."""
-    def one(r):
-        start, end = r.get("load_at_start"), r.get("load_at_save")
-        return (f"{(r.get('started') or '?')[11:16]}, splits {r['splits'][0]}-{r['splits'][1] - 1}: "
-                f"{start[0] if start else '?'} → {end[0] if end else '?'}")
-    return "; ".join(one(r) for r in task.get("runs", [])) or "not recorded"
-
-
-def _first_encode(task: dict) -> float:
-    return float(task.get("first_encode_seconds", task["encode_seconds"]))
-
-
-def write_transfer_outputs(result: dict, output: str | Path) -> dict[str, Path]:
-    out = Path(output)
-    stem = f"transfer-{Path(result['model']['name']).name}"
-    return {"json": write_json(out / f"{stem}.json", result),
-            "markdown": write_text(out / f"{stem}.md", render_transfer_markdown(result))}
+    show = logger.isEnabledFor(logging.INFO)
+    with tqdm(total=config.protocol.n_outer, desc=f"{data.name} outer splits", unit="split", disable=not show) as bar:
+        result = run_transfer(features, config.protocol, task=data.name, n_jobs=config.n_jobs,
+                              previous=previous.result if previous else None, on_split=save, progress=bar)
+    save(result, done=True)
+    return task

@@ -1,0 +1,58 @@
+"""``layerwise results list | run NAME | render NAME``: the results pages of docs/results, declared in the library."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+__all__ = ["add_parsers"]
+
+
+def add_parsers(sub) -> None:
+    p = sub.add_parser("results", help="results pages: list them, run what their store lacks, render them")
+    p.add_argument("action", choices=["list", "run", "render"],
+                   help="list: the declared pages; run: compute the missing parts, then render; render: write the "
+                        "page from the store only")
+    p.add_argument("name", nargs="?", default=None, help="page name (see `layerwise results list`)")
+    p.add_argument("--data-dir", default=None, help="data folder (default: $LAYERWISE_DATA)")
+    p.add_argument("--store", default="docs/results/state", help="results store folder (default: docs/results/state)")
+    p.add_argument("--output", default="docs/results", help="folder the page is written to (default: docs/results)")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="page switch, repeatable; VALUE is JSON when it parses, else a string "
+                        "(e.g. --option models='[\"all-MiniLM-L6-v2\"]' --option skip_mpnet=true)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(handler=run)
+
+
+def parse_options(pairs: list[str]) -> dict:
+    """``["a=1", "b=x"]`` -> ``{"a": 1, "b": "x"}``; a pair without ``=`` is an error naming it."""
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--option {pair!r} is not KEY=VALUE; write e.g. --option jobs=1")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
+def run(args, command) -> int:
+    from layerwise.experiments import PageContext, ResultsStore, get_page
+    from layerwise.experiments.registry import all_pages
+
+    if args.action == "list":
+        for page in all_pages():
+            print(f"{page.name:20s} {page.method:16s} {page.title}")
+        return 0
+    if args.name is None:
+        raise ValueError(f"`layerwise results {args.action}` needs a page name; see `layerwise results list`")
+    page = get_page(args.name)
+    ctx = PageContext(store=ResultsStore(args.store), output=Path(args.output), data_dir=args.data_dir,
+                      command=tuple(command), options=parse_options(args.option))
+    if args.action == "run":
+        page.run(ctx)
+    for path in page.render(ctx):
+        print(f"wrote {path}")
+    return 0

@@ -1,0 +1,251 @@
+"""The BERT-LC results pages: rendered from the committed store they show the committed numbers; resume keys."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from layerwise.experiments import PageContext, ResultsStore, get_page
+
+RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
+_NUMBER = re.compile(r"[-+−]?\d+(?:\.\d+)?")
+
+
+def table_numbers(markdown: str) -> list[tuple[str, list[str]]]:
+    """(first cell, numbers of the other cells) of every table row, in order; separator rows skipped.
+
+    Cells naming a run's time of day, load average or date (history columns) are left out: they describe when a
+    part was computed, which a re-render does not change but a migration may format differently."""
+    rows = []
+    for line in markdown.splitlines():
+        if not line.startswith("|") or set(line) <= set("|-: "):
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        rows.append((cells[0], [n for c in cells[1:] for n in _NUMBER.findall(c)]))
+    return rows
+
+
+@pytest.mark.parametrize("page", ["lc-sts", "transfer", "ablations"])
+def test_page_renders_the_committed_numbers(page, tmp_path):
+    committed = (RESULTS / f"{page}.md").read_text(encoding="utf-8")
+    ctx = PageContext(store=ResultsStore(RESULTS / "state"), output=tmp_path, command=("layerwise", "test"))
+    get_page(page).render(ctx)
+    again = (tmp_path / f"{page}.md").read_text(encoding="utf-8")
+    want, got = table_numbers(committed), table_numbers(again)
+    assert len(want) > 10 and len(got) == len(want)
+    for w, g in zip(want, got):
+        assert g == w, f"{page}: row {w[0]!r} differs"
+
+
+def test_table_numbers_sees_a_changed_number():
+    a = "| x | 1.00 ± 0.20 | 3 |\n|---|---|---|\n| y | 5 | 6 |"
+    assert table_numbers(a) == [("x", ["1.00", "0.20", "3"]), ("y", ["5", "6"])]
+    assert table_numbers(a.replace("0.20", "0.21")) != table_numbers(a)
+
+
+# ---------------------------------------------------------------------------------------------- resume keys
+
+@pytest.fixture()
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("LAYERWISE_HOME", str(tmp_path / "home"))
+    return tmp_path
+
+
+def _parts(store: ResultsStore, page: str) -> dict[str, dict]:
+    return {p.name + "--" + p.digest: p.payload for p in store.parts(page)}
+
+
+def test_lc_sts_page_resumes_and_any_setting_change_computes_afresh(tiny_bert, home):
+    from conftest import write_stsb
+
+    data = write_stsb(home / "data", n_pairs=24)
+    store = ResultsStore(home / "store")
+    base = {"models": [str(tiny_bert)], "datasets": ["stsb"], "settings": {"n_splits": 2, "dev_size": 10}}
+    page = get_page("lc-sts")
+
+    def run(data_dir=data, **options):
+        ctx = PageContext(store=store, output=home / "out", data_dir=str(data_dir), options={**base, **options})
+        page.run(ctx)
+        return _parts(store, "lc-sts")
+
+    first = run()
+    assert len(first) == 1
+    assert run() == first  # same key: reused, not recomputed (the payload, times included, is unchanged)
+    changes = [dict(settings={**base["settings"], "seed": 1}), dict(settings={**base["settings"], "dev_size": 12}),
+               dict(settings={**base["settings"], "n_splits": 3}), dict(settings={**base["settings"], "max_layers": 2}),
+               dict(settings={**base["settings"], "head": False}), dict(max_length=8), dict(dtype="bfloat16")]
+    seen = dict(first)
+    for change in changes:
+        got = run(**change)
+        assert len(got) == len(seen) + 1, change  # a new part; every earlier one is kept
+        seen = got
+    other = write_stsb(home / "data2", n_pairs=24, seed=5)  # other scores and sentences: another checksum
+    assert len(run(data_dir=other)) == len(seen) + 1
+    page.render(PageContext(store=store, output=home / "out", options=base))
+    assert "stsb" in (home / "out" / "lc-sts.md").read_text().lower()
+
+
+def test_transfer_key_covers_every_protocol_setting_and_a_real_rerun_reuses(tiny_bert, home):
+    from dataclasses import fields, replace
+
+    from conftest import write_senteval
+    from layerwise.methods.lc.transfer import TransferProtocol
+    from layerwise.methods.lc.transfer_run import TransferRunConfig, run_transfer_tasks, task_key
+
+    data = write_senteval(home / "data", n=40)
+    store = ResultsStore(home / "store")
+    config = TransferRunConfig(model=str(tiny_bert), tasks=("cr",), n_jobs=1, data_dir=str(data),
+                               protocol=TransferProtocol(n_outer=2, n_inner=2))
+    first = run_transfer_tasks(config, store)
+    again = run_transfer_tasks(config, store)
+    assert again.tasks["cr"].result.to_dict() == first.tasks["cr"].result.to_dict()
+    assert again.tasks["cr"].encode_seconds == first.tasks["cr"].encode_seconds  # reused without encoding
+    changed = run_transfer_tasks(replace(config, protocol=replace(config.protocol, seed=3)), store)
+    assert changed.tasks["cr"].result.seed == 3 and len(store.parts("transfer")) == 2
+    # every protocol field, the max length, dtype, data checksum and head are in the key
+    ident, enc = first.model, {"max_length": 256, "dtype": "float32"}
+    base = task_key(ident, enc, "abc", "cr", config.protocol, True)
+    other_values = {"n_outer": 3, "n_inner": 3, "max_layers": 2, "shortlist": None, "seed": 1, "ridge_alpha": 1.0,
+                    "screen_dim": 4}
+    assert set(other_values) == {f.name for f in fields(TransferProtocol)}
+    keys = [task_key(ident, enc, "abc", "cr", replace(config.protocol, **{k: v}), True) for k, v in other_values.items()]
+    keys += [task_key(ident, {**enc, "max_length": 8}, "abc", "cr", config.protocol, True),
+             task_key(ident, {**enc, "dtype": "bfloat16"}, "abc", "cr", config.protocol, True),
+             task_key(ident, enc, "abd", "cr", config.protocol, True),
+             task_key(ident, enc, "abc", "cr", config.protocol, False),
+             task_key(replace(ident, tokenizer_sha256="x"), enc, "abc", "cr", config.protocol, True)]
+    assert all(k != base for k in keys) and len({store.path("transfer", "x", k) for k in keys}) == len(keys)
+
+
+def test_transfer_run_round_trips_and_refuses_unknown_schemas(tiny_bert, home):
+    from conftest import write_senteval
+    from layerwise.methods.lc.transfer import TransferProtocol
+    from layerwise.methods.lc.transfer_run import TransferRun, TransferRunConfig, run_transfer_tasks
+
+    data = write_senteval(home / "data", n=40)
+    config = TransferRunConfig(model=str(tiny_bert), tasks=("cr",), n_jobs=1, data_dir=str(data),
+                               protocol=TransferProtocol(n_outer=2, n_inner=2))
+    assert TransferRunConfig.from_dict(config.to_dict()) == config
+    run = run_transfer_tasks(config, ResultsStore(home / "store"))
+    doc = run.to_dict()
+    assert TransferRun.from_dict(doc).to_dict() == doc
+    with pytest.raises(ValueError, match="schema 99"):
+        TransferRun.from_dict({**doc, "schema": 99})
+    with pytest.raises(ValueError, match="not a 'transfer' results document"):
+        TransferRun.from_dict({**doc, "kind": "ablations"})
+
+
+def test_data_checksum_ignores_the_folder_but_not_the_content(tmp_path):
+    import shutil
+
+    from conftest import write_stsb
+    from layerwise.data import load_sts
+    from layerwise.data.checksum import content_checksum
+
+    a = write_stsb(tmp_path / "a", n_pairs=10)
+    shutil.copytree(a, tmp_path / "b")
+    c = write_stsb(tmp_path / "c", n_pairs=10, seed=1)
+    one, copy, other = (content_checksum(load_sts("stsb", data_dir=d)) for d in (a, tmp_path / "b", c))
+    assert one == copy and one != other
+
+
+def test_committed_parts_load_as_typed_results_and_round_trip():
+    from layerwise.methods.lc.pages import ablation_results
+    from layerwise.methods.lc.run import STSRun
+    from layerwise.methods.lc.transfer_pages import transfer_runs
+    from layerwise.methods.lc.ablation_run import AblationResult
+    from layerwise.methods.lc.transfer_run import TransferRun
+
+    store = ResultsStore(RESULTS / "state")
+    row = store.parts("lc-sts")[0].payload
+    run = STSRun.from_dict(row)
+    assert run.lc.summary("spearman") == row["lc"]["summary"]["spearman"]
+    assert STSRun.from_dict(run.to_dict()).to_dict() == run.to_dict()
+    with pytest.raises(ValueError, match="schema 7"):
+        STSRun.from_dict({**row, "schema": 7})
+    from layerwise.methods.lc.ablation_run import AblationPart
+
+    for part in store.parts("ablations"):  # the typed part writes back exactly the stored JSON
+        assert AblationPart.from_payload(part.payload).payload() == part.payload
+    (abl,) = ablation_results(store)
+    assert AblationResult.from_dict(abl.to_dict()).to_dict() == abl.to_dict()
+    assert set(abl.sts) >= {"stsb", "sickr"} and abl.model.name == "all-MiniLM-L6-v2"
+    from layerwise.methods.lc.transfer_check import CheckResult
+
+    (check,) = [p.payload for p in store.parts("transfer") if p.name.startswith("check-")]
+    got = CheckResult.from_dict(check).to_dict()  # the old record has no tokenizer/config hashes: None added
+    assert {**got, "model": None} == {**check, "model": None} and got["model"].items() >= check["model"].items()
+    runs = transfer_runs(store, {})
+    assert set(runs) == {"all-MiniLM-L6-v2", "all-mpnet-base-v2"}
+    mini = runs["all-MiniLM-L6-v2"]
+    assert TransferRun.from_dict(mini.to_dict()).to_dict() == mini.to_dict()
+    assert all(t.migrated_from and t.runs for t in mini.tasks.values())  # provenance and history kept
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", ["lc-sts", "transfer", "ablations"])
+def test_committed_parts_are_found_under_the_keys_the_run_code_computes(page, tmp_path):
+    """``results run`` on a copy of the committed store computes nothing: every migrated part sits under the key
+    that the run code computes from the installed models and the real data (needs both; ~10 s a page)."""
+    import os
+    import shutil
+
+    from layerwise.encoders.registry import BUILTIN_MODELS
+
+    data = Path(os.environ.get("LAYERWISE_DATA", "/work/shared/data"))
+    if not (data / "sts").is_dir() or not all(m.locate() for m in BUILTIN_MODELS.values()):
+        pytest.skip("needs the shared data folder and both built-in models installed")
+    shutil.copytree(RESULTS / "state", tmp_path / "state")
+    def results():  # every part but the record of the latest invocation (replaced by design)
+        return {p: p.read_bytes() for p in (tmp_path / "state").rglob("*.json") if not p.name.startswith("last-run-")}
+
+    before = results()
+    ctx = PageContext(store=ResultsStore(tmp_path / "state"), output=tmp_path / "out", data_dir=str(data),
+                      options={"jobs": 1} if page != "lc-sts" else {})
+    get_page(page).run(ctx)
+    assert results() == before
+
+
+def test_results_command_lists_renders_and_refuses_bad_options(tmp_path, capsys):
+    import shutil
+
+    from layerwise.cli import main
+
+    assert main(["results", "list"]) == 0
+    listed = capsys.readouterr().out.split()
+    assert {"lc-sts", "transfer", "ablations"} <= set(listed)
+    shutil.copytree(RESULTS / "state" / "ablations", tmp_path / "state" / "ablations")
+    assert main(["results", "render", "ablations", "--store", str(tmp_path / "state"),
+                 "--output", str(tmp_path / "out")]) == 0
+    assert (tmp_path / "out" / "ablations.md").is_file()
+    assert (tmp_path / "out" / "ablations" / "ablations-all-MiniLM-L6-v2-limited.png").is_file()
+    assert main(["results", "run", "ablations", "--store", str(tmp_path / "state"), "--option", "modles=[]"]) == 2
+    assert "unknown option(s) ['modles']" in capsys.readouterr().err
+    assert main(["results", "run", "ablations", "--option", "jobs"]) == 2
+    assert "not KEY=VALUE" in capsys.readouterr().err
+
+
+@pytest.mark.filterwarnings("ignore::scipy.stats.ConstantInputWarning")  # tiny model: SAGA ties on every subset
+def test_shortcut_check_resumes_per_split_and_compares_with_exhaustive(tiny_bert, home):
+    from conftest import write_senteval
+    from layerwise.methods.lc.transfer_check import ShortcutCheck, run_shortcut_check
+    from layerwise.reports import environment
+
+    data = write_senteval(home / "data", n=40)
+    store = ResultsStore(home / "store")
+    check = ShortcutCheck(model=str(tiny_bert), task="cr", n_splits=1, n_inner=2, n_jobs=1, data_dir=str(data))
+    one = run_shortcut_check(check, store, environment())
+    (part,) = store.parts("transfer")
+    assert part.complete and len(one.splits) == 1 and one.n_subsets == 7  # 3 hidden states: every non-empty subset
+    from dataclasses import replace
+
+    two = run_shortcut_check(replace(check, n_splits=2), store, environment())
+    first, again = one.splits[0], two.splits[0]  # the first split is reused, not recomputed (same times)
+    assert (again.ridge_seconds, again.exhaustive_seconds, again.choice) == (first.ridge_seconds,
+                                                                               first.exhaustive_seconds, first.choice)
+    assert len(two.splits) == 2
+    assert [r["splits"] for r in store.parts("transfer")[0].runs] == [[0, 1], [1, 2]]
+    for s in two.splits:  # the exhaustive choice has the best inner SAGA accuracy of all the choices
+        assert s.inner_saga["7"] == max(s.inner_saga.values())
