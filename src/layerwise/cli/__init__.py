@@ -9,11 +9,11 @@ import argparse
 import logging
 import sys
 
-from layerwise.cli import lattemix, layer_attention, lc, models, truncated
+from layerwise.cli import lattemix, layer_attention, lc, models, multitask, truncated
 
 __all__ = ["build_parser", "main"]
 
-_COMMAND_MODULES = (lc, lattemix, layer_attention, truncated, models)
+_COMMAND_MODULES = (lc, lattemix, layer_attention, multitask, truncated, models)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -72,4 +72,5 @@ def _load_declarations() -> None:
 _DECLARING_MODULES: tuple[str, ...] = (  # filled as pages move into the library
     "layerwise.methods.layer_attention.pages",
     "layerwise.methods.lattemix.pages",
+    "layerwise.methods.multitask.pages",
 )
