@@ -87,8 +87,8 @@ def test_data_splits(data_dir):
     data = load_multitask_data(MultitaskConfig(), data_dir)
     assert len(data.sst.train) == 24 and len(data.sst.dev) == 24 and data.n_classes == 5
     assert (len(data.para.train), len(data.para.dev), len(data.para.test)) == (22, 2, 24)  # 90 / 10 of Quora dev
-    dev_rows = set(zip(data.para.dev.first, data.para.dev.second, data.para.dev.targets))
-    train_rows = list(zip(data.para.train.first, data.para.train.second, data.para.train.targets))
+    dev_rows = set(zip(data.para.dev.first, data.para.dev.second, data.para.dev.targets, strict=True))
+    train_rows = list(zip(data.para.train.first, data.para.train.second, data.para.train.targets, strict=True))
     assert len(dev_rows) + len(train_rows) == 24
     small = load_multitask_data(MultitaskConfig(limit=20, eval_limit=5), data_dir)
     assert len(small.sst.train) == 20 and len(small.para.train) == 20 and len(small.sts.dev) == 5

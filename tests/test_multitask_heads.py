@@ -21,7 +21,7 @@ from layerwise.modules.heads import (
 
 
 def _cos(a, b):
-    return sum(x * y for x, y in zip(a, b)) / math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
+    return sum(x * y for x, y in zip(a, b, strict=True)) / math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
 
 
 def test_classification_head_shape_and_cross_entropy_by_hand():
@@ -52,8 +52,9 @@ def test_pair_head_features_and_bce_by_hand(features, width):
     hand = 0.0
     for i in range(2):
         a, c = u[i].tolist(), v[i].tolist()
-        x = a + c + {"concat": [], "abs_diff": [abs(p - q) for p, q in zip(a, c)], "cos": [_cos(a, c)]}[features]
-        z = sum(p * q for p, q in zip(w, x)) + b
+        extra = {"concat": [], "abs_diff": [abs(p - q) for p, q in zip(a, c, strict=True)], "cos": [_cos(a, c)]}
+        x = a + c + extra[features]
+        z = sum(p * q for p, q in zip(w, x, strict=True)) + b
         assert out[i].item() == pytest.approx(z, rel=1e-5, abs=1e-6)
         p = 1 / (1 + math.exp(-z))
         hand += -(targets[i] * math.log(p) + (1 - targets[i]) * math.log(1 - p)) / 2
@@ -68,7 +69,7 @@ def test_linear_sts_head_mse_and_cosine_head_by_hand():
     cos = CosineHead(dropout=0.0).eval()(u, v)
     hand = [_cos(u[i].tolist(), v[i].tolist()) for i in range(3)]
     assert cos.tolist() == pytest.approx(hand, rel=1e-5)
-    mse = sum((c - g / 5) ** 2 for c, g in zip(hand, gold.tolist())) / 3
+    mse = sum((c - g / 5) ** 2 for c, g in zip(hand, gold.tolist(), strict=True)) / 3
     assert F.mse_loss(cos, gold / 5).item() == pytest.approx(mse, rel=1e-5)
     lin = PairHead(4, "concat", dropout=0.0).eval()
     z = lin(u, v)
@@ -155,8 +156,8 @@ def test_nli_contrastive_eq3_by_hand():
     hand = 0.0
     for i in range(3):
         num = math.exp(_cos(a[i].tolist(), p[i].tolist()) / tau)
-        den = sum(math.exp(_cos(a[i].tolist(), p[j].tolist()) / tau) + math.exp(_cos(a[i].tolist(), n[j].tolist()) / tau)
-                  for j in range(3))
+        den = sum(math.exp(_cos(a[i].tolist(), p[j].tolist()) / tau)
+                  + math.exp(_cos(a[i].tolist(), n[j].tolist()) / tau) for j in range(3))
         hand += -math.log(num / den) / 3
     assert nli_loss("contrastive", [a, p, n], temperature=tau).item() == pytest.approx(hand, rel=1e-4)
 

@@ -34,7 +34,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--data-dir", default=None,
                    help="data folder holding senteval/SST5, quora/, sts/STSB and nli/ (default: $LAYERWISE_DATA)")
     p.add_argument("--output", default="runs/multitask",
-                   help="folder for multitask.{md,json}, multitask-layers.png, state/ and runs/ (default: runs/multitask)")
+                   help="folder for multitask.{md,json}, multitask-layers.png, state/ and runs/ "
+                        "(default: runs/multitask)")
     p.add_argument("--overwrite", action="store_true",
                    help="start cut-off runs again instead of resuming them (finished results in state/ are kept)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars, only the results")
@@ -61,12 +62,11 @@ def configs_from_args(args) -> list:
 def run(args, command) -> int:
     from pathlib import Path
 
-    from layerwise.experiments.page_parts import run_record
+    from layerwise.experiments.page_parts import run_record, save_png
     from layerwise.experiments.store import ResultsStore
     from layerwise.methods.multitask.experiment import run_parts
     from layerwise.methods.multitask.pages import TITLE
     from layerwise.methods.multitask.report import MultitaskPage, draw_layer_weights, render_markdown, summary
-    from layerwise.experiments.page_parts import save_png
     from layerwise.reports import write_json, write_text
 
     configs = configs_from_args(args)  # every config checked before any work

@@ -101,7 +101,8 @@ def load_config(path: str | Path) -> MultitaskConfig:
     try:
         data = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
-        raise ValueError(f"cannot read multitask config {path}: {exc}; pass a JSON object of MultitaskConfig fields")
+        raise ValueError(f"cannot read multitask config {path}: {exc}; "
+                         "pass a JSON object of MultitaskConfig fields") from exc
     if not isinstance(data, dict):
         raise ValueError(f"{path} must hold a JSON object of MultitaskConfig fields")
     return MultitaskConfig.from_dict(data)

@@ -65,7 +65,7 @@ def predict_sst(model, sentences: list[str], *, batch_size: int = 64) -> np.ndar
 def predict_pairs(model, task: str, first: list[str], second: list[str], *, batch_size: int = 64) -> np.ndarray:
     """(n,) PARA logits or STS predictions of sentence pairs."""
     out = np.empty(len(first), dtype=np.float32)
-    for idx in _batches([len(a) + len(b) for a, b in zip(first, second)], batch_size):
+    for idx in _batches([len(a) + len(b) for a, b in zip(first, second, strict=True)], batch_size):
         out[idx] = model.pair_scores(task, [first[i] for i in idx], [second[i] for i in idx]).float().cpu().numpy()
     return out
 

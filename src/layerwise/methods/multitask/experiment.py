@@ -40,7 +40,7 @@ def _key(model: dict, data, config: MultitaskConfig, seed: int) -> dict:
 
 
 def run_parts(configs: list[MultitaskConfig], seeds, store: ResultsStore, *, model: str, checkpoints, data_dir=None,
-              command=(), page: str = PAGE_NAME, overwrite: bool = False) -> list[ExperimentResult]:
+              command=(), overwrite: bool = False) -> list[ExperimentResult]:
     """Every (config, seed) result: from ``store`` where its key is stored, else trained (resuming from its
     checkpoints) and saved at once. ``overwrite`` starts cut-off runs again instead of resuming them."""
     results = []
@@ -50,12 +50,12 @@ def run_parts(configs: list[MultitaskConfig], seeds, store: ResultsStore, *, mod
         for seed in seeds:
             mk = mk or _model_key(model)
             key, name = _key(mk, data, config, seed), part_name(config, seed)
-            part = store.load(page, name, key)
+            part = store.load(PAGE_NAME, name, key)
             if part is None:
                 folder = Path(checkpoints) / config.name / f"seed{seed}"
                 result = run_experiment(config, seed, folder, model_name=model, data=data, resume=not overwrite,
                                         overwrite=overwrite)
-                part = Part(page, name, key, result.to_payload(), runs=[run_record(command)])
+                part = Part(PAGE_NAME, name, key, result.to_payload(), runs=[run_record(command)])
                 store.save(part)
                 logger.info("%s: test overall %.4f", name, result.test.overall)
             results.append(ExperimentResult.from_payload(part.payload))

@@ -158,10 +158,12 @@ class MultitaskModel(nn.Module):
                                     "folder written by MultitaskModel.save or `layerwise multitask` (best/ or last/)")
         info = json.loads((folder / MODEL_FILE).read_text())
         if info.get("format_version") != FORMAT_VERSION:
-            raise ValueError(f"{folder / MODEL_FILE} has format {info.get('format_version')}, expected {FORMAT_VERSION}")
+            raise ValueError(f"{folder / MODEL_FILE} has format {info.get('format_version')}, expected "
+                             f"{FORMAT_VERSION}")
         unknown = sorted(set(info["heads"].values()) - set(HEAD_CLASSES))
         if unknown:
-            raise ValueError(f"{folder / MODEL_FILE} names unknown head classes {unknown}; valid: {sorted(HEAD_CLASSES)}")
+            raise ValueError(f"{folder / MODEL_FILE} names unknown head classes {unknown}; "
+                             f"valid: {sorted(HEAD_CLASSES)}")
         heads = {t: HEAD_CLASSES[c].load(folder / "heads" / t) for t, c in info["heads"].items()}
         shared = SharedHidden.load(folder / "shared") if info["shared"] else None
         model = cls(AutoModel.from_pretrained(folder / "encoder", local_files_only=True),

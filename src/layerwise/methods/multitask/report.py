@@ -100,7 +100,7 @@ def draw_layer_weights(page: MultitaskPage):
     names = list(dict.fromkeys(r.config["name"] for r in runs))
     fig = Figure(figsize=(4.2 * max(1, len(names)), 3.4), layout="constrained")
     axes = fig.subplots(1, max(1, len(names)), squeeze=False)[0]
-    for ax, name in zip(axes, names):
+    for ax, name in zip(axes, names, strict=False):  # one empty panel when there is no +MIX run
         mine = [r for r in runs if r.config["name"] == name]
         for task in ("sst", "para", "sts"):
             w = np.mean([r.layer_weights[task] for r in mine], axis=0)

@@ -117,8 +117,8 @@ def phases(config: MultitaskConfig, data, seed: int) -> list[tuple[str, tuple[st
     return out
 
 
-def _run_phase(model, data, config, seed, spec, folder: Path, *, resume: bool, overwrite: bool,
-               max_steps: int | None) -> PhaseSummary:
+def _run_phase(model, data, config, seed, spec, folder: Path, control: dict) -> PhaseSummary:
+    """One phase with the training loop; ``control`` = {"resume", "overwrite", "max_steps"}."""
     name, tasks, plan, epochs = spec
     if name == "nli":
         task = NLIPhase(model, data, config, plan)
@@ -126,9 +126,9 @@ def _run_phase(model, data, config, seed, spec, folder: Path, *, resume: bool, o
         task = TaskPhase(model, data, tasks, config, plan, frozen_encoder=name == "sst_head", name=name)
     per = plan.steps_per_epoch
     loop = TrainingConfig(steps=epochs * per, decay="constant", eval_every=per, seed=seed)
-    cont = resume and (folder / "last" / STATE_JSON).is_file()
-    run = train(task, loop, output_dir=folder, resume=cont, overwrite=overwrite and not cont,
-                restore_best=name != "nli", max_steps_this_run=max_steps)
+    cont = control["resume"] and (folder / "last" / STATE_JSON).is_file()
+    run = train(task, loop, output_dir=folder, resume=cont, overwrite=control["overwrite"] and not cont,
+                restore_best=name != "nli", max_steps_this_run=control["max_steps"])
     losses = np.asarray(run.loss)
     epoch_loss = [float(losses[e * per:(e + 1) * per].mean()) for e in range(len(losses) // per)]
     return PhaseSummary(name, loop.steps, per, epoch_loss, run.dev, run.best_dev, run.seconds)
@@ -155,8 +155,8 @@ def run_experiment(config: MultitaskConfig, seed: int, output_dir, *, model_name
         set_prototypes(model, data, config.sst_prototypes, config.split_seed)
     summaries = []
     for spec in phases(config, data, seed):
-        summaries.append(_run_phase(model, data, config, seed, spec, out / spec[0], resume=resume,
-                                    overwrite=overwrite, max_steps=max_steps_per_phase))
+        control = {"resume": resume, "overwrite": overwrite, "max_steps": max_steps_per_phase}
+        summaries.append(_run_phase(model, data, config, seed, spec, out / spec[0], control))
         if summaries[-1].steps > sum(1 for _ in summaries[-1].epoch_loss) * summaries[-1].steps_per_epoch:
             return None  # stopped early
     dev = evaluate_split(model, data, "dev", batch_size=config.batch_size)

@@ -39,7 +39,7 @@ class BatchPlan:
             raise ValueError(f"BatchPlan needs one size per task, got tasks {self.tasks} and sizes {self.sizes}")
         if self.batch_size < 2:
             raise ValueError(f"batch_size={self.batch_size} is invalid: use >= 2")
-        small = [t for t, n in zip(self.tasks, self.sizes) if n < 2]
+        small = [t for t, n in zip(self.tasks, self.sizes, strict=True) if n < 2]
         if small:
             raise ValueError(f"tasks {small} have fewer than 2 training examples; give each task at least 2")
 
@@ -71,7 +71,7 @@ class BatchPlan:
 
 @lru_cache(maxsize=8)
 def _epoch_order(plan: BatchPlan, epoch: int) -> tuple[tuple[str, int], ...]:
-    counts = dict(zip(plan.tasks, plan.batches_per_task))
+    counts = dict(zip(plan.tasks, plan.batches_per_task, strict=True))
     if plan.schedule == "task_by_task":
         labels = [t for t in plan.tasks for _ in range(counts[t])]
     elif plan.schedule == "round_robin":

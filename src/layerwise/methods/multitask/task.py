@@ -124,7 +124,7 @@ class NLIPhase(TrainingTask):
             targets = torch.as_tensor(batch.targets, dtype=z.dtype, device=z.device)
             return {"loss": nli_loss("regression", list(z.split(len(idx))), targets=targets)}
         rows = [self.data.nli_triplets[i] for i in idx]
-        z = self.module.sentence_embeddings([t for col in zip(*rows) for t in col])
+        z = self.module.sentence_embeddings([t for col in zip(*rows, strict=True) for t in col])
         return {"loss": nli_loss(c.nli, list(z.split(len(idx))), temperature=c.temperature, margin=c.margin)}
 
     def fingerprint(self) -> dict:
