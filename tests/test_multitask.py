@@ -201,3 +201,18 @@ def test_tensors_sha256_covers_zero_dim_tensors():
     from layerwise.training import tensors_sha256
 
     assert tensors_sha256({"gamma": torch.ones(())}) != tensors_sha256({"gamma": torch.zeros(())})
+
+
+def test_batched_length_sorted_predictions_equal_one_at_a_time(tiny_bert, data_dir):
+    from layerwise.methods.multitask.evaluate import predict_pairs, predict_sst
+
+    config = get_experiment("STS_PARA_HEAD_MOD", **TINY)
+    data = load_multitask_data(config, data_dir)
+    model = _model(tiny_bert, config, data).eval()
+    s, d = data.sst.dev.sentences[:7], data.para.dev
+    with torch.no_grad():
+        one = np.stack([model.sst_logits([x])[0].numpy() for x in s])
+        pairs = np.array([model.pair_scores("para", [a], [b])[0].item() for a, b in zip(d.first, d.second,
+                                                                                         strict=True)])
+    np.testing.assert_allclose(predict_sst(model, s, batch_size=3), one, atol=1e-5)
+    np.testing.assert_allclose(predict_pairs(model, "para", d.first, d.second, batch_size=1), pairs, atol=1e-5)

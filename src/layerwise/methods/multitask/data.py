@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from layerwise.data.checksum import content_checksum
+from layerwise.data.nli import read_lines, require_dir
 
 __all__ = ["DATA_NOTES", "LabelledPairs", "LabelledSentences", "MultitaskData", "TaskSplits", "load_multitask_data",
            "load_quora_pairs"]
@@ -86,13 +87,12 @@ class MultitaskData:
 
 def load_quora_pairs(data_dir=None, split: str = "dev") -> LabelledPairs:
     """Quora BiMPM ``dev`` or ``test`` (``label<TAB>q1<TAB>q2<TAB>pair_id``) as pairs with 0/1 targets."""
-    from layerwise.data.nli import _read_lines, _require_dir
 
     if split not in ("dev", "test"):
         raise ValueError(f"unknown Quora split {split!r}; valid: 'dev', 'test' (no train partition is here)")
-    path = _require_dir(data_dir, "quora") / f"{split}.tsv"
+    path = require_dir(data_dir, "quora") / f"{split}.tsv"
     first, second, targets = [], [], []
-    for i, line in enumerate(_read_lines(path), 1):
+    for i, line in enumerate(read_lines(path), 1):
         if not line:
             continue
         f = line.split("\t")
@@ -146,16 +146,15 @@ def _sts(data_dir, limit, eval_limit, seed) -> TaskSplits:
 
 
 def _nli(data_dir, objective: str, limit):
-    from layerwise.data import load_snli
+    from layerwise.data.nli import load_snli, snli_triplets
     from layerwise.losses.nli import NLI_LABEL_SCORES
-    from layerwise.methods.layer_attention.train import nli_triplets
 
     if objective == "regression":
         p = load_snli(data_dir, "all")
         pairs = LabelledPairs(list(p.premises), list(p.hypotheses),
                               np.asarray([NLI_LABEL_SCORES[x] for x in p.labels], dtype=np.float64))
         return _limit(pairs, limit, 0), None
-    triplets = nli_triplets(data_dir)
+    triplets = snli_triplets(data_dir)
     return None, triplets if limit is None else triplets[:limit]
 
 
