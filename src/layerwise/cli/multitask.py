@@ -70,6 +70,10 @@ def run(args, command) -> int:
     from layerwise.reports import write_json, write_text
 
     configs = configs_from_args(args)  # every config checked before any work
+    if args.quiet:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # the command line's choice, not the library's
     out = Path(args.output)
     results = run_parts(configs, args.seeds, ResultsStore(out / "state"), model=args.model, checkpoints=out / "runs",
                         data_dir=args.data_dir, command=command, overwrite=args.overwrite)

@@ -29,8 +29,8 @@ def task_score(task: str, scores: "TaskScores") -> float:
 class TaskScores:
     sst_acc: float  # fraction of SST sentences whose arg-max class is the gold label
     para_acc: float  # fraction of Quora pairs with sigmoid(logit) > 0.5 exactly when duplicates
-    sts_pearson: float  # Pearson of STS predictions with the gold scores
-    sts_spearman: float
+    sts_pearson: float  # Pearson of STS predictions with the gold scores (0 when every prediction is the same)
+    sts_spearman: float  # Spearman of the same (0 likewise)
 
     @property
     def overall(self) -> float:
