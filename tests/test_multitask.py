@@ -216,3 +216,19 @@ def test_batched_length_sorted_predictions_equal_one_at_a_time(tiny_bert, data_d
                                                                                          strict=True)])
     np.testing.assert_allclose(predict_sst(model, s, batch_size=3), one, atol=1e-5)
     np.testing.assert_allclose(predict_pairs(model, "para", d.first, d.second, batch_size=1), pairs, atol=1e-5)
+
+
+def test_resume_with_other_settings_is_refused(tiny_bert, data_dir, tmp_path):
+    config = get_experiment("BASELINE", **TINY, limit=12)
+    data = load_multitask_data(config, data_dir)
+    assert run_experiment(config, 0, tmp_path / "r", model_name=str(tiny_bert), data=data,
+                          max_steps_per_phase=1) is None
+    other = get_experiment("BASELINE", **{**TINY, "lr": 5e-4}, limit=12)
+    with pytest.raises(ValueError, match="cannot resume .* settings.config.lr"):
+        run_experiment(other, 0, tmp_path / "r", model_name=str(tiny_bert), data=data, resume=True)
+
+
+def test_freeze_sst_with_a_mix_gives_the_token_head_no_mix(tiny_bert, data_dir):
+    config = get_experiment("FREEZE_SST+MIX", **TINY, sst_transformer_layers=1)
+    data = load_multitask_data(config, data_dir)
+    assert set(_model(tiny_bert, config, data).layer_weights()) == {"para", "sts"}

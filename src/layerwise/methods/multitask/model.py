@@ -7,7 +7,7 @@ Each task's sentence embedding u (B, d) comes from the masked-mean vectors of ev
     layers="mix"      u = gamma_t * sum_k softmax(w_t)_k m[:, k]         (a ScalarMix per task t)
     layers="subset"   u = mean_{k in S_t} m[:, k]                        (a fixed subset per task)
 
-FREEZE_SST's transformer head reads the last layer's token states instead. Saved as one folder: ``encoder/``
+FREEZE_SST's transformer head reads the last layer's token states instead (and gets no mix). Saved as one folder: ``encoder/``
 (Hugging Face model and tokenizer), ``heads/<task>/``, ``mixes/<task>/`` and ``shared/`` (each in the
 :class:`~layerwise.modules.base.Module` format) and ``multitask_model.json`` (format version, head classes,
 layer mode, subsets, max_length), written into a temporary sibling and renamed into place.
@@ -72,7 +72,9 @@ class MultitaskModel(nn.Module):
         self.shared = shared
         self.layers, self.max_length = layers, int(max_length)
         self.n_states = encoder.config.num_hidden_layers + 1
-        self.mixes = nn.ModuleDict({t: ScalarMix(self.n_states) for t in heads} if layers == "mix" else {})
+        reads_tokens = {t for t, h in heads.items() if isinstance(h, head_modules.TransformerClassificationHead)}
+        self.mixes = nn.ModuleDict({t: ScalarMix(self.n_states) for t in heads if t not in reads_tokens}
+                                   if layers == "mix" else {})
         self.subsets = {t: tuple(int(k) for k in s) for t, s in (subsets or {}).items()}
         bad = {t: s for t, s in self.subsets.items() if not s or min(s) < 0 or max(s) >= self.n_states}
         if bad:

@@ -102,7 +102,7 @@ def draw_layer_weights(page: MultitaskPage):
     axes = fig.subplots(1, max(1, len(names)), squeeze=False)[0]
     for ax, name in zip(axes, names, strict=False):  # one empty panel when there is no +MIX run
         mine = [r for r in runs if r.config["name"] == name]
-        for task in ("sst", "para", "sts"):
+        for task in [t for t in ("sst", "para", "sts") if t in mine[0].layer_weights]:
             w = np.mean([r.layer_weights[task] for r in mine], axis=0)
             ax.plot(range(len(w)), w, marker="o", label=task.upper())
         ax.set_title(f"{name} ({len(mine)} seed{'s' if len(mine) > 1 else ''})", fontsize=9)
