@@ -147,3 +147,33 @@ def write_senteval(folder: Path, n: int = 40, seed: int = 0) -> Path:
             rows.append(f"{label}\t{i}\t{i + 1000}\t{a}\t{b}\n")
         (mrpc / f"msr_paraphrase_{part}.txt").write_text(header + "".join(rows), encoding="utf-8")
     return folder
+
+
+def write_multitask(folder: Path, n: int = 30, seed: int = 0) -> Path:
+    """Small SST-5 (senteval/SST5), Quora (quora/{dev,test}.tsv), STS-B and SNLI files in their real formats.
+
+    SST labels follow the words (label = the first word's position in SENTENCES mod 5), so a head can learn them.
+    """
+    import random
+
+    rnd = random.Random(seed)
+    write_stsb(folder, n_pairs=n, seed=seed)
+    write_unlabeled(folder, seed=seed)
+    sst = folder / "senteval" / "SST5"
+    sst.mkdir(parents=True, exist_ok=True)
+    for part in ("train", "dev", "test"):
+        rows = []
+        for i in range(n):
+            k = rnd.randrange(len(SENTENCES))
+            rows.append(f"{i % 5 if part == 'train' and i < 10 else k % 5} {SENTENCES[k]}")
+        (sst / f"sentiment-{part}").write_text("\n".join(rows) + "\n")
+    quora = folder / "quora"
+    quora.mkdir(parents=True, exist_ok=True)
+    for part in ("dev", "test"):
+        rows = []
+        for i in range(n):
+            a, b = rnd.sample(SENTENCES, 2)
+            dup = i % 2
+            rows.append(f"{dup}\t{a}\t{a if dup else b}\t{i}")
+        (quora / f"{part}.tsv").write_text("\n".join(rows) + "\n")
+    return folder

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from layerwise.data.nli import NLIPairs, load_sentences, load_snli, load_wiki_head, snli_sentences
+from layerwise.data.nli import NLIPairs, load_sentences, load_snli, load_wiki_head, snli_sentences, snli_triplets
 from layerwise.data.senteval import TRANSFER_TASKS, TransferData, available_transfer, load_transfer
 from layerwise.data.wordsim import WORDSIM_FILES, WordSimData, available_wordsim, load_wordsim
 from layerwise.data.sts import (
@@ -36,4 +36,5 @@ __all__ = [
     "load_wiki_head",
     "resolve_data_dir",
     "snli_sentences",
+    "snli_triplets",
 ]

@@ -16,7 +16,8 @@ from layerwise.data.sts import resolve_data_dir
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["NLIPairs", "load_snli", "load_sentences", "load_wiki_head", "snli_sentences"]
+__all__ = ["NLIPairs", "load_snli", "load_sentences", "load_wiki_head", "read_lines", "require_dir", "snli_sentences",
+           "snli_triplets"]
 
 SNLI_LABELS = ("entailment", "neutral", "contradiction")
 
@@ -33,7 +34,8 @@ class NLIPairs:
         return len(self.labels)
 
 
-def _require_dir(data_dir, *parts: str) -> Path:
+def require_dir(data_dir, *parts: str) -> Path:
+    """``data_dir/parts...`` (``data_dir`` defaults to $LAYERWISE_DATA); a one-line error naming the fix if absent."""
     root = resolve_data_dir(data_dir)
     if root is None:
         raise FileNotFoundError(
@@ -46,7 +48,8 @@ def _require_dir(data_dir, *parts: str) -> Path:
     return folder
 
 
-def _read_lines(path: Path) -> list[str]:
+def read_lines(path: Path) -> list[str]:
+    """Stripped lines of a text file (UTF-8 with or without BOM, else latin-1 with a warning; no empty last line)."""
     raw = path.read_bytes()
     try:
         text = raw.decode("utf-8-sig")
@@ -63,12 +66,12 @@ def load_snli(data_dir=None, split: str = "all") -> NLIPairs:
     """SNLI dev and/or test pairs (``split`` in ``dev``, ``test``, ``all``)."""
     if split not in ("dev", "test", "all"):
         raise ValueError(f"unknown SNLI split {split!r}; valid: 'dev', 'test', 'all' (SNLI train is not available)")
-    folder = _require_dir(data_dir, "nli", "snli_devtest")
+    folder = require_dir(data_dir, "nli", "snli_devtest")
     prem, hyp, lab = [], [], []
     for part in ("dev", "test") if split == "all" else (split,):
-        s1 = _read_lines(folder / f"s1.{part}")
-        s2 = _read_lines(folder / f"s2.{part}")
-        labels = _read_lines(folder / f"labels.{part}")
+        s1 = read_lines(folder / f"s1.{part}")
+        s2 = read_lines(folder / f"s2.{part}")
+        labels = read_lines(folder / f"labels.{part}")
         if not len(s1) == len(s2) == len(labels):
             raise ValueError(
                 f"SNLI {part} files differ in length: s1 {len(s1)}, s2 {len(s2)}, labels {len(labels)} in {folder}"
@@ -93,7 +96,7 @@ def load_sentences(path: str | os.PathLike, *, drop_last: bool = False) -> list[
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"sentence file {path} does not exist")
-    lines = _read_lines(path)
+    lines = read_lines(path)
     if drop_last and lines:
         lines = lines[:-1]
     out = [ln for ln in lines if ln]
@@ -104,5 +107,22 @@ def load_sentences(path: str | os.PathLike, *, drop_last: bool = False) -> list[
 
 def load_wiki_head(data_dir=None) -> list[str]:
     """The head of SimCSE's wiki1m sentence file (its last line is cut off mid-sentence and dropped)."""
-    folder = _require_dir(data_dir, "unlabeled", "wiki1m_head")
+    folder = require_dir(data_dir, "unlabeled", "wiki1m_head")
     return load_sentences(folder / "wiki1m_for_simcse.txt", drop_last=True)
+
+
+def snli_triplets(data_dir=None) -> list[tuple[str, str, str]]:
+    """(premise, entailment, contradiction) for every SNLI dev/test premise that has both (first of each).
+
+    About 5.9k triplets from the SNLI dev and test sets available here, not the 275k of SimCSE's NLI file:
+    results trained on them must say so.
+    """
+    pairs = load_snli(data_dir, "all")
+    ent: dict[str, str] = {}
+    con: dict[str, str] = {}
+    for p, h, label in zip(pairs.premises, pairs.hypotheses, pairs.labels, strict=True):
+        if label == "entailment":
+            ent.setdefault(p, h)
+        elif label == "contradiction":
+            con.setdefault(p, h)
+    return [(p, ent[p], con[p]) for p in ent if p in con]

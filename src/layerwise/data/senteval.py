@@ -56,7 +56,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from layerwise.data.nli import _require_dir
+from layerwise.data.nli import require_dir
 from layerwise.data._files import index_array
 from layerwise.data._senteval_formats import PARSERS, numbered_lines
 from layerwise.data.sts import resolve_data_dir
@@ -256,7 +256,7 @@ def load_transfer(name: str, *, data_dir: str | os.PathLike[str] | None = None) 
     """
     key = _canonical_name(name)
     spec = _SPECS[key]
-    folder = _require_dir(data_dir, _SENTEVAL_DIR, spec.folder)
+    folder = require_dir(data_dir, _SENTEVAL_DIR, spec.folder)
     label_index = {label: i for i, label in enumerate(spec.label_names)}
     pair = spec.fmt == "mrpc"
     sentences: list[str] = []

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from layerwise.data.nli import _read_lines, _require_dir
+from layerwise.data.nli import read_lines, require_dir
 
 logger = logging.getLogger(__name__)
 
@@ -33,10 +33,10 @@ def load_quora_retrieval(data_dir=None, split: str = "dev") -> RetrievalData:
     """Quora BiMPM ``dev``, ``test`` or ``all`` (``label<TAB>q1<TAB>q2<TAB>pair_id``) as a retrieval task."""
     if split not in ("dev", "test", "all"):
         raise ValueError(f"unknown Quora split {split!r}; valid: 'dev', 'test', 'all'")
-    folder = _require_dir(data_dir, "quora")
+    folder = require_dir(data_dir, "quora")
     rows = []
     for part in ("dev", "test") if split == "all" else (split,):
-        for i, line in enumerate(_read_lines(folder / f"{part}.tsv"), 1):
+        for i, line in enumerate(read_lines(folder / f"{part}.tsv"), 1):
             if not line:
                 continue
             f = line.split("\t")

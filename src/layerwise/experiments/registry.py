@@ -79,4 +79,5 @@ _DECLARING_MODULES: tuple[str, ...] = (  # each method's pages module
     "layerwise.methods.lc.pages",
     "layerwise.methods.layer_attention.pages",
     "layerwise.methods.lattemix.pages",
+    "layerwise.methods.multitask.pages",
 )

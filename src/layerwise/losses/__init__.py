@@ -7,5 +7,7 @@ from layerwise.losses.contrastive import (
     UnsupervisedSimCSELoss,
     objective_loss,
 )
+from layerwise.losses.nli import NLI_OBJECTIVES, NLIRegressionLoss, NLITripletLoss, nli_loss
 
-__all__ = ["OBJECTIVES", "InBatchLoss", "SupervisedHardNegativeLoss", "UnsupervisedSimCSELoss", "objective_loss"]
+__all__ = ["NLI_OBJECTIVES", "OBJECTIVES", "InBatchLoss", "NLIRegressionLoss", "NLITripletLoss",
+           "SupervisedHardNegativeLoss", "UnsupervisedSimCSELoss", "nli_loss", "objective_loss"]

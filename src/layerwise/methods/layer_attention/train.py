@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from layerwise.data.checksum import content_checksum
+from layerwise.data.nli import snli_triplets as nli_triplets  # kept here under its earlier name
 from layerwise.encoders.trainable import SentenceModel
 from layerwise.losses.contrastive import OBJECTIVES, objective_loss
 from layerwise.training import TrainingConfig, TrainingRun, TrainingTask, tensors_sha256, train
@@ -57,23 +58,6 @@ class ContrastiveConfig:
                               grad_accumulation=self.grad_accumulation, eval_every=self.eval_every, seed=self.seed)
 
 
-def nli_triplets(data_dir=None) -> list[tuple[str, str, str]]:
-    """(premise, entailment, contradiction) for every SNLI dev/test premise that has both (first of each).
-
-    About 5.9k triplets from the SNLI dev and test sets available here, not the 275k of SimCSE's NLI file:
-    results trained on them must say so.
-    """
-    from layerwise.data import load_snli
-
-    pairs = load_snli(data_dir, "all")
-    ent: dict[str, str] = {}
-    con: dict[str, str] = {}
-    for p, h, label in zip(pairs.premises, pairs.hypotheses, pairs.labels):
-        if label == "entailment":
-            ent.setdefault(p, h)
-        elif label == "contradiction":
-            con.setdefault(p, h)
-    return [(p, ent[p], con[p]) for p in ent if p in con]
 
 
 def example_views(objective: str, batch: list) -> list[list[str]]:

@@ -1,4 +1,38 @@
-"""Multi-task fine-tuning (sentiment, paraphrase and similarity heads on one encoder). Not built yet: issue #13.
+"""Multi-task fine-tuning (issue #13): SST sentiment, Quora paraphrase and STS similarity heads on one encoder.
 
-It will train task heads from :mod:`layerwise.modules` on one encoder with :mod:`layerwise.training`.
+After "BERTology: Improving Sentence Embeddings for Multi-Task Success" (Lee, CS224N): the report's nine experiments
+(:data:`EXPERIMENTS`), trained with the one training loop (:mod:`layerwise.training`), plus the question this
+library asks: do tasks fight less when each head reads its own mix (``+MIX``) or subset (``+SUBSET``) of layers?
 """
+
+from layerwise.methods.multitask.config import (
+    EXPERIMENTS,
+    MultitaskConfig,
+    experiment_names,
+    get_experiment,
+    load_config,
+)
+from layerwise.methods.multitask.data import MultitaskData, load_multitask_data
+from layerwise.methods.multitask.evaluate import TaskScores, evaluate_split, overall_score
+from layerwise.methods.multitask.experiment import run_parts
+from layerwise.methods.multitask.model import MultitaskModel
+from layerwise.methods.multitask.run import ExperimentResult, run_experiment
+from layerwise.methods.multitask.schedule import BatchPlan
+
+__all__ = [
+    "EXPERIMENTS",
+    "BatchPlan",
+    "ExperimentResult",
+    "MultitaskConfig",
+    "MultitaskData",
+    "MultitaskModel",
+    "TaskScores",
+    "evaluate_split",
+    "experiment_names",
+    "get_experiment",
+    "load_config",
+    "load_multitask_data",
+    "overall_score",
+    "run_experiment",
+    "run_parts",
+]

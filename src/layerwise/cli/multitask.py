@@ -1,0 +1,92 @@
+"""``layerwise multitask``: multi-task fine-tuning (SST, Quora paraphrase, STS heads on one encoder; methods/multitask).
+
+Results go into a store under ``OUTPUT/state`` (one part per experiment x seed, keyed on every setting), so a
+re-run skips what is done and a cut-off run resumes from its checkpoints in ``OUTPUT/runs/``.
+"""
+
+from __future__ import annotations
+
+from layerwise.encoders.registry import BUILTIN_MODELS, DEFAULT_MODEL
+from layerwise.methods.multitask.config import SCHEDULES
+
+OVERRIDES = ("epochs", "schedule", "batch_size", "lr", "max_length", "limit", "eval_limit")
+
+
+def add_parsers(sub) -> None:
+    p = sub.add_parser("multitask", help="multi-task fine-tuning: SST, Quora paraphrase and STS heads on one encoder")
+    p.add_argument("experiments", nargs="*", default=[],
+                   help="named experiments (BASELINE, SHARED, STS_PARA_HEAD_MOD, STS_PARA_HEAD_MOD_1, FREEZE_SST, "
+                        "SST_TO_STS, NLI_REGRESSION, NLI_CONTRASTIVE, NLI_TRIPLET), each optionally with +MIX (a "
+                        "layer mix per task) or +SUBSET (a layer subset per task)")
+    p.add_argument("--config", action="append", default=[], metavar="FILE",
+                   help="a JSON file of MultitaskConfig fields (repeatable), run besides the named experiments")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0])
+    p.add_argument("--epochs", type=int, default=None, help="epochs over the task data (default: 10, the report's)")
+    p.add_argument("--schedule", default=None, choices=SCHEDULES,
+                   help="batch order within an epoch (default: task_by_task, the report's)")
+    p.add_argument("--batch-size", type=int, default=None, help="default: 32 (the report's)")
+    p.add_argument("--lr", type=float, default=None, help="encoder and head learning rate (default: 2e-5)")
+    p.add_argument("--max-length", type=int, default=None, help="tokens per sentence (default: 128)")
+    p.add_argument("--limit", type=int, default=None, help="at most this many training examples per task")
+    p.add_argument("--eval-limit", type=int, default=None, help="at most this many dev / test examples per task")
+    p.add_argument("--model", default=DEFAULT_MODEL,
+                   help=f"built-in name ({', '.join(BUILTIN_MODELS)}) or a local Hugging Face folder")
+    p.add_argument("--data-dir", default=None,
+                   help="data folder holding senteval/SST5, quora/, sts/STSB and nli/ (default: $LAYERWISE_DATA)")
+    p.add_argument("--output", default="runs/multitask",
+                   help="folder for multitask.{md,json}, multitask-layers.png, state/ and runs/ "
+                        "(default: runs/multitask)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="start cut-off runs again instead of resuming them (finished results in state/ are kept)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars, only the results")
+    p.set_defaults(handler=run)
+
+
+def configs_from_args(args) -> list:
+    """The MultitaskConfigs named on the command line (and in --config files), with the options given applied."""
+    from dataclasses import replace
+
+    from layerwise.methods.multitask.config import get_experiment, load_config
+
+    over = {k: getattr(args, k) for k in OVERRIDES if getattr(args, k) is not None}
+    configs = [get_experiment(name, **over) for name in args.experiments]
+    configs += [replace(load_config(path), **over) for path in args.config]
+    if not configs:
+        raise ValueError("name at least one experiment (e.g. `layerwise multitask BASELINE`) or pass --config FILE")
+    names = [c.name for c in configs]
+    if len(set(names)) != len(names):
+        raise ValueError(f"experiment names must differ (they name the results and folders), got {names}")
+    return configs
+
+
+def run(args, command) -> int:
+    from pathlib import Path
+
+    from layerwise.experiments.page_parts import run_record, save_png
+    from layerwise.experiments.store import ResultsStore
+    from layerwise.methods.multitask.experiment import run_parts
+    from layerwise.methods.multitask.pages import TITLE
+    from layerwise.methods.multitask.report import MultitaskPage, draw_layer_weights, render_markdown, summary
+    from layerwise.reports import write_json, write_text
+
+    configs = configs_from_args(args)  # every config checked before any work
+    if args.quiet:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # the command line's choice, not the library's
+    out = Path(args.output)
+    results = run_parts(configs, args.seeds, ResultsStore(out / "state"), model=args.model, checkpoints=out / "runs",
+                        data_dir=args.data_dir, command=command, overwrite=args.overwrite)
+    page = MultitaskPage(TITLE, args.model, results, [f"- command: `{run_record(command)['command']}`"])
+    paths = [write_text(out / "multitask.md", render_markdown(page)),
+             write_json(out / "multitask.json", {**summary(page), "runs": [r.to_payload() for r in results]})]
+    if any(r.layer_weights for r in results):
+        paths.append(save_png(draw_layer_weights(page), out / "multitask-layers.png"))
+    print(f"{'experiment':32s} seed  dev overall  test: SST acc  PARA acc  STS Pearson  overall")
+    for r in results:
+        t = r.test
+        print(f"{r.config['name']:32s} {r.seed:4d}  {r.dev.overall:11.4f}  {t.sst_acc:13.4f}  {t.para_acc:8.4f}  "
+              f"{t.sts_pearson:11.4f}  {t.overall:7.4f}")
+    for path in paths:
+        print(f"wrote {path}")
+    return 0

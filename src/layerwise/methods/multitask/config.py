@@ -1,0 +1,143 @@
+"""Multi-task experiment settings: a frozen dataclass with a JSON round trip, and the named experiments.
+
+The nine experiments of "BERTology: Improving Sentence Embeddings for Multi-Task Success" (Lee, CS224N) are in
+:data:`EXPERIMENTS`; ``NAME+MIX`` (a softmax layer mix per task, trained with the rest) and ``NAME+SUBSET`` (a fixed
+layer subset per task, chosen on the frozen encoder) are the layer-wise variants of any of them
+(:func:`get_experiment`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+
+from layerwise.losses.nli import NLI_OBJECTIVES
+from layerwise.methods.multitask.schedule import SCHEDULES
+from layerwise.modules.heads import PAIR_FEATURES
+
+__all__ = ["EXPERIMENTS", "LAYER_MODES", "SCHEDULES", "TASKS", "MultitaskConfig", "get_experiment",
+           "load_config", "experiment_names"]
+
+TASKS = ("sst", "para", "sts")  # the report's order: sentiment, paraphrase, similarity
+LAYER_MODES = ("last", "mix", "subset")
+STS_HEADS = ("linear", "cosine")
+
+
+@dataclass(frozen=True)
+class MultitaskConfig:
+    name: str = "BASELINE"  # experiment name (recorded in results)
+    para_features: str = "concat"  # PARA head input: "concat" [u; v], "abs_diff" [u; v; |u-v|], "cos" [u; v; cos]
+    sts_head: str = "linear"  # "linear" on [u; v] (MSE to gold / 5) or "cosine" (cos(u, v), MSE to gold / 5)
+    shared_layers: int = 0  # hidden layers (ReLU + dropout) shared by the PARA and STS heads (SHARED: 2)
+    freeze_sst: bool = False  # train PARA + STS first, then only a larger SST head on the frozen encoder
+    sst_transformer_layers: int = 4  # transformer layers of that larger SST head
+    sst_prototypes: int = 0  # prototype sentences per SST label for the similarity-to-prototypes head (0: off)
+    nli: str | None = None  # pre-finetuning objective on SNLI before the tasks ("regression", "contrastive", ...)
+    nli_epochs: int = 1  # epochs of that pre-finetuning
+    layers: str = "last"  # what each head reads: "last" layer mean, a per-task "mix" of all layers, or a "subset"
+    schedule: str = "task_by_task"  # batch order within an epoch (see schedule.py)
+    epochs: int = 10  # epochs over the task data (the checkpoint with the best dev overall score is kept)
+    batch_size: int = 32  # the report's batch size
+    lr: float = 2e-5  # encoder and head learning rate (the report's)
+    mix_lr: float = 1e-3  # layer-mix weights (a fresh, tiny module: at 2e-5 it would barely move)
+    dropout: float = 0.1  # dropout of every head (the report's)
+    temperature: float = 0.05  # tau of the contrastive NLI objective
+    margin: float = 1.0  # margin of the triplet NLI objective
+    max_length: int = 128  # tokens per sentence
+    limit: int | None = None  # at most this many training examples per task (None: all; for quick runs)
+    eval_limit: int | None = None  # at most this many dev / test examples per task (None: all; for quick runs)
+    split_seed: int = 0  # seed of the Quora 90 / 10 train / selection split (fixed across training seeds)
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.para_features in PAIR_FEATURES, "para_features", f"one of {', '.join(PAIR_FEATURES)}"),
+            (self.sts_head in STS_HEADS, "sts_head", f"one of {', '.join(STS_HEADS)}"),
+            (self.shared_layers >= 0, "shared_layers", "an integer >= 0"),
+            (self.sst_transformer_layers >= 1, "sst_transformer_layers", "an integer >= 1"),
+            (self.sst_prototypes >= 0, "sst_prototypes", "an integer >= 0"),
+            (self.nli is None or self.nli in NLI_OBJECTIVES, "nli", f"None or one of {', '.join(NLI_OBJECTIVES)}"),
+            (self.nli_epochs >= 1, "nli_epochs", "an integer >= 1"),
+            (self.layers in LAYER_MODES, "layers", f"one of {', '.join(LAYER_MODES)}"),
+            (self.schedule in SCHEDULES, "schedule", f"one of {', '.join(SCHEDULES)}"),
+            (self.epochs >= 1, "epochs", "an integer >= 1"),
+            (self.batch_size >= 2, "batch_size", "an integer >= 2 (in-batch negatives need a batch)"),
+            (self.lr > 0 and self.mix_lr > 0, "lr", "learning rates > 0"),
+            (0 <= self.dropout < 1, "dropout", "a probability in [0, 1)"),
+            (self.max_length >= 2, "max_length", "an integer >= 2"),
+            (self.limit is None or self.limit >= 2, "limit", "None or an integer >= 2"),
+            (self.eval_limit is None or self.eval_limit >= 2, "eval_limit", "None or an integer >= 2"),
+            (not (self.shared_layers and self.sts_head == "cosine"), "shared_layers",
+             "0 with the cosine STS head (it has no layers to share)"),
+            (not (self.shared_layers and self.para_features != "concat"), "para_features",
+             "'concat' with shared_layers (the PARA and STS heads share layers on [u; v])"),
+            (not (self.freeze_sst and self.sst_prototypes), "freeze_sst", "False with sst_prototypes (one SST head)"),
+        ]
+        for ok, name, fix in checks:
+            if not ok:
+                raise ValueError(f"MultitaskConfig.{name}={getattr(self, name)!r} is invalid: use {fix}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "MultitaskConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown MultitaskConfig fields {unknown}; valid: {sorted(known)}")
+        return cls(**data)
+
+    def save(self, path: str | Path) -> Path:
+        from layerwise.reports import write_json
+
+        return write_json(Path(path), self.to_dict())
+
+
+def load_config(path: str | Path) -> MultitaskConfig:
+    """A :class:`MultitaskConfig` from a JSON file (``{"name": ..., field: value, ...}``); unknown fields refused."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"cannot read multitask config {path}: {exc}; "
+                         "pass a JSON object of MultitaskConfig fields") from exc
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} must hold a JSON object of MultitaskConfig fields")
+    return MultitaskConfig.from_dict(data)
+
+
+_HEAD_MOD = {"sts_head": "cosine", "para_features": "abs_diff"}
+
+EXPERIMENTS: dict[str, MultitaskConfig] = {
+    "BASELINE": MultitaskConfig(name="BASELINE"),
+    "SHARED": MultitaskConfig(name="SHARED", shared_layers=2),
+    "STS_PARA_HEAD_MOD": MultitaskConfig(name="STS_PARA_HEAD_MOD", **_HEAD_MOD),
+    "STS_PARA_HEAD_MOD_1": MultitaskConfig(name="STS_PARA_HEAD_MOD_1", sts_head="cosine", para_features="cos"),
+    "FREEZE_SST": MultitaskConfig(name="FREEZE_SST", freeze_sst=True),
+    "SST_TO_STS": MultitaskConfig(name="SST_TO_STS", sst_prototypes=100),
+    "NLI_REGRESSION": MultitaskConfig(name="NLI_REGRESSION", nli="regression", **_HEAD_MOD),
+    "NLI_CONTRASTIVE": MultitaskConfig(name="NLI_CONTRASTIVE", nli="contrastive", **_HEAD_MOD),
+    "NLI_TRIPLET": MultitaskConfig(name="NLI_TRIPLET", nli="triplet", **_HEAD_MOD),
+}
+_VARIANTS = {"MIX": "mix", "SUBSET": "subset"}
+
+
+def experiment_names() -> list[str]:
+    """The nine named experiments and their ``+MIX`` / ``+SUBSET`` layer-wise variants."""
+    return [*EXPERIMENTS, *(f"{n}+{v}" for n in EXPERIMENTS for v in _VARIANTS)]
+
+
+def get_experiment(name: str, **overrides) -> MultitaskConfig:
+    """The named experiment (``BASELINE``, ``NLI_TRIPLET+MIX``...) with ``overrides`` (epochs, schedule...)."""
+    base, _, variant = name.partition("+")
+    if base not in EXPERIMENTS or (variant and variant not in _VARIANTS):
+        close = difflib.get_close_matches(name, experiment_names(), n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise KeyError(f"no multitask experiment {name!r}.{hint} Valid: {', '.join(EXPERIMENTS)}, each optionally "
+                       f"with +MIX or +SUBSET")
+    config = EXPERIMENTS[base]
+    if variant:
+        config = replace(config, name=name, layers=_VARIANTS[variant])
+    return replace(config, **overrides) if overrides else config

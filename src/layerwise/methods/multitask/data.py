@@ -1,0 +1,173 @@
+"""The three tasks' splits and the NLI pre-finetuning data, as loaded here (what differs from the report's data).
+
+    SST   SST-5 train / dev / test (8,544 / 1,101 / 2,210 sentences, 5 classes)      ``load_transfer("sst5")``
+    PARA  Quora duplicate questions: only the BiMPM dev and test partitions (10,000 pairs each) are here, so
+          training uses a seeded 90 % of dev, selection the other 10 %, and test is reported (the report trained
+          on a far larger Quora train split)
+    STS   STS-B train / dev / test (5,749 / 1,500 / 1,379 pairs, gold 0-5)
+    NLI   SNLI dev + test pairs (SNLI train and MNLI are not available): labelled pairs for the regression
+          objective, (premise, entailment, contradiction) triplets for the contrastive and triplet objectives
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from layerwise.data.checksum import content_checksum
+from layerwise.data.nli import read_lines, require_dir
+
+__all__ = ["DATA_NOTES", "LabelledPairs", "LabelledSentences", "MultitaskData", "TaskSplits", "load_multitask_data",
+           "load_quora_pairs"]
+
+DATA_NOTES = (
+    "SST: SST-5 sentences (train 8,544 / dev 1,101 / test 2,210), 5 classes.",
+    "PARA: Quora BiMPM dev partition split 90 / 10 (seeded) into train / selection; the test partition is reported. "
+    "The report trained on the full Quora train split, which is not available here.",
+    "STS: STS-B train / dev / test, gold 0-5 (heads regress gold / 5).",
+    "NLI pre-finetuning: SNLI dev + test only (SNLI train and MNLI are not available here).",
+)
+
+
+@dataclass(frozen=True)
+class LabelledSentences:
+    sentences: list[str]  # (n,)
+    labels: np.ndarray  # (n,) int64 class indices
+
+    def __len__(self) -> int:
+        return len(self.sentences)
+
+    def take(self, idx) -> "LabelledSentences":
+        idx = np.asarray(idx, dtype=np.int64)
+        return LabelledSentences([self.sentences[i] for i in idx], self.labels[idx])
+
+
+@dataclass(frozen=True)
+class LabelledPairs:
+    first: list[str]  # (n,)
+    second: list[str]  # (n,)
+    targets: np.ndarray  # (n,) float: 0/1 (PARA), gold 0-5 (STS), 1 / 0.5 / 0 (NLI regression)
+
+    def __len__(self) -> int:
+        return len(self.first)
+
+    def take(self, idx) -> "LabelledPairs":
+        idx = np.asarray(idx, dtype=np.int64)
+        return LabelledPairs([self.first[i] for i in idx], [self.second[i] for i in idx], self.targets[idx])
+
+
+@dataclass(frozen=True)
+class TaskSplits:
+    train: LabelledSentences | LabelledPairs
+    dev: LabelledSentences | LabelledPairs  # checkpoint selection
+    test: LabelledSentences | LabelledPairs  # reported
+
+
+@dataclass(frozen=True)
+class MultitaskData:
+    sst: TaskSplits
+    para: TaskSplits
+    sts: TaskSplits
+    n_classes: int  # SST classes (5)
+    nli_pairs: LabelledPairs | None = None  # SNLI pairs with regression targets (NLI_REGRESSION)
+    nli_triplets: list[tuple[str, str, str]] | None = None  # (premise, entailment, contradiction)
+
+    def task(self, name: str) -> TaskSplits:
+        return {"sst": self.sst, "para": self.para, "sts": self.sts}[name]
+
+    def checksums(self) -> dict:
+        """Content checksums of every part read, for run keys and resume fingerprints."""
+        out = {t: content_checksum([self.task(t).train, self.task(t).dev, self.task(t).test]) for t in ("sst", "para",
+                                                                                                      "sts")}
+        out["nli_pairs"] = content_checksum(self.nli_pairs) if self.nli_pairs is not None else None
+        out["nli_triplets"] = content_checksum(self.nli_triplets) if self.nli_triplets is not None else None
+        return out
+
+
+def load_quora_pairs(data_dir=None, split: str = "dev") -> LabelledPairs:
+    """Quora BiMPM ``dev`` or ``test`` (``label<TAB>q1<TAB>q2<TAB>pair_id``) as pairs with 0/1 targets."""
+
+    if split not in ("dev", "test"):
+        raise ValueError(f"unknown Quora split {split!r}; valid: 'dev', 'test' (no train partition is here)")
+    path = require_dir(data_dir, "quora") / f"{split}.tsv"
+    first, second, targets = [], [], []
+    for i, line in enumerate(read_lines(path), 1):
+        if not line:
+            continue
+        f = line.split("\t")
+        if len(f) != 4 or f[0] not in ("0", "1"):
+            raise ValueError(f"{path} line {i}: expected label<TAB>q1<TAB>q2<TAB>pair_id with label 0 or 1")
+        first.append(f[1])
+        second.append(f[2])
+        targets.append(float(f[0]))
+    return LabelledPairs(first, second, np.asarray(targets, dtype=np.float64))
+
+
+def _limit(data, n: int | None, seed: int):
+    """At most ``n`` examples: a seeded sample kept in file order (all of them when n is None or larger)."""
+    if n is None or len(data) <= n:
+        return data
+    return data.take(np.sort(np.random.default_rng(seed).permutation(len(data))[:n]))
+
+
+def _head(data, n: int | None):
+    return data if n is None or len(data) <= n else data.take(np.arange(n))
+
+
+def _sst(data_dir, limit, eval_limit, seed) -> tuple[TaskSplits, int]:
+    from layerwise.data import load_transfer
+
+    d = load_transfer("sst5", data_dir=data_dir)
+    part = {s: LabelledSentences([d.sentences[i] for i in np.flatnonzero(d.splits == s)],
+                                 d.labels[d.splits == s]) for s in ("train", "dev", "test")}
+    return TaskSplits(_limit(part["train"], limit, seed), _head(part["dev"], eval_limit),
+                      _head(part["test"], eval_limit)), d.n_classes
+
+
+def _para(data_dir, limit, eval_limit, split_seed) -> TaskSplits:
+    dev = load_quora_pairs(data_dir, "dev")
+    perm = np.random.default_rng(split_seed).permutation(len(dev))
+    cut = int(round(0.9 * len(dev)))
+    train, select = dev.take(np.sort(perm[:cut])), dev.take(np.sort(perm[cut:]))
+    return TaskSplits(_limit(train, limit, split_seed), _head(select, eval_limit),
+                      _head(load_quora_pairs(data_dir, "test"), eval_limit))
+
+
+def _sts(data_dir, limit, eval_limit, seed) -> TaskSplits:
+    from layerwise.data import load_sts
+
+    def pairs(split):
+        d = load_sts("stsb", data_dir=data_dir, split=split)
+        return LabelledPairs(list(d.sentences1), list(d.sentences2), np.asarray(d.scores, dtype=np.float64))
+
+    return TaskSplits(_limit(pairs("train"), limit, seed), _head(pairs("dev"), eval_limit),
+                      _head(pairs("test"), eval_limit))
+
+
+def _nli(data_dir, objective: str, limit):
+    from layerwise.data.nli import load_snli, snli_triplets
+    from layerwise.losses.nli import NLI_LABEL_SCORES
+
+    if objective == "regression":
+        p = load_snli(data_dir, "all")
+        pairs = LabelledPairs(list(p.premises), list(p.hypotheses),
+                              np.asarray([NLI_LABEL_SCORES[x] for x in p.labels], dtype=np.float64))
+        return _limit(pairs, limit, 0), None
+    triplets = snli_triplets(data_dir)
+    return None, triplets if limit is None else triplets[:limit]
+
+
+def load_multitask_data(config, data_dir=None) -> MultitaskData:
+    """Every split ``config`` (a MultitaskConfig) trains, selects and reports on; ``config.limit`` caps training sets
+    (a seeded sample), ``config.eval_limit`` the dev and test sets (their first examples)."""
+    sst, n_classes = _sst(data_dir, config.limit, config.eval_limit, config.split_seed)
+    para = _para(data_dir, config.limit, config.eval_limit, config.split_seed)
+    sts = _sts(data_dir, config.limit, config.eval_limit, config.split_seed)
+    nli_pairs, triplets = _nli(data_dir, config.nli, config.limit) if config.nli else (None, None)
+    if config.sst_prototypes:
+        counts = np.bincount(sst.train.labels, minlength=n_classes)
+        if counts.min() < config.sst_prototypes:
+            raise ValueError(f"sst_prototypes={config.sst_prototypes} per label is more than the SST training "
+                             f"sentences of some label ({counts.tolist()}); use at most {counts.min()}")
+    return MultitaskData(sst, para, sts, n_classes, nli_pairs, triplets)

@@ -1,0 +1,79 @@
+"""Experiments x seeds run part by part into a :class:`~layerwise.experiments.store.ResultsStore`.
+
+One part per (experiment, seed), named ``<experiment>-seed<k>`` and keyed on the model identity (weights,
+tokenizer, config hashes), the content checksums of every data split, every :class:`MultitaskConfig` field and the
+seed. A part whose key is stored is never recomputed; a run that was cut off resumes from its checkpoints under
+``checkpoints/<experiment>/seed<k>/`` (those folders are large and not keyed: the store is the record).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from layerwise.experiments.page_parts import run_record
+from layerwise.experiments.store import Part, ResultsStore, model_key
+from layerwise.methods.multitask.config import MultitaskConfig
+from layerwise.methods.multitask.data import load_multitask_data
+from layerwise.methods.multitask.run import ExperimentResult, run_experiment
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["PAGE_NAME", "part_name", "run_parts", "stored_results"]
+
+PAGE_NAME = "multitask"
+
+
+def part_name(config: MultitaskConfig, seed: int) -> str:
+    return f"{config.name}-seed{seed}"
+
+
+def _model_key(model: str) -> dict:
+    """Weights, tokenizer and config hashes of ``model`` (a built-in name or a folder)."""
+    from layerwise.encoders.layer_encoder import LayerEncoder
+
+    return model_key(LayerEncoder(model, cache_dir=False).identity)
+
+
+def _key(model: dict, data, config: MultitaskConfig, seed: int) -> dict:
+    return {"model": model, "data": data.checksums(), "config": config.to_dict(), "seed": int(seed)}
+
+
+def run_parts(configs: list[MultitaskConfig], seeds, store: ResultsStore, *, model: str, checkpoints, data_dir=None,
+              command=(), overwrite: bool = False) -> list[ExperimentResult]:
+    """Every (config, seed) result: from ``store`` where its key is stored, else trained (resuming from its
+    checkpoints) and saved at once. ``overwrite`` starts cut-off runs again instead of resuming them."""
+    results = []
+    mk = None
+    for config in configs:
+        data = load_multitask_data(config, data_dir)
+        for seed in seeds:
+            mk = mk or _model_key(model)
+            key, name = _key(mk, data, config, seed), part_name(config, seed)
+            part = store.load(PAGE_NAME, name, key)
+            if part is None:
+                folder = Path(checkpoints) / config.name / f"seed{seed}"
+                result = run_experiment(config, seed, folder, model_name=model, data=data, resume=not overwrite,
+                                        overwrite=overwrite)
+                part = Part(PAGE_NAME, name, key, result.to_payload(), runs=[run_record(command)])
+                store.save(part)
+                logger.info("%s: test overall %.4f", name, result.test.overall)
+            results.append(ExperimentResult.from_payload(part.payload))
+    return results
+
+
+def stored_results(store: ResultsStore, names: list[str], seeds, *, page: str = PAGE_NAME):
+    """(results, parts used, part names not stored) of the experiments ``names`` x ``seeds``, from the store alone."""
+    from layerwise.experiments.page_parts import latest_by_name
+
+    parts = latest_by_name(store.parts(page))
+    results, used, missing = [], [], []
+    for name in names:
+        for seed in seeds:
+            part = parts.get(f"{name}-seed{seed}")
+            if part is None:
+                missing.append(f"{name}-seed{seed}")
+                continue
+            results.append(ExperimentResult.from_payload(part.payload))
+            used.append(part)
+    return results, used, missing

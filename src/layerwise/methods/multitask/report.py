@@ -1,0 +1,112 @@
+"""Multi-task results as a markdown page, a JSON summary and the figure of the learned per-task layer weights."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from layerwise.methods.multitask.data import DATA_NOTES
+from layerwise.methods.multitask.run import ExperimentResult
+
+__all__ = ["MultitaskPage", "draw_layer_weights", "render_markdown", "summary"]
+
+SCORES = ("sst_acc", "para_acc", "sts_pearson", "sts_spearman", "overall")
+HEADERS = {"sst_acc": "SST acc", "para_acc": "PARA acc", "sts_pearson": "STS Pearson", "sts_spearman": "STS Spearman",
+           "overall": "overall"}
+
+
+@dataclass
+class MultitaskPage:
+    title: str
+    model: str
+    results: list[ExperimentResult]  # every (experiment, seed) shown, in page order
+    provenance: list[str] = field(default_factory=list)  # markdown bullet lines
+    missing: list[str] = field(default_factory=list)  # parts not computed yet
+
+    def experiments(self) -> list[str]:
+        return list(dict.fromkeys(r.config["name"] for r in self.results))
+
+    def of(self, name: str) -> list[ExperimentResult]:
+        return [r for r in self.results if r.config["name"] == name]
+
+
+def _mean_std(values: list[float]) -> tuple[float, float]:
+    a = np.asarray(values, dtype=float)
+    return float(a.mean()), float(a.std(ddof=1)) if len(a) > 1 else 0.0
+
+
+def _cell(values: list[float]) -> str:
+    mean, std = _mean_std(values)
+    return f"{mean:.3f}" if len(values) == 1 else f"{mean:.3f} ± {std:.3f}"
+
+
+def summary(page: MultitaskPage) -> dict:
+    """{"model", "experiments": {name: {"seeds", "dev": {score: mean}, "test": {...}, "config"}}, "missing"}."""
+    out = {}
+    for name in page.experiments():
+        runs = page.of(name)
+        out[name] = {"seeds": [r.seed for r in runs], "config": runs[0].config,
+                     **{split: {s: _mean_std([getattr(r, split).to_dict()[s] for r in runs])[0] for s in SCORES}
+                        for split in ("dev", "test")},
+                     "layer_weights": {r.seed: r.layer_weights for r in runs if r.layer_weights},
+                     "subsets": {r.seed: r.subsets for r in runs if r.subsets}}
+    return {"title": page.title, "model": page.model, "experiments": out, "missing": page.missing}
+
+
+def _settings_line(config: dict) -> str:
+    keys = ("epochs", "batch_size", "lr", "mix_lr", "dropout", "schedule", "max_length", "limit", "eval_limit")
+    return ", ".join(f"{k} {config[k]}" for k in keys)
+
+
+def render_markdown(page: MultitaskPage) -> str:
+    lines = [f"# {page.title}", "", f"Model: `{page.model}`. Scores as fractions; overall = "
+             "(SST acc + PARA acc + (STS Pearson + 1) / 2) / 3. Mean over seeds (± sample std when several).", ""]
+    if page.results:
+        lines += [f"Settings of the first run: {_settings_line(page.results[0].config)}.", ""]
+    lines += ["## Test (checkpoint chosen on dev)", "",
+              "| experiment | seeds | dev overall | " + " | ".join(HEADERS[s] for s in SCORES) + " |",
+              "|---|---|---|" + "---|" * len(SCORES)]
+    for name in page.experiments():
+        runs = page.of(name)
+        cells = [_cell([r.test.to_dict()[s] for r in runs]) for s in SCORES]
+        lines.append(f"| {name} | {len(runs)} | {_cell([r.dev.overall for r in runs])} | " + " | ".join(cells) + " |")
+    subsets = [r for r in page.results if r.subsets]
+    if subsets:
+        lines += ["", "## Layer subsets chosen on the frozen encoder (+SUBSET rows)", "",
+                  "| experiment | seed | SST | PARA | STS |", "|---|---|---|---|---|"]
+        for r in subsets:
+            cells = [",".join(map(str, r.subsets[t]["layers"])) for t in ("sst", "para", "sts")]
+            lines.append(f"| {r.config['name']} | {r.seed} | " + " | ".join(cells) + " |")
+        lines += ["", "Hidden state 0 is the embedding output, L the last layer. STS: exact subset search on STS-B "
+                  "train; SST and PARA: ridge screen on an 80/20 split of their training data."]
+    if any(r.layer_weights for r in page.results):
+        lines += ["", "## Learned layer weights (+MIX rows)", "", "![per-task layer weights](multitask-layers.png)"]
+    lines += ["", "## Data", "", *[f"- {n}" for n in DATA_NOTES],
+              "- The report (Lee, CS224N) reached dev overall 0.784 with NLI_TRIPLET vs 0.596 for BASELINE on its "
+              "own data; the numbers above are not comparable with those."]
+    if page.missing:
+        lines += ["", "## Not run yet", "", *[f"- {m}" for m in page.missing]]
+    if page.provenance:
+        lines += ["", "## Provenance", "", *page.provenance]
+    return "\n".join(lines) + "\n"
+
+
+def draw_layer_weights(page: MultitaskPage):
+    """A matplotlib ``Figure``: softmax layer weights of each task (lines) per +MIX experiment (panels)."""
+    from matplotlib.figure import Figure
+
+    runs = [r for r in page.results if r.layer_weights]
+    names = list(dict.fromkeys(r.config["name"] for r in runs))
+    fig = Figure(figsize=(4.2 * max(1, len(names)), 3.4), layout="constrained")
+    axes = fig.subplots(1, max(1, len(names)), squeeze=False)[0]
+    for ax, name in zip(axes, names, strict=False):  # one empty panel when there is no +MIX run
+        mine = [r for r in runs if r.config["name"] == name]
+        for task in [t for t in ("sst", "para", "sts") if t in mine[0].layer_weights]:
+            w = np.mean([r.layer_weights[task] for r in mine], axis=0)
+            ax.plot(range(len(w)), w, marker="o", label=task.upper())
+        ax.set_title(f"{name} ({len(mine)} seed{'s' if len(mine) > 1 else ''})", fontsize=9)
+        ax.set_xlabel("hidden state (0 = embeddings)")
+        ax.set_ylabel("softmax weight")
+        ax.legend(fontsize=8)
+    return fig

@@ -1,0 +1,80 @@
+"""The ``multitask`` results page and the ``layerwise multitask`` command on a tiny random BERT and small data."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import write_multitask
+from layerwise.experiments import ResultsStore, get_page
+from layerwise.experiments.registry import PageContext
+
+TINY = {"epochs": 1, "batch_size": 8, "max_length": 16, "lr": 1e-3, "limit": 10, "eval_limit": 8}
+
+
+def test_page_runs_resumes_and_renders(tiny_bert, tmp_path, monkeypatch):
+    from layerwise.methods.multitask import experiment
+
+    data = write_multitask(tmp_path / "data", n=20)
+    store = ResultsStore(tmp_path / "state")
+    options = {"experiments": ["BASELINE", "BASELINE+MIX"], "seeds": [0, 1], "model": str(tiny_bert),
+               "overrides": TINY, "checkpoints": str(tmp_path / "runs")}
+    page = get_page("multitask")
+    ctx = PageContext(store=store, output=tmp_path / "out", data_dir=str(data), options=options)
+    page.run(ctx)
+    parts = {p.name: p for p in store.parts("multitask")}
+    assert sorted(parts) == ["BASELINE+MIX-seed0", "BASELINE+MIX-seed1", "BASELINE-seed0", "BASELINE-seed1"]
+    key = parts["BASELINE-seed1"].key
+    assert key["seed"] == 1 and key["config"]["epochs"] == 1 and key["model"]["weights_sha256"]
+    assert set(key["data"]) >= {"sst", "para", "sts"}
+    monkeypatch.setattr(experiment, "run_experiment",
+                        lambda *a, **k: (_ for _ in ()).throw(AssertionError("recomputed")))
+    page.run(ctx)  # everything stored: nothing trains
+    written = page.render(ctx)
+    md = (tmp_path / "out" / "multitask.md").read_text()
+    assert tmp_path / "out" / "multitask-layers.png" in written
+    summary = json.loads((tmp_path / "out" / "multitask.json").read_text())
+    base = summary["experiments"]["BASELINE"]
+    tests = [parts[f"BASELINE-seed{s}"].payload["test"]["overall"] for s in (0, 1)]
+    assert base["test"]["overall"] == pytest.approx(sum(tests) / 2)
+    row = next(line for line in md.splitlines() if line.startswith("| BASELINE |"))
+    assert f"{sum(tests) / 2:.3f} ±" in row and "| 2 |" in row
+    changed = {**options, "overrides": {**TINY, "epochs": 2}, "experiments": ["BASELINE"], "seeds": [0]}
+    with pytest.raises(AssertionError, match="recomputed"):  # another setting: another key, computed again
+        page.run(PageContext(store=store, output=tmp_path / "out", data_dir=str(data), options=changed))
+
+
+def test_page_refuses_bad_options():
+    from layerwise.methods.multitask.pages import page_config
+
+    with pytest.raises(ValueError, match="unknown multitask page options"):
+        page_config({"experiment": ["BASELINE"]})
+    with pytest.raises(ValueError, match="unknown MultitaskConfig overrides"):
+        page_config({"overrides": {"epoch": 1}})
+    with pytest.raises(KeyError, match="no multitask experiment"):
+        page_config({"experiments": ["BASELINE+MAX"]})
+
+
+def test_cli_multitask_writes_results_and_resumes(tiny_bert, tmp_path, capsys):
+    from layerwise.cli import main
+
+    data = write_multitask(tmp_path / "data", n=20)
+    cfg = tmp_path / "mine.json"
+    cfg.write_text(json.dumps({"name": "MINE", "sts_head": "cosine", "schedule": "round_robin"}))
+    argv = ["multitask", "STS_PARA_HEAD_MOD+MIX", "--config", str(cfg), "--model", str(tiny_bert), "--data-dir",
+            str(data), "--output", str(tmp_path / "out"), "--epochs", "1", "--batch-size", "8", "--max-length", "16",
+            "--limit", "10", "--eval-limit", "8", "-q"]
+    assert main(argv) == 0
+    out = tmp_path / "out"
+    doc = json.loads((out / "multitask.json").read_text())
+    assert [r["config"]["name"] for r in doc["runs"]] == ["STS_PARA_HEAD_MOD+MIX", "MINE"]
+    assert doc["runs"][1]["config"]["schedule"] == "round_robin" and doc["runs"][1]["config"]["epochs"] == 1
+    assert (out / "multitask.md").is_file() and (out / "multitask-layers.png").is_file()
+    assert (out / "runs" / "MINE" / "seed0" / "tasks" / "best" / "multitask_model.json").is_file()
+    first = capsys.readouterr().out
+    assert main(argv) == 0  # stored: reused, same numbers
+    assert json.loads((out / "multitask.json").read_text())["runs"] == doc["runs"]
+    assert capsys.readouterr().out.splitlines()[:3] == first.splitlines()[:3]
+    assert main(["multitask", "--model", str(tiny_bert)]) == 2
+    assert "name at least one experiment" in capsys.readouterr().err
