@@ -8,6 +8,8 @@ so in the log, so a page never mixes two versions of one part silently.
 
 from __future__ import annotations
 
+import time
+
 import io
 import logging
 import os
@@ -27,7 +29,8 @@ def run_record(command: Sequence[str] = ()) -> dict:
     from layerwise.reports import environment
 
     env = environment(list(command) if command else None)
-    return {"started": env["date"], "command": env["command"], "environment": env}
+    # "t": seconds since the epoch, so that two runs started within one second are still ordered
+    return {"started": env["date"], "t": time.time(), "command": env["command"], "environment": env}
 
 
 def sts_checksum(d) -> str:
@@ -38,8 +41,9 @@ def sts_checksum(d) -> str:
                              "subsets": d.subsets, "split": d.split})
 
 
-def _started(part: Part) -> str:
-    return max((r.get("started", "") for r in part.runs), default="")
+def _started(part: Part) -> tuple[str, float]:
+    """(date string, epoch seconds) of the part's last run; older records have no epoch seconds (0)."""
+    return max(((r.get("started", ""), float(r.get("t", 0.0))) for r in part.runs), default=("", 0.0))
 
 
 def latest_by_name(parts: Iterable[Part]) -> dict[str, Part]:
@@ -50,7 +54,7 @@ def latest_by_name(parts: Iterable[Part]) -> dict[str, Part]:
         if have is not None:
             part = part if _started(part) > _started(have) else have
             logger.info("%s/%s is stored under several keys; the page uses the one run at %s", part.page, part.name,
-                        _started(part))
+                        _started(part)[0])
         out[part.name] = part
     return out
 
