@@ -8,8 +8,9 @@
 - :mod:`.run`, :mod:`.transfer_run`, :mod:`.ablation_run`: end-to-end runs (typed results, config dataclasses,
   parts of the results store), with :mod:`.transfer_report`, :mod:`.ablation_report` writing their files
 - :mod:`.pages`: the ``lc-sts``, ``transfer`` and ``ablations`` results pages (:mod:`.sts_page`,
-  :mod:`.sts_observations`, :mod:`.transfer_pages`, :mod:`.transfer_check`); :mod:`.migrate` converted the
-  files of the old scripts into store parts
+  :mod:`.sts_observations`, :mod:`.transfer_pages`, :mod:`.transfer_check`). The files of the old results
+  scripts were converted into store parts once (one-off code, commit ef01597, removed after it ran; each converted
+  part records ``migrated_from``)
 """
 
 from layerwise.methods.lc.protocol import LCProtocol, LCResult, LCSplit, run_bert_lc, split_indices
