@@ -49,5 +49,5 @@ def test_a_file_whose_key_was_edited_is_refused(tmp_path):
 
 
 def test_unknown_page_suggests_a_close_name():
-    with pytest.raises(KeyError, match="no results page"):
+    with pytest.raises(ValueError, match="no results page"):
         get_page("lc-stz")

@@ -14,6 +14,7 @@ def add_parsers(sub) -> None:
                    help="list: the declared pages; run: compute the missing parts, then render; render: write the "
                         "page from the store only")
     p.add_argument("name", nargs="?", default=None, help="page name (see `layerwise results list`)")
+    p.add_argument("--all", action="store_true", help="render: every page (nothing is computed)")
     p.add_argument("--data-dir", default=None, help="data folder (default: $LAYERWISE_DATA)")
     p.add_argument("--store", default="docs/results/state", help="results store folder (default: docs/results/state)")
     p.add_argument("--output", default="docs/results", help="folder the page is written to (default: docs/results)")
@@ -46,13 +47,16 @@ def run(args, command) -> int:
         for page in all_pages():
             print(f"{page.name:20s} {page.method:16s} {page.title}")
         return 0
-    if args.name is None:
-        raise ValueError(f"`layerwise results {args.action}` needs a page name; see `layerwise results list`")
-    page = get_page(args.name)
-    ctx = PageContext(store=ResultsStore(args.store), output=Path(args.output), data_dir=args.data_dir,
-                      command=tuple(command), options=parse_options(args.option))
-    if args.action == "run":
-        page.run(ctx)
-    for path in page.render(ctx):
-        print(f"wrote {path}")
+    if args.all and args.action != "render":
+        raise ValueError("--all goes with `render` only (a run of every page takes many hours); name one page to run")
+    if args.name is None and not args.all:
+        raise ValueError(f"`layerwise results {args.action}` needs a page name or --all; see `layerwise results list`")
+    pages = all_pages() if args.all else [get_page(args.name)]
+    for page in pages:
+        ctx = PageContext(store=ResultsStore(args.store), output=Path(args.output), data_dir=args.data_dir,
+                          command=tuple(command), options=parse_options(args.option))
+        if args.action == "run":
+            page.run(ctx)
+        for path in page.render(ctx):
+            print(f"wrote {path}")
     return 0

@@ -57,7 +57,7 @@ def get_page(name: str) -> ResultsPage:
     if name not in PAGES:
         close = difflib.get_close_matches(name, PAGES, n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
-        raise KeyError(f"no results page {name!r}.{hint} Pages: {', '.join(sorted(PAGES))}")
+        raise ValueError(f"no results page {name!r}.{hint} Pages: {', '.join(sorted(PAGES))}")
     return PAGES[name]
 
 
