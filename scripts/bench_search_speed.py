@@ -39,8 +39,8 @@ import torch
 from layerwise import LayerEncoder, LayerSubsetSearch, naive_subset_scores
 from layerwise.data import load_sts
 from layerwise.encoders.registry import ModelNotFoundError
-from layerwise.reports import command_line, environment, git_state, run_section, write_json, write_text
 from layerwise.methods.lc.search import count_subsets
+from layerwise.reports import command_line, environment, git_state, run_section, write_json, write_text
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUTPUT = REPO / "docs" / "results" / "search-speed.md"

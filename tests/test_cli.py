@@ -191,7 +191,7 @@ def test_ablate_end_to_end(tiny_bert, env, capsys):
     assert set(sts["by_size"]) == {"1", "2", "3"} and set(sts["without"]) == {"0", "1", "2"}
     assert len(sts["best"]) == 2
     # the best subset of any size is at least as good on dev as each size's best, so it is one of them
-    for k, choice in enumerate(sts["choices"]):
+    for choice in sts["choices"]:
         assert choice["best"] in choice["by_size"].values()
     lim = result["limited"]["cr"]["result"]
     assert list(lim) == ["0.5", "0.25"] and len(lim["0.5"]["lc"]) == 2

@@ -126,8 +126,8 @@ def test_resume_continues_from_the_same_step(tiny_bert, tmp_path):
 
 def test_dev_evaluation_keeps_the_best_and_triplets(tiny_bert, tmp_path):
     from conftest import SENTENCES, write_unlabeled
-    from layerwise.methods.layer_attention import ContrastiveConfig, SentenceModel, nli_triplets, train_contrastive
     from layerwise.data import STSData
+    from layerwise.methods.layer_attention import ContrastiveConfig, SentenceModel, nli_triplets, train_contrastive
 
     dev = STSData(name="stsb", sentences1=SENTENCES[:6], sentences2=SENTENCES[6:], scores=np.arange(6.0),
                   subsets=np.array(["dev"] * 6), split="dev", source="test")
@@ -146,7 +146,10 @@ def test_frozen_feature_training(tiny_bert):
     from conftest import SENTENCES
     from layerwise.methods.layer_attention import ContrastiveConfig
     from layerwise.methods.layer_attention.frozen import (
-        compute_features, embed_features, train_pooler_on_features, training_views,
+        compute_features,
+        embed_features,
+        train_pooler_on_features,
+        training_views,
     )
 
     model = _tiny_model(tiny_bert)

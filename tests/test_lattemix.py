@@ -6,6 +6,7 @@ import torch
 
 from conftest import SENTENCES
 from layerwise import LayerEncoder
+from layerwise.encoders.tokens import TokenStack
 from layerwise.methods.lattemix import (
     LatteMixConfig,
     TrainConfig,
@@ -23,7 +24,6 @@ from layerwise.methods.lattemix.divergences import (
     kl_categorical_uniform,
     kl_normal_standard,
 )
-from layerwise.encoders.tokens import TokenStack
 
 
 def test_gumbel_softmax_becomes_one_hot_as_tau_goes_to_zero():

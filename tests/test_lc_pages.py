@@ -152,10 +152,10 @@ def test_data_checksum_ignores_the_folder_but_not_the_content(tmp_path):
 
 
 def test_committed_parts_load_as_typed_results_and_round_trip():
+    from layerwise.methods.lc.ablation_run import AblationResult
     from layerwise.methods.lc.pages import ablation_results
     from layerwise.methods.lc.run import STSRun
     from layerwise.methods.lc.transfer_pages import transfer_runs
-    from layerwise.methods.lc.ablation_run import AblationResult
     from layerwise.methods.lc.transfer_run import TransferRun
 
     store = ResultsStore(RESULTS / "state")

@@ -236,8 +236,8 @@ def test_search_on_constant_cosines_and_too_short_max_length(tiny_bert, case):
 
 @pytest.mark.reliability("Library arguments")
 def test_library_ridge_alpha_nan_and_zero_splits(case):
-    from layerwise.layers import LayerStack
     from layerwise.evaluation.classification import inner_splits, outer_splits
+    from layerwise.layers import LayerStack
     from layerwise.methods.lc.screen import RidgeScreen
     from layerwise.methods.lc.transfer import TransferFeatures
 

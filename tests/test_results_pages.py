@@ -137,8 +137,7 @@ def test_lattemix_page_and_run_configs_refuse_bad_settings():
 
 
 def test_lattemix_page_runs_resumes_and_renders(tiny_bert, tmp_path, monkeypatch):
-    from layerwise.methods.lattemix import LatteMixConfig, TrainConfig
-    from layerwise.methods.lattemix import experiment
+    from layerwise.methods.lattemix import LatteMixConfig, TrainConfig, experiment
 
     monkeypatch.setenv("LAYERWISE_HOME", str(tmp_path / "home"))
     data, store = _data(tmp_path / "data"), ResultsStore(tmp_path / "state")

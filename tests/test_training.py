@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from safetensors import SafetensorError
 
 from conftest import SENTENCES
 from layerwise.methods.lattemix import LatteMixConfig, TrainConfig, train_token_model
@@ -166,7 +167,7 @@ def test_no_code_path_unpickles(env, tmp_path):
     (out / "last" / "trainer_state.pt").write_bytes(pickle.dumps(Payload()))
     assert _lattemix(env, out, resume=True)[0] == loss  # the pickle beside the checkpoint is ignored
     (out / "last" / "trainer_state.safetensors").write_bytes(pickle.dumps(Payload()))
-    with pytest.raises(Exception):
+    with pytest.raises(SafetensorError):  # not a safetensors file: refused, nothing unpickled
         _lattemix(env, out, resume=True)
     assert not marker.exists()
     src = Path(__file__).resolve().parents[1] / "src"

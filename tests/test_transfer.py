@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from sklearn.linear_model import LogisticRegression, Ridge
 
+from layerwise.layers import LayerStack
 from layerwise.methods.lc.transfer import (
     CLASSIFIER,
     RidgeScreen,
@@ -24,7 +25,6 @@ from layerwise.methods.lc.transfer import (
     relative_error_reduction,
     run_transfer,
 )
-from layerwise.layers import LayerStack
 from layerwise.pooling import head_pooling
 
 
@@ -142,6 +142,7 @@ def test_splits_are_seeded_stratified_and_disjoint():
     b = outer_splits(labels, n_splits=3, seed=7)
     for (tr, te), (tr2, te2) in zip(a, b):
         np.testing.assert_array_equal(tr, tr2)
+        np.testing.assert_array_equal(te, te2)
         assert len(np.intersect1d(tr, te)) == 0 and len(tr) + len(te) == 100
         assert len(te) == 15
         assert np.bincount(labels[te], minlength=3).tolist() == [9, 3, 3]  # stratified

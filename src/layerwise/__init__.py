@@ -10,13 +10,21 @@ __version__ = "0.1.0"
 
 from layerwise.cache import LayerCache
 from layerwise.encoders.layer_encoder import LayerEncoder, ModelIdentity
-from layerwise.methods.lc.protocol import LCResult, run_bert_lc
+from layerwise.encoders.registry import BUILTIN_MODELS, DEFAULT_MODEL, ModelNotFoundError, assemble_mpnet, resolve_model
+from layerwise.evaluation.metrics import pearson, spearman, spearman_rows
 from layerwise.evaluation.sts import per_layer_scores, sts_scores
 from layerwise.layers import LayerStack
-from layerwise.evaluation.metrics import pearson, spearman, spearman_rows
-from layerwise.encoders.registry import BUILTIN_MODELS, DEFAULT_MODEL, ModelNotFoundError, assemble_mpnet, resolve_model
-from layerwise.pooling import Pooling, baseline_poolings, cls_pooling, layer_mean, named_selections, random_layers, scalar_mix
+from layerwise.methods.lc.protocol import LCResult, run_bert_lc
 from layerwise.methods.lc.search import LayerSubsetSearch, naive_subset_scores
+from layerwise.pooling import (
+    Pooling,
+    baseline_poolings,
+    cls_pooling,
+    layer_mean,
+    named_selections,
+    random_layers,
+    scalar_mix,
+)
 
 __all__ = [
     "BUILTIN_MODELS",

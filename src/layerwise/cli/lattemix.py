@@ -33,10 +33,10 @@ def add_parsers(sub) -> None:
 
 
 def run(args, command) -> int:
-    from layerwise.methods.lc.run import add_environment
     from layerwise.methods.lattemix import LatteMixConfig, TrainConfig
     from layerwise.methods.lattemix.report import METHOD_NAMES, method_table, write_outputs
     from layerwise.methods.lattemix.run import LatteMixRun, run_lattemix
+    from layerwise.methods.lc.run import add_environment
     from layerwise.reports import fmt
 
     config = LatteMixConfig(n_classes=args.n_classes, n_groups=args.n_groups, latent_dim=args.latent_dim,

@@ -56,9 +56,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from layerwise.data.nli import require_dir
 from layerwise.data._files import index_array
 from layerwise.data._senteval_formats import PARSERS, numbered_lines
+from layerwise.data.nli import require_dir
 from layerwise.data.sts import resolve_data_dir
 
 logger = logging.getLogger(__name__)

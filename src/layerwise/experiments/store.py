@@ -90,7 +90,8 @@ class ResultsStore:
         try:
             doc = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as exc:
-            raise ValueError(f"results store file {path} is unreadable ({exc}); move it away to recompute that part")
+            raise ValueError(f"results store file {path} is unreadable ({exc}); move it away to recompute that part"
+                             ) from exc
         if doc.get("format") != STORE_FORMAT or doc.get("key") != json.loads(json.dumps(key, default=str)):
             raise ValueError(f"results store file {path} does not hold the part its name says (format or key "
                              "differs); move it away to recompute that part")

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from layerwise._progress import progress
 
+from layerwise._progress import progress
 from layerwise.training.checkpoint import TrainerState, load_checkpoint, prepare_output, save_checkpoint
 from layerwise.training.config import TrainingConfig
 from layerwise.training.schedule import lr_factor

@@ -15,8 +15,15 @@ from layerwise.data import available_sts, load_sts
 from layerwise.data.checksum import content_checksum
 from layerwise.experiments.page_parts import run_record, sts_checksum
 from layerwise.experiments.store import Part, ResultsStore, model_key
-from layerwise.methods.lattemix.grid import (KindResult, LayerPoint, MainResult, PageConfig, SweepRow, part_key,
-                                             variant_name)
+from layerwise.methods.lattemix.grid import (
+    KindResult,
+    LayerPoint,
+    MainResult,
+    PageConfig,
+    SweepRow,
+    part_key,
+    variant_name,
+)
 from layerwise.methods.lattemix.run import evaluate_baselines, evaluate_config, prepare, training_sentences
 
 logger = logging.getLogger(__name__)

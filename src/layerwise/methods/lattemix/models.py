@@ -25,9 +25,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from layerwise.modules.base import Module
 from layerwise.methods.lattemix.config import LatteMixConfig
 from layerwise.methods.lattemix.divergences import kl_categorical_uniform, kl_normal_standard
+from layerwise.modules.base import Module
 
 __all__ = ["TokenLatentModel", "build_model", "gumbel_softmax_sample", "load_model"]
 

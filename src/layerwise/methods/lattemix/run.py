@@ -15,9 +15,9 @@ import numpy as np
 
 from layerwise.data import load_snli, load_sts, load_wiki_head
 from layerwise.encoders.layer_encoder import LayerEncoder
-from layerwise.layers import validate_layers
-from layerwise.evaluation.metrics import aggregate_correlation, cosine_rows, spearman
 from layerwise.encoders.tokens import TokenStack
+from layerwise.evaluation.metrics import aggregate_correlation, cosine_rows, spearman
+from layerwise.layers import validate_layers
 from layerwise.methods.lattemix.config import MODEL_KINDS, LatteMixConfig
 from layerwise.methods.lattemix.similarity import SIMILARITIES, pair_similarity, sentence_mixtures
 from layerwise.methods.lattemix.train import TrainConfig, train_token_model
@@ -185,7 +185,7 @@ def evaluate_config(
         for m in metrics:
             for name in data.datasets:
                 scores[m][name].append(
-                    _score(data, name, lambda a, b: pair_similarity(mix.take(a), mix.take(b), m), aggregation)
+                    _score(data, name, lambda a, b, mix=mix, m=m: pair_similarity(mix.take(a), mix.take(b), m), aggregation)
                 )
     return {
         "config": config.to_dict(),

@@ -5,10 +5,10 @@ encoder-trained runs in ``experiment``, typed runs and their store keys in ``gri
 ``report``). Retrieval evaluation is in ``layerwise.evaluation.retrieval``.
 """
 
-from layerwise.losses.contrastive import InBatchLoss, SupervisedHardNegativeLoss, UnsupervisedSimCSELoss
 from layerwise.encoders.trainable import SentenceModel
-from layerwise.modules.poolers import POOLER_KINDS, LayerPooler, PoolerConfig, build_pooler, load_pooler
+from layerwise.losses.contrastive import InBatchLoss, SupervisedHardNegativeLoss, UnsupervisedSimCSELoss
 from layerwise.methods.layer_attention.train import OBJECTIVES, ContrastiveConfig, nli_triplets, train_contrastive
+from layerwise.modules.poolers import POOLER_KINDS, LayerPooler, PoolerConfig, build_pooler, load_pooler
 
 __all__ = [
     "OBJECTIVES",

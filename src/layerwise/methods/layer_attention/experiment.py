@@ -156,7 +156,6 @@ def _encoder_run(config: GridConfig, data: GridData, obj, pooler, seed) -> RunRe
     from layerwise.encoders.trainable import SentenceModel
     from layerwise.evaluation.retrieval import FaissIndex, search
     from layerwise.methods.layer_attention.train import train_contrastive
-
     from layerwise.training import seed_everything
     from layerwise.training.checkpoint import STATE_JSON
 

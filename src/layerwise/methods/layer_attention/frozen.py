@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from layerwise._progress import progress
 
+from layerwise._progress import progress
 from layerwise.encoders.trainable import SentenceModel
 from layerwise.losses.contrastive import objective_loss
 from layerwise.methods.layer_attention.train import ContrastiveConfig, batch_indices, run_history

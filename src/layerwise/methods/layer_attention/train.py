@@ -11,9 +11,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import numpy as np
-import torch
-
 from layerwise.data.checksum import content_checksum
 from layerwise.data.nli import snli_triplets as nli_triplets  # kept here under its earlier name
 from layerwise.encoders.trainable import SentenceModel

@@ -15,19 +15,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-
 from dataclasses import asdict, dataclass
+from functools import partial
 
 import numpy as np
 
-from layerwise.layers import LayerStack
-from layerwise.pooling import layer_mean
-from layerwise.methods.lc.search import LayerSubsetSearch
-from layerwise.methods.lc.protocol import split_indices
-from layerwise.evaluation.sts import sts_scores
 from layerwise.evaluation.classification import inner_splits, outer_splits, parallel_map
+from layerwise.evaluation.sts import sts_scores
+from layerwise.layers import LayerStack
+from layerwise.methods.lc.protocol import split_indices
 from layerwise.methods.lc.screen import RidgeScreen
+from layerwise.methods.lc.search import LayerSubsetSearch
 from layerwise.methods.lc.transfer import TransferFeatures, all_subsets, subset_accuracy
+from layerwise.pooling import layer_mean
 
 logger = logging.getLogger(__name__)
 
@@ -99,6 +99,15 @@ def _by_size_and_without(masks: np.ndarray, scores: np.ndarray) -> tuple[dict, d
     return by_size, without, best
 
 
+def _test_spearman(memo: dict, t1: LayerStack, t2: LayerStack, gold: np.ndarray, groups, aggregation: str,
+                   layers: tuple) -> float:
+    """Test Spearman x100 of the mean of ``layers``, computed once per subset (``memo``)."""
+    if layers not in memo:
+        memo[layers] = sts_scores(layer_mean(t1, layers), layer_mean(t2, layers), gold, groups=groups,
+                                  aggregation=aggregation)["spearman"]
+    return memo[layers]
+
+
 def ablate_sts(
     stack1: LayerStack,
     stack2: LayerStack,
@@ -128,15 +137,8 @@ def ablate_sts(
         search = LayerSubsetSearch(aggregation=aggregation, show_progress=False).fit(
             stack1.mean[dev], stack2.mean[dev], gold[dev], groups=None if groups is None else groups[dev])
         by_size, without, best = _by_size_and_without(search.masks_, search.scores_)
-        t1, t2 = stack1.take(test), stack2.take(test)
         g_test = None if groups is None else groups[test]
-        memo: dict[tuple, float] = {}
-
-        def score(layers: tuple) -> float:
-            if layers not in memo:
-                memo[layers] = sts_scores(layer_mean(t1, layers), layer_mean(t2, layers), gold[test],
-                                          groups=g_test, aggregation=aggregation)["spearman"]
-            return memo[layers]
+        score = partial(_test_spearman, {}, stack1.take(test), stack2.take(test), gold[test], g_test, aggregation)
 
         out["best"].append(score(best))
         for size, layers in by_size.items():
@@ -174,8 +176,8 @@ def ablate_transfer(
         screen = ridge.scores(td, splits, subsets).mean(1)
         by_size, without, best = _by_size_and_without(masks, screen)
         unique = sorted({best, *by_size.values(), *without.values()})
-        accs = parallel_map([(lambda s=s: 100 * subset_accuracy(data, td, te, s, seed=seed + k)) for s in unique], n_jobs)
-        acc = dict(zip(unique, accs))
+        accs = parallel_map([partial(subset_accuracy, data, td, te, s, seed=seed + k) for s in unique], n_jobs)
+        acc = {s: 100 * a for s, a in zip(unique, accs, strict=True)}
         out["best"].append(acc[best])
         for size, layers in by_size.items():
             out["by_size"].setdefault(size, []).append(acc[layers])
@@ -225,8 +227,8 @@ def limited_data(
             splits = [(a, b) for a, b in splits if len(a) and len(b)]
             screen = RidgeScreen(data).scores(rows, splits, subsets).mean(1)
             lc = subsets[int(np.argmax(screen))]
-            accs = parallel_map([(lambda s=s: 100 * subset_accuracy(data, rows, te, s, seed=seed)) for s in (lc, last)],
-                             n_jobs)
+            accs = [100 * a for a in parallel_map([partial(subset_accuracy, data, rows, te, s, seed=seed)
+                                                   for s in (lc, last)], n_jobs)]
             cell = out.setdefault(f, LimitedCell(len(rows), [], [], []))
             cell.lc.append(accs[0])
             cell.last.append(accs[1])

@@ -14,11 +14,11 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from layerwise.layers import LayerStack
-from layerwise.pooling import Pooling, baseline_poolings, head_pooling
 from layerwise.evaluation.metrics import AGGREGATIONS
-from layerwise.methods.lc.search import LayerSubsetSearch
 from layerwise.evaluation.sts import sts_scores
+from layerwise.layers import LayerStack
+from layerwise.methods.lc.search import LayerSubsetSearch
+from layerwise.pooling import Pooling, baseline_poolings, head_pooling
 
 logger = logging.getLogger(__name__)
 

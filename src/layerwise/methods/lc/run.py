@@ -8,21 +8,20 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from dataclasses import asdict, dataclass, field
-
 from layerwise.data import load_sts
 from layerwise.data.checksum import content_checksum
-from layerwise.experiments.store import key_digest, model_key
 from layerwise.encoders.layer_encoder import LayerEncoder, ModelIdentity
 from layerwise.encoders.registry import DEFAULT_MODEL
-from layerwise.experiments.schema import check_schema, stamp
-from layerwise.methods.lc.protocol import LCProtocol, LCResult, run_bert_lc
 from layerwise.evaluation.sts import per_layer_scores
+from layerwise.experiments.schema import check_schema, stamp
+from layerwise.experiments.store import key_digest, model_key
 from layerwise.layers import LayerStack
+from layerwise.methods.lc.protocol import LCProtocol, LCResult, run_bert_lc
 from layerwise.reports import environment, fmt, plot_per_layer, write_json, write_text
 
 logger = logging.getLogger(__name__)

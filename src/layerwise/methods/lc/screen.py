@@ -6,7 +6,6 @@ See ``methods/lc/transfer.py`` for where it sits in the protocol and ``RidgeScre
 from __future__ import annotations
 
 import math
-
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 

@@ -28,8 +28,8 @@ from math import comb
 
 import numpy as np
 import torch
-from layerwise._progress import progress
 
+from layerwise._progress import progress
 from layerwise.evaluation.metrics import AGGREGATIONS, RankCorrelator, aggregate_correlation, cosine_rows
 
 logger = logging.getLogger(__name__)

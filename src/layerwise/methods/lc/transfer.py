@@ -30,6 +30,7 @@ import itertools
 import logging
 import time
 from dataclasses import asdict, dataclass, field
+from functools import partial
 
 import numpy as np
 
@@ -337,16 +338,16 @@ def run_transfer(
         jobs, names = [], []
         for name, (kind, ls) in methods.items():
             names.append(name)
-            jobs.append(lambda kind=kind, ls=ls: subset_accuracy(data, td, te, ls, kind=kind, seed=split_seed))
+            jobs.append(partial(subset_accuracy, data, td, te, ls, kind=kind, seed=split_seed))
         if data.head is not None:
             names.append("lc_mlp")
-            jobs.append(lambda: subset_accuracy(data, td, te, tuple(layers), head=True, seed=split_seed))
+            jobs.append(partial(subset_accuracy, data, td, te, tuple(layers), head=True, seed=split_seed))
         accs = parallel_map(jobs, n_jobs)
         poolings = {n: list(methods[n][1]) if n in methods else list(layers) for n in names}
         result.splits.append(TransferSplit(
             seed=split_seed, n_train=len(td), n_test=len(te), layers=tuple(int(x) for x in layers),
             inner_accuracy=inner, screen=[round(float(v), 4) for v in screen], shortlist=short,
-            test={n: 100 * a for n, a in zip(names, accs)}, poolings=poolings,
+            test={n: 100 * a for n, a in zip(names, accs, strict=True)}, poolings=poolings,
             seconds={"screen_and_shortlist": t1 - t0, "test": time.perf_counter() - t1},
         ))
         logger.info("%s split %d: chose %s (inner %.2f), test lc %.2f vs last %.2f", task, k, layers, inner,

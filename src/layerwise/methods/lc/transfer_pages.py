@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from layerwise.data.senteval import display_name
 from layerwise.experiments.store import ResultsStore
 from layerwise.methods.lc.transfer_check import CheckResult
 from layerwise.methods.lc.transfer_report import render_transfer_markdown
 from layerwise.methods.lc.transfer_run import PAGE, TaskRun, TransferRun
-
-import numpy as np
 
 __all__ = ["render_transfer_page", "transfer_runs"]
 
@@ -29,8 +29,8 @@ def transfer_runs(store: ResultsStore, requested: dict[str, list[str]], keep=Non
     for model, found in tasks.items():
         order = [x for x in requested.get(model, []) if x in found] + [x for x in found if x not in requested.get(model, [])]
         first = found[order[0]]
-        from layerwise.methods.lc.transfer_run import describe_protocol
         from layerwise.methods.lc.transfer import TransferProtocol
+        from layerwise.methods.lc.transfer_run import describe_protocol
 
         r = first.result
         protocol = describe_protocol(TransferProtocol(n_outer=r.n_outer, n_inner=r.n_inner, shortlist=r.shortlist,
