@@ -35,7 +35,7 @@ def _leftovers(folder):
 
 
 def test_kill_inside_the_shard_writer_then_clean_rerun(tmp_path, monkeypatch, case):
-    from layerwise import cache as cache_module
+    from layerwise.cache import _shards as cache_module  # where the shard writer calls save_file
 
     real_save = cache_module.save_file
     writes = []

@@ -177,11 +177,12 @@ def test_no_code_path_unpickles(env, tmp_path):
 
 def test_train_seeds_before_building_the_pooler(tiny_bert, tmp_path):
     from conftest import write_stsb, write_unlabeled
-    from layerwise.methods.layer_attention.run import run_train
+    from layerwise.methods.layer_attention.run import DataSources, run_train
 
     data = write_unlabeled(write_stsb(tmp_path / "data", n_pairs=8))
     cfg = ContrastiveConfig(objective="unsup", steps=2, batch_size=4, eval_every=0, seed=5)
-    a, b = (run_train(str(tiny_bert), cfg, tmp_path / name, data_dir=data)["history"] for name in ("a", "b"))
+    sources = DataSources(data_dir=data)
+    a, b = (run_train(str(tiny_bert), cfg, tmp_path / name, data=sources)["history"] for name in ("a", "b"))
     assert a["loss"] == b["loss"] and a["dev"] == b["dev"]
 
 

@@ -51,7 +51,7 @@ def add_parsers(sub) -> None:
 def run(args, command) -> int:
     from pathlib import Path
 
-    from layerwise.methods.layer_attention.run import run_retrieval, run_train
+    from layerwise.methods.layer_attention.run import DataSources, run_retrieval, run_train
     from layerwise.methods.layer_attention.train import ContrastiveConfig
     from layerwise.reports import environment, write_json
 
@@ -61,9 +61,9 @@ def run(args, command) -> int:
                                 temperature=args.temperature, freeze_encoder=args.freeze_encoder,
                                 eval_every=args.eval_every, seed=args.seed)
         # an existing run without --resume / --overwrite raises FileExistsError: one line, exit 2 (cli.main)
-        result = run_train(args.model, cfg, args.output, pooler=args.pooler, train_data=args.train_data,
-                           data_dir=args.data_dir, max_length=args.max_length, resume=args.resume,
-                           overwrite=args.overwrite)
+        data = DataSources(train_data=args.train_data, data_dir=args.data_dir)
+        result = run_train(args.model, cfg, args.output, pooler=args.pooler, data=data,
+                           max_length=args.max_length, resume=args.resume, overwrite=args.overwrite)
         result["environment"] = environment(command)
         path = write_json(Path(args.output) / "train.json", result)
         h = result["history"]

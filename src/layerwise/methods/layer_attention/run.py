@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 import logging
+import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from layerwise.data import load_sts, load_wiki_head
@@ -14,7 +16,15 @@ from layerwise.training import prepare_output, seed_everything
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["load_training_examples", "run_train", "run_retrieval"]
+__all__ = ["DataSources", "load_training_examples", "run_train", "run_retrieval"]
+
+
+@dataclass(frozen=True)
+class DataSources:
+    """Where :func:`run_train` reads its data: the training examples and the data folder (also STS-B dev)."""
+
+    train_data: str | os.PathLike | None = None  # see load_training_examples' ``path``; None: built from data_dir
+    data_dir: str | os.PathLike | None = None  # data folder (None: $LAYERWISE_DATA or the built-in copies)
 
 
 def load_training_examples(objective: str, path=None, *, data_dir=None) -> tuple[list, str]:
@@ -45,9 +55,12 @@ def load_training_examples(objective: str, path=None, *, data_dir=None) -> tuple
     return [tuple(r[c] for c in need) for r in rows], str(path)
 
 
-def run_train(model: str, config: ContrastiveConfig, output, *, pooler: str = "layer_attention", train_data=None,
-              data_dir=None, max_length: int = 32, resume: bool = False, overwrite: bool = False) -> dict:
+def run_train(model: str, config: ContrastiveConfig, output, *, pooler: str = "layer_attention",
+              data: DataSources = DataSources(), max_length: int = 32, resume: bool = False,
+              overwrite: bool = False) -> dict:
     """Train ``pooler`` (and the encoder unless frozen) with ``config``; dev = STS-B dev (built in).
+
+    ``data`` says where the training examples (:func:`load_training_examples`) and STS-B dev are read.
 
     torch is seeded with ``config.seed`` before the pooler is built, so two runs with one seed are identical.
     An existing run in ``output`` needs ``resume`` (continue) or ``overwrite`` (start again; removes only its
@@ -55,8 +68,8 @@ def run_train(model: str, config: ContrastiveConfig, output, *, pooler: str = "l
     """
     if not overwrite or resume:  # refuse an existing run, a resume with nothing to resume, or both flags, first
         prepare_output(output, resume=resume, overwrite=overwrite)
-    examples, source = load_training_examples(config.objective, train_data, data_dir=data_dir)
-    dev = load_sts("stsb", data_dir=data_dir, split="dev")
+    examples, source = load_training_examples(config.objective, data.train_data, data_dir=data.data_dir)
+    dev = load_sts("stsb", data_dir=data.data_dir, split="dev")
     seed_everything(config.seed)
     sm = SentenceModel.from_pretrained(model, pooler=pooler, max_length=max_length)
     if overwrite:  # everything loaded: only now remove the earlier run's own outputs
