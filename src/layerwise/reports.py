@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["command_line", "environment", "fmt", "fmt_git", "git_state", "plot_lines", "plot_per_layer", "run_section",
-           "source_revision", "write_json", "write_text"]
+           "save_figure", "source_revision", "write_json", "write_text"]
 
 
 def environment(command: list[str] | None = None) -> dict:
@@ -234,7 +234,7 @@ def plot_per_layer(
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="best")
-    return _save_figure(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_lines(
@@ -273,7 +273,7 @@ def plot_lines(
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="best", ncol=2 if len(series) > 6 else 1)
-    return _save_figure(fig, path)
+    return save_figure(fig, path)
 
 
 def _figure():
@@ -284,17 +284,15 @@ def _figure():
     return fig, fig.subplots()
 
 
-def _save_figure(fig, path: Path) -> Path:
-    """Write a matplotlib Figure as PNG atomically (a cut-off run never leaves half a file)."""
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp.png")
-    os.close(fd)
-    try:
-        fig.savefig(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+def save_figure(fig, path: str | os.PathLike, *, tight: bool = True) -> Path:
+    """Write a matplotlib ``Figure`` as PNG atomically: rendered in memory, then written by :func:`write_bytes`'s
+    temporary file and rename (a cut-off run never leaves half a file)."""
+    import io
+
+    if tight:
+        fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    path = Path(path)
+    _atomic_write(path, buf.getvalue())
     return path

@@ -8,10 +8,8 @@ so in the log, so a page never mixes two versions of one part silently.
 
 from __future__ import annotations
 
-import io
 import logging
 import os
-import tempfile
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -83,19 +81,7 @@ def provenance_lines(parts: Iterable[Part]) -> list[str]:
 
 
 def save_png(fig, path: str | os.PathLike) -> Path:
-    """Write a matplotlib ``Figure`` as PNG atomically (rendered in memory, then a temporary file renamed)."""
-    path = Path(path)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(buf.getvalue())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+    """Write a matplotlib ``Figure`` as PNG atomically (:func:`layerwise.reports.save_figure`, as drawn)."""
+    from layerwise.reports import save_figure
+
+    return save_figure(fig, path, tight=False)
