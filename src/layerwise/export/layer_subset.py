@@ -23,7 +23,12 @@ from pathlib import Path
 
 from layerwise.encoders.registry import DEFAULT_MODEL
 from layerwise.export.card import ExportCard, file_sha256, render_card
-from layerwise.export.sentence_transformers import check_destination, pooling_modules, save_st_folder
+from layerwise.export.sentence_transformers import (
+    check_destination,
+    pooling_modules,
+    save_st_folder,
+    transformer_options,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -131,7 +136,7 @@ def export_layer_subset(config: SubsetExport, folder: str | os.PathLike, *, over
                     f"({max(layers)} of its {ident.n_layers} layers run).",
         extra={"max_length": encoder.max_length, "layers_kept": max(layers), "layers_in_source": ident.n_layers})
     return save_st_folder(model, encoder.tokenizer, folder, modules,
-                          transformer_kwargs={"max_seq_length": encoder.max_length}, all_hidden_states=all_states,
+                          transformer_kwargs=transformer_options(encoder.max_length, all_hidden_states=all_states),
                           provenance=card.provenance(), readme=render_card(card, Path(folder).name), overwrite=overwrite)
 
 

@@ -12,7 +12,12 @@ import os
 from pathlib import Path
 
 from layerwise.export.card import ExportCard, render_card
-from layerwise.export.sentence_transformers import check_destination, pooling_modules, save_st_folder
+from layerwise.export.sentence_transformers import (
+    check_destination,
+    pooling_modules,
+    save_st_folder,
+    transformer_options,
+)
 
 __all__ = ["export_multitask"]
 
@@ -33,5 +38,5 @@ def export_multitask(source: str | os.PathLike, folder: str | os.PathLike, *, ov
                "task_layers": info.get("layers")})
     modules, _ = pooling_modules(model.encoder.config, pooling="mean")
     return save_st_folder(model.encoder, model.tokenizer, folder, modules,
-                          transformer_kwargs={"max_seq_length": model.max_length}, provenance=card.provenance(),
+                          transformer_kwargs=transformer_options(model.max_length), provenance=card.provenance(),
                           readme=render_card(card, Path(folder).name), overwrite=overwrite)

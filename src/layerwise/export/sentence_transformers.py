@@ -19,7 +19,7 @@ import torch
 from layerwise.files import atomic_folder
 
 __all__ = ["EXPORT_MARKER", "POOLING_MODES", "check_destination", "pooling_modules", "save_st_folder",
-           "write_sentence_transformer"]
+           "transformer_options", "write_sentence_transformer"]
 
 EXPORT_MARKER = "layerwise_export.json"
 POOLING_MODES = ("mean", "cls", "max")
@@ -35,9 +35,18 @@ def write_sentence_transformer(model, tokenizer, folder: str | os.PathLike, *, p
     hidden state, a built-in module. ``provenance`` (JSON) is written to ``layerwise_export.json``.
     """
     modules, all_states = pooling_modules(model.config, pooling=pooling, layers=layers)
-    kwargs = {} if max_seq_length is None else {"max_seq_length": int(max_seq_length)}
-    return save_st_folder(model, tokenizer, folder, modules, transformer_kwargs=kwargs, all_hidden_states=all_states,
+    return save_st_folder(model, tokenizer, folder, modules,
+                          transformer_kwargs=transformer_options(max_seq_length, all_hidden_states=all_states),
                           provenance=provenance, overwrite=overwrite)
+
+
+def transformer_options(max_seq_length: int | None = None, *, all_hidden_states: bool = False) -> dict:
+    """Keywords of the folder's ``Transformer`` module: its ``max_seq_length`` (None: the model's own limit) and
+    ``output_hidden_states`` (every hidden state in ``features["all_layer_embeddings"]``, saved in ``config.json``)."""
+    kwargs: dict = {} if max_seq_length is None else {"max_seq_length": int(max_seq_length)}
+    if all_hidden_states:
+        kwargs["config_kwargs"] = {"output_hidden_states": True}
+    return kwargs
 
 
 def pooling_modules(config, *, pooling: str = "mean", layers: tuple[int, ...] | None = None) -> tuple[list, bool]:
@@ -60,12 +69,10 @@ def pooling_modules(config, *, pooling: str = "mean", layers: tuple[int, ...] | 
 
 
 def save_st_folder(model, tokenizer, folder: str | os.PathLike, modules: list, *, transformer_kwargs: dict | None = None,
-                   all_hidden_states: bool = False, provenance: dict | None = None, readme: str | None = None,
-                   overwrite: bool = False) -> Path:
+                   provenance: dict | None = None, readme: str | None = None, overwrite: bool = False) -> Path:
     """Save ``model`` + ``tokenizer`` as the folder's ``Transformer`` module followed by ``modules``.
 
-    ``all_hidden_states``: the Transformer returns every hidden state (``features["all_layer_embeddings"]``; the
-    flag is saved in ``config.json``). ``readme``: the folder's ``README.md`` (model card).
+    ``transformer_kwargs``: see :func:`transformer_options`. ``readme``: the folder's ``README.md`` (model card).
     """
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Transformer
@@ -75,10 +82,8 @@ def save_st_folder(model, tokenizer, folder: str | os.PathLike, modules: list, *
     with atomic_folder(dest, replaceable=lambda p: (p / EXPORT_MARKER).is_file()) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        kwargs = dict(transformer_kwargs or {})
-        if all_hidden_states:
-            kwargs["config_kwargs"] = {"output_hidden_states": True}
-        SentenceTransformer(modules=[Transformer(str(tmp), **kwargs), *modules], device="cpu").save(str(tmp))
+        transformer = Transformer(str(tmp), **(transformer_kwargs or {}))
+        SentenceTransformer(modules=[transformer, *modules], device="cpu").save(str(tmp))
         if readme is not None:  # after save(), which writes its own generated card
             (tmp / "README.md").write_text(readme)
         (tmp / EXPORT_MARKER).write_text(json.dumps({"written_by": "layerwise", **(provenance or {})}, indent=2) + "\n")

@@ -10,7 +10,12 @@ import os
 from pathlib import Path
 
 from layerwise.export.card import ExportCard, render_card
-from layerwise.export.sentence_transformers import check_destination, pooling_modules, save_st_folder
+from layerwise.export.sentence_transformers import (
+    check_destination,
+    pooling_modules,
+    save_st_folder,
+    transformer_options,
+)
 
 __all__ = ["export_tmft"]
 
@@ -31,5 +36,5 @@ def export_tmft(source: str | os.PathLike, folder: str | os.PathLike, *, overwri
     modules, all_states = pooling_modules(model.encoder.config, pooling="mean", layers=model.layers)
     provenance = {"method": "tmft", **card.provenance(), "layers": list(model.layers), "max_length": model.max_length}
     return save_st_folder(model.encoder, model.tokenizer, folder, modules,
-                          transformer_kwargs={"max_seq_length": model.max_length}, all_hidden_states=all_states,
+                          transformer_kwargs=transformer_options(model.max_length, all_hidden_states=all_states),
                           provenance=provenance, readme=render_card(card, Path(folder).name), overwrite=overwrite)

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from layerwise.export.card import ExportCard, render_card
-from layerwise.export.sentence_transformers import check_destination, save_st_folder
+from layerwise.export.sentence_transformers import check_destination, save_st_folder, transformer_options
 
 __all__ = ["export_trained_pooler"]
 
@@ -32,5 +32,5 @@ def export_trained_pooler(source: str | os.PathLike, folder: str | os.PathLike, 
                     f"(layerwise `LayerPooler`{', with its MLP head' if cfg.mlp else ''}).",
         trust_remote_code=True, extra={"pooler": cfg.to_dict(), "max_length": model.max_length})
     return save_st_folder(model.encoder, model.tokenizer, folder, [LayerPoolerModule.from_pooler(model.pooler)],
-                          transformer_kwargs={"max_seq_length": model.max_length}, all_hidden_states=True,
+                          transformer_kwargs=transformer_options(model.max_length, all_hidden_states=True),
                           provenance=card.provenance(), readme=render_card(card, Path(folder).name), overwrite=overwrite)
