@@ -153,3 +153,64 @@ def test_tmft_export_keeps_its_model_and_adds_a_card(tmp_path, tiny_bert):
     np.testing.assert_allclose(_st(out).encode(SENTENCES, convert_to_numpy=True), model.encode(SENTENCES), atol=TOL)
     assert _layer_keys(out) == {0} and TruncatedModel.load(out).layers == (0, 1)
     assert json.loads((out / EXPORT_MARKER).read_text())["kind"] == "tmft"
+
+
+@pytest.mark.parametrize("kind", ["categorical", "ae"])
+def test_lattemix_export_gives_the_mixture_vectors_and_their_cosine(tmp_path, tiny_bert, kind):
+    from layerwise import LayerEncoder
+    from layerwise.export.lattemix import export_lattemix
+    from layerwise.methods.lattemix import LatteMixConfig, build_model, pair_similarity, sentence_mixtures
+
+    torch.manual_seed(0)
+    latent = build_model(LatteMixConfig(kind=kind, input_dim=32, n_classes=4, n_groups=3, latent_dim=8, depth=2,
+                                        hidden_dim=16))
+    encoder = LayerEncoder(str(tiny_bert), max_length=32, cache_dir=False)
+    tokens = encoder.encode_tokens(SENTENCES, [1])
+    latent.set_input_stats(torch.from_numpy(tokens.token_vectors(1)))
+    latent.save(tmp_path / "latent")
+    out = export_lattemix(tmp_path / "latent", tmp_path / "exp", model=str(tiny_bert), layer=1, max_length=32)
+    mix = sentence_mixtures(latent.eval(), tokens, 1)
+    st = _st(out, trust=True)
+    got = st.encode(SENTENCES, convert_to_numpy=True, batch_size=5)
+    np.testing.assert_allclose(got, mix.probs.reshape(len(SENTENCES), -1), atol=TOL)
+    cos = st.similarity_pairwise(torch.from_numpy(got[:6]), torch.from_numpy(got[6:])).numpy()
+    np.testing.assert_allclose(cos, pair_similarity(mix.take(np.arange(6)), mix.take(np.arange(6, 12)), "cosine"),
+                               atol=TOL)
+    assert _layer_keys(out) == {0}  # the encoder is cut at hidden state 1
+    with pytest.raises(ValueError, match="trust_remote_code"):
+        _st(out, trust=False)
+
+
+def test_lattemix_export_refuses_a_gaussian_model_and_a_wrong_encoder(tmp_path, tiny_bert, tiny_mpnet):
+    from layerwise.export.lattemix import export_lattemix
+    from layerwise.methods.lattemix import LatteMixConfig, build_model
+
+    build_model(LatteMixConfig(kind="normal", input_dim=32, latent_dim=4)).save(tmp_path / "normal")
+    with pytest.raises(ValueError, match="only categorical and ae"):
+        export_lattemix(tmp_path / "normal", tmp_path / "exp", model=str(tiny_bert), layer=1)
+    build_model(LatteMixConfig(kind="ae", input_dim=64, latent_dim=4)).save(tmp_path / "wide")
+    with pytest.raises(ValueError, match="reads 64-d tokens"):
+        export_lattemix(tmp_path / "wide", tmp_path / "exp", model=str(tiny_bert), layer=1)
+    assert not (tmp_path / "exp").exists()
+
+
+def test_export_command_routes_each_kind_and_refuses_options_that_do_not_apply(tmp_path, tiny_bert, capsys):
+    from layerwise.cli import main
+    from layerwise.encoders.trainable import SentenceModel
+    from layerwise.methods.lattemix import LatteMixConfig, build_model
+
+    SentenceModel.from_pretrained(str(tiny_bert), pooler="scalar_mix", max_length=16).save(tmp_path / "trained")
+    assert main(["export", str(tmp_path / "trained"), str(tmp_path / "a"), "--layers", "1"]) == 2
+    assert "leave out --layers" in capsys.readouterr().err
+    assert main(["export", str(tmp_path / "trained"), str(tmp_path / "a")]) == 0
+    assert "trust_remote_code=True" in capsys.readouterr().out
+    assert json.loads((tmp_path / "a" / EXPORT_MARKER).read_text())["kind"] == "trained_pooler"
+    build_model(LatteMixConfig(kind="ae", input_dim=32, latent_dim=4)).save(tmp_path / "latent")
+    assert source_kind(tmp_path / "latent") == "lattemix"
+    assert main(["export", str(tmp_path / "latent"), str(tmp_path / "b")]) == 2
+    assert "pass --encoder MODEL and --layer N" in capsys.readouterr().err
+    assert main(["export", str(tmp_path / "latent"), str(tmp_path / "b"), "--encoder", str(tiny_bert), "--layer",
+                 "2"]) == 0
+    assert json.loads((tmp_path / "b" / EXPORT_MARKER).read_text())["layers"] == [2]
+    assert main(["export", str(tiny_bert), str(tmp_path / "c"), "--layers", "1", "--layer", "1"]) == 2
+    assert "apply to a Latte-Mix token model only" in capsys.readouterr().err

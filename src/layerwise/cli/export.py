@@ -25,6 +25,11 @@ def add_parsers(sub) -> None:
     p.add_argument("--head", action="store_true",
                    help="LC + MLP: feed the subset through the checkpoint's trained pooler head (dense + tanh)")
     p.add_argument("--max-length", type=max_length, default=256, help="tokens per text of the exported model")
+    p.add_argument("--encoder", default=None,
+                   help="Latte-Mix source: the encoder its token model was trained on (built-in name or folder)")
+    p.add_argument("--layer", type=int, default=None, help="Latte-Mix source: the hidden state it reads")
+    p.add_argument("--include-special", action="store_true",
+                   help="Latte-Mix source: the mixture includes the special tokens (as trained with it)")
     p.add_argument("--overwrite", action="store_true", help="replace DEST if it holds an earlier export")
     p.set_defaults(handler=run_export)
 
@@ -59,7 +64,13 @@ def run_export(args, command) -> int:
     from layerwise.export import SubsetExport, export_layer_subset, export_trained, source_kind
 
     kind = source_kind(args.source)
-    if kind == "layer_subset":
+    latte = [flag for flag, on in (("--encoder", args.encoder is not None), ("--layer", args.layer is not None),
+                                   ("--include-special", args.include_special)) if on]
+    if kind != "lattemix" and latte:
+        raise UsageError(f"{', '.join(latte)} apply to a Latte-Mix token model only; {args.source} is not one")
+    if kind == "lattemix":
+        out = _export_lattemix(args)
+    elif kind == "layer_subset":
         if args.layers is None and args.results is None:
             raise UsageError(f"{args.source} is a pretrained model: say which hidden states to export with --layers "
                              "(e.g. 0,6) or --from RESULTS.json")
@@ -72,9 +83,23 @@ def run_export(args, command) -> int:
         if given:
             raise UsageError(f"{args.source} is a {kind} folder, exported as trained; leave out {', '.join(given)}")
         out = export_trained(args.source, args.dest, overwrite=args.overwrite)
-    print(f"wrote {out} ({kind}); load it with SentenceTransformer({str(out)!r}"
-          f"{', trust_remote_code=True' if kind == 'trained_pooler' else ''})")
+    trust = ", trust_remote_code=True" if kind in ("trained_pooler", "lattemix") else ""
+    print(f"wrote {out} ({kind}); load it with SentenceTransformer({str(out)!r}{trust})")
     return 0
+
+
+def _export_lattemix(args):
+    from layerwise.export.lattemix import export_lattemix
+
+    other = [flag for flag, on in (("--layers", args.layers is not None), ("--from", args.results is not None),
+                                   ("--head", args.head), ("--pooling", args.pooling != "mean")) if on]
+    if other:
+        raise UsageError(f"{args.source} is a Latte-Mix token model; leave out {', '.join(other)}")
+    if args.encoder is None or args.layer is None:
+        raise UsageError(f"{args.source} is a Latte-Mix token model, which does not record its encoder: pass "
+                         "--encoder MODEL and --layer N (the ones it was trained on)")
+    return export_lattemix(args.source, args.dest, model=args.encoder, layer=args.layer, max_length=args.max_length,
+                           include_special=args.include_special, overwrite=args.overwrite)
 
 
 def _embedder(args):
