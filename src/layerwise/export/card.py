@@ -50,7 +50,8 @@ def render_card(card: ExportCard, name: str) -> str:
     """README.md text for an exported folder called ``name``."""
     trust = ", trust_remote_code=True" if card.trust_remote_code else ""
     lines = [f"# {name}", "", card.description, "",
-             "Exported by [layerwise](https://github.com/) (`layerwise export`).", "", "## Use", "", "```python",
+             "Exported by `layerwise export` (the layerwise package; version and commit in "
+             "`layerwise_export.json`).", "", "## Use", "", "```python",
              "from sentence_transformers import SentenceTransformer", "",
              f'model = SentenceTransformer("{name}"{trust})', 'embeddings = model.encode(["A sentence.", "Another."])',
              "```", ""]

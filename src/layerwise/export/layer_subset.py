@@ -108,17 +108,20 @@ def subset_from_results(path: str | os.PathLike, *, head: bool = False) -> Subse
 def export_layer_subset(config: SubsetExport, folder: str | os.PathLike, *, overwrite: bool = False) -> Path:
     """Write ``config``'s layer subset of its model as a sentence-transformers folder (see the module docstring)."""
     from layerwise.encoders.layer_encoder import LayerEncoder
+    from layerwise.encoders.registry import resolve_model, weights_sha256
     from layerwise.layers import validate_layers
     from layerwise.methods.truncated.truncate import truncate_encoder
 
     check_destination(folder, overwrite)
     choice = subset_from_results(config.results, head=config.head) if config.results is not None else None
+    resolved = resolve_model(config.model)  # layers and weights are checked before the model loads
+    n_states = int(json.loads((resolved.path / "config.json").read_text())["num_hidden_layers"]) + 1
+    layers = validate_layers(choice.layers if choice else config.layers, n_states)
+    if choice is not None and choice.weights_sha256 != weights_sha256(resolved.path):
+        raise ValueError(f"--from {config.results} was measured on weights {choice.weights_sha256[:12]}, but "
+                         f"{config.model} has other weights: export the model the search ran on")
     encoder = LayerEncoder(config.model, max_length=config.max_length, cache_dir=False, show_progress=False)
     ident = encoder.identity
-    if choice is not None and choice.weights_sha256 != ident.weights_sha256:
-        raise ValueError(f"--from {config.results} was measured on weights {choice.weights_sha256[:12]}, but "
-                         f"{config.model} has {ident.weights_sha256[:12]}: export the model the search ran on")
-    layers = validate_layers(choice.layers if choice else config.layers, encoder.n_states)
     head = [_head_module(encoder)] if config.head else []  # read before the cut (the pooler is kept either way)
     model = truncate_encoder(encoder.model, max(layers), copy_model=False)
     modules, all_states = pooling_modules(model.config, pooling=config.pooling, layers=layers)

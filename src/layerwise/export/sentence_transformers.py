@@ -83,8 +83,10 @@ def save_st_folder(model, tokenizer, folder: str | os.PathLike, modules: list, *
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         transformer = Transformer(str(tmp), **(transformer_kwargs or {}))
-        SentenceTransformer(modules=[transformer, *modules], device="cpu").save(str(tmp))
-        if readme is not None:  # after save(), which writes its own generated card
+        # sentence-transformers writes its own generated card (encoding sample texts) unless we bring one
+        SentenceTransformer(modules=[transformer, *modules], device="cpu").save(
+            str(tmp), create_model_card=readme is None)
+        if readme is not None:
             (tmp / "README.md").write_text(readme)
         (tmp / EXPORT_MARKER).write_text(json.dumps({"written_by": "layerwise", **(provenance or {})}, indent=2) + "\n")
     return dest
