@@ -89,3 +89,22 @@ def test_wordsim_on_the_shared_data_is_in_a_sane_range(tmp_path):
     result = per_layer_wordsim(enc, [load_wordsim("rg65", SHARED_DATA)])
     assert len(result.scores["rg65"]) == 7
     assert 30 < max(result.scores["rg65"]) < 100  # a trained encoder ranks word pairs far better than chance
+
+
+def test_minilm_layer_subset_export_equals_bert_lc_and_runs_four_layers(tmp_path):
+    """The export of all-MiniLM-L6-v2's hidden states (1, 4) keeps 4 of 6 layers and gives BERT-LC's vectors."""
+    from safetensors import safe_open
+    from sentence_transformers import SentenceTransformer
+
+    from layerwise import LayerEncoder, layer_mean
+    from layerwise.export import SubsetExport, export_layer_subset
+
+    texts = ["A man is playing a guitar.", "Two dogs run through a snowy field near the trees.", "It rains."]
+    enc = LayerEncoder("all-MiniLM-L6-v2", max_length=128, cache_dir=False, show_progress=False)
+    want = layer_mean(enc.encode(texts), (1, 4))
+    out = export_layer_subset(SubsetExport(model="all-MiniLM-L6-v2", layers=(1, 4), max_length=128), tmp_path / "x")
+    got = SentenceTransformer(str(out), device="cpu", trust_remote_code=False).encode(texts)
+    np.testing.assert_allclose(got, want, atol=1e-5)
+    with safe_open(str(out / "model.safetensors"), "pt") as f:
+        kept = {int(k.split("encoder.layer.")[1].split(".")[0]) for k in f.keys() if "encoder.layer." in k}
+    assert kept == {0, 1, 2, 3}

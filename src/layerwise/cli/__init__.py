@@ -13,13 +13,13 @@ import logging
 import sys
 
 from layerwise.cache import CacheCorruptError
-from layerwise.cli import lattemix, layer_attention, lc, models, multitask, results, truncated
+from layerwise.cli import export, lattemix, layer_attention, lc, models, multitask, results, truncated
 from layerwise.cli._checks import preflight
 from layerwise.errors import LayerwiseError
 
 __all__ = ["EXIT_BUG", "EXIT_INTERRUPTED", "EXIT_USAGE", "USER_ERRORS", "build_parser", "main"]
 
-_COMMAND_MODULES = (lc, lattemix, layer_attention, multitask, truncated, models, results)
+_COMMAND_MODULES = (lc, lattemix, layer_attention, multitask, truncated, export, models, results)
 
 EXIT_BUG = 1
 EXIT_USAGE = 2

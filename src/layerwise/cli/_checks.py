@@ -20,6 +20,7 @@ from layerwise.errors import UsageError
 __all__ = [
     "SEED_MAX",
     "finite_float",
+    "layer_list",
     "max_length",
     "nonnegative_float",
     "nonnegative_int",
@@ -84,6 +85,18 @@ def max_length(text: str) -> int:
         raise argparse.ArgumentTypeError(
             f"{value} tokens leaves no room for a word beside the special tokens; pass at least 3 (e.g. 128)")
     return value
+
+
+def layer_list(text: str) -> tuple[int, ...]:
+    """Hidden states as comma-separated integers, e.g. ``0,6`` (0 = embedding output, -1 = the last layer)."""
+    try:
+        layers = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of hidden states; pass e.g. 0,6 "
+                                         "(0 = embedding output, -1 = last layer)") from None
+    if len(set(layers)) != len(layers):
+        raise argparse.ArgumentTypeError(f"{text!r} names a hidden state twice; name each once")
+    return layers
 
 
 def finite_float(text: str) -> float:

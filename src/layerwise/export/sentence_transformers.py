@@ -1,9 +1,11 @@
-"""Write a Hugging Face encoder + pooling as a sentence-transformers folder, with built-in modules only.
+"""Write a Hugging Face encoder + pooling as a sentence-transformers folder.
 
-The folder loads with ``SentenceTransformer(folder)`` (no ``trust_remote_code``) and with ``AutoModel`` (the encoder
-at its root). It is written into a temporary sibling folder and renamed into place
-(:func:`layerwise.files.atomic_folder`), so a crash leaves no half folder; an existing folder is replaced only when
-asked and only if this tool wrote it (its ``layerwise_export.json``).
+The folder loads with ``SentenceTransformer(folder)`` and with ``AutoModel`` (the encoder at its root). With
+:func:`write_sentence_transformer` it holds built-in modules only (no ``trust_remote_code``); :func:`save_st_folder`
+takes any modules after the encoder (a module class from ``layerwise`` needs ``trust_remote_code=True``). The folder is
+written into a temporary sibling folder and renamed into place (:func:`layerwise.files.atomic_folder`), so a crash
+leaves no half folder; an existing folder is replaced only when asked and only if this tool wrote it (its
+``layerwise_export.json``).
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ import torch
 
 from layerwise.files import atomic_folder
 
-__all__ = ["EXPORT_MARKER", "write_sentence_transformer"]
+__all__ = ["EXPORT_MARKER", "POOLING_MODES", "check_destination", "pooling_modules", "save_st_folder",
+           "transformer_options", "write_sentence_transformer"]
 
 EXPORT_MARKER = "layerwise_export.json"
 POOLING_MODES = ("mean", "cls", "max")
@@ -31,34 +34,68 @@ def write_sentence_transformer(model, tokenizer, folder: str | os.PathLike, *, p
     the last one alone: the encoder's output); a subset uses ``WeightedLayerPooling`` with 0/1 weights over every
     hidden state, a built-in module. ``provenance`` (JSON) is written to ``layerwise_export.json``.
     """
-    from sentence_transformers import SentenceTransformer
-    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer, WeightedLayerPooling
+    modules, all_states = pooling_modules(model.config, pooling=pooling, layers=layers)
+    return save_st_folder(model, tokenizer, folder, modules,
+                          transformer_kwargs=transformer_options(max_seq_length, all_hidden_states=all_states),
+                          provenance=provenance, overwrite=overwrite)
+
+
+def transformer_options(max_seq_length: int | None = None, *, all_hidden_states: bool = False) -> dict:
+    """Keywords of the folder's ``Transformer`` module: its ``max_seq_length`` (None: the model's own limit) and
+    ``output_hidden_states`` (every hidden state in ``features["all_layer_embeddings"]``, saved in ``config.json``)."""
+    kwargs: dict = {} if max_seq_length is None else {"max_seq_length": int(max_seq_length)}
+    if all_hidden_states:
+        kwargs["config_kwargs"] = {"output_hidden_states": True}
+    return kwargs
+
+
+def pooling_modules(config, *, pooling: str = "mean", layers: tuple[int, ...] | None = None) -> tuple[list, bool]:
+    """The built-in modules after the encoder for a token pooling of a layer subset, and whether they read every
+    hidden state (``all_layer_embeddings``). ``config``: the encoder's transformers config."""
+    from sentence_transformers.sentence_transformer.modules import Pooling, WeightedLayerPooling
 
     if pooling not in POOLING_MODES:
         raise ValueError(f"unknown pooling {pooling!r}; valid: {', '.join(POOLING_MODES)}")
+    top, dim = int(config.num_hidden_layers), int(config.hidden_size)
+    subset = layers is not None and tuple(layers) != (top,)
+    modules = []
+    if subset:
+        # a Parameter, not a plain tensor: only a Parameter is in the state dict that is saved and loaded back
+        weights = torch.nn.Parameter(torch.tensor([1.0 if k in set(layers) else 0.0 for k in range(top + 1)]),
+                                     requires_grad=False)
+        modules.append(WeightedLayerPooling(dim, num_hidden_layers=top, layer_start=0, layer_weights=weights))
+    modules.append(Pooling(dim, pooling_mode=pooling))
+    return modules, subset
+
+
+def save_st_folder(model, tokenizer, folder: str | os.PathLike, modules: list, *, transformer_kwargs: dict | None = None,
+                   provenance: dict | None = None, readme: str | None = None, overwrite: bool = False) -> Path:
+    """Save ``model`` + ``tokenizer`` as the folder's ``Transformer`` module followed by ``modules``.
+
+    ``transformer_kwargs``: see :func:`transformer_options`. ``readme``: the folder's ``README.md`` (model card).
+    """
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Transformer
+
     dest = Path(folder)
-    _check_destination(dest, overwrite)
+    check_destination(dest, overwrite)
     with atomic_folder(dest, replaceable=lambda p: (p / EXPORT_MARKER).is_file()) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        kwargs = {} if max_seq_length is None else {"max_seq_length": int(max_seq_length)}
-        top, dim = int(model.config.num_hidden_layers), int(model.config.hidden_size)
-        subset = layers is not None and tuple(layers) != (top,)
-        if subset:  # every hidden state reaches the pooling module; the flag is saved in config.json
-            kwargs["config_kwargs"] = {"output_hidden_states": True}
-        modules = [Transformer(str(tmp), **kwargs)]
-        if subset:
-            # a Parameter, not a plain tensor: only a Parameter is in the state dict that is saved and loaded back
-            weights = torch.nn.Parameter(torch.tensor([1.0 if k in set(layers) else 0.0 for k in range(top + 1)]),
-                                         requires_grad=False)
-            modules.append(WeightedLayerPooling(dim, num_hidden_layers=top, layer_start=0, layer_weights=weights))
-        modules.append(Pooling(dim, pooling_mode=pooling))
-        SentenceTransformer(modules=modules, device="cpu").save(str(tmp))
+        transformer = Transformer(str(tmp), **(transformer_kwargs or {}))
+        # sentence-transformers writes its own generated card (encoding sample texts) unless we bring one
+        SentenceTransformer(modules=[transformer, *modules], device="cpu").save(
+            str(tmp), create_model_card=readme is None)
+        if readme is not None:
+            (tmp / "README.md").write_text(readme)
         (tmp / EXPORT_MARKER).write_text(json.dumps({"written_by": "layerwise", **(provenance or {})}, indent=2) + "\n")
     return dest
 
 
-def _check_destination(dest: Path, overwrite: bool) -> None:
+def check_destination(dest: str | os.PathLike, overwrite: bool) -> None:
+    """Refuse, before any work, a destination that is a file, holds files this tool did not write, or holds an
+    export that ``overwrite`` does not allow to replace."""
+    dest = Path(dest)
     if not dest.exists():
         return
     if not dest.is_dir():

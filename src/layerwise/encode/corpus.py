@@ -1,0 +1,75 @@
+"""``encode_corpus``: a corpus file -> an embedding file, chunk by chunk (bounded memory), with a progress bar.
+
+The file is read and checked once before the model runs (:func:`~layerwise.encode.readers.scan_corpus`), then
+read again in chunks of ``chunk_size`` rows; each chunk is embedded and written at once. With a
+:class:`~layerwise.encode.embedders.SpecEmbedder` each chunk goes through the layer cache, so a run that was
+interrupted continues where it stopped: the chunks it finished are read back from the cache, not encoded again.
+The output appears only when complete (:mod:`layerwise.encode.writers`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from layerwise._progress import progress
+from layerwise.encode.readers import CorpusSource, iter_corpus, scan_corpus
+from layerwise.encode.writers import check_output, ids_path, open_writer
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["EncodeResult", "encode_corpus", "load_embeddings"]
+
+
+@dataclass
+class EncodeResult:
+    """What ``encode_corpus`` wrote."""
+
+    output: str
+    ids: str | None  # the ids file of a .npy output (a .parquet output holds its ids)
+    n: int
+    dim: int
+    seconds: float
+
+
+def encode_corpus(source: CorpusSource, output: str | os.PathLike, embedder, *, chunk_size: int = 4096,
+                  overwrite: bool = False, show_progress: bool | None = None) -> EncodeResult:
+    """Embed every text of ``source`` with ``embedder`` (``encode(texts) -> (n, d)``, ``dim``) into ``output``.
+
+    Returns an :class:`EncodeResult`; the vectors are float32 of shape (n, d), row i = the corpus's row i.
+    """
+    if int(chunk_size) < 1:
+        raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
+    output = check_output(output, overwrite=overwrite)
+    n = scan_corpus(source)
+    t0 = time.perf_counter()
+    writer = open_writer(output, n, embedder.dim)
+    show = logger.isEnabledFor(logging.INFO) if show_progress is None else show_progress
+    try:
+        with progress(total=n, desc="encoding corpus", unit="text", disable=not show) as bar:
+            for ids, texts in iter_corpus(source, int(chunk_size)):
+                writer.write(ids, embedder.encode(texts))
+                bar.update(len(ids))
+        writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+    npy = output.suffix.lower() == ".npy"
+    return EncodeResult(str(output), str(ids_path(output)) if npy else None, n, embedder.dim,
+                        time.perf_counter() - t0)
+
+
+def load_embeddings(output: str | os.PathLike):
+    """``(ids, vectors)`` of a file written by :func:`encode_corpus` (vectors (n, d) float32)."""
+    import numpy as np
+
+    output = Path(output)
+    if output.suffix.lower() == ".npy":
+        return ids_path(output).read_text(encoding="utf-8").splitlines(), np.load(output)
+    from layerwise.encode.readers import require_pyarrow
+
+    table = require_pyarrow(f"reading {output}").read_table(str(output))
+    return table.column("id").to_pylist(), np.asarray(table.column("embedding").to_pylist(), dtype=np.float32)

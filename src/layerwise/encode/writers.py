@@ -1,0 +1,121 @@
+"""Embedding files written chunk by chunk, into a temporary sibling renamed into place at the end.
+
+``.npy``: a float32 array of shape (n, d) written through a memory map (``numpy.lib.format.open_memmap``), with the
+ids in ``<name>.ids.txt`` beside it (one per line, in row order). ``.parquet``: columns ``id`` (string) and
+``embedding`` (fixed-size list of d float32), one row group per chunk (needs pyarrow). A run that stops leaves no
+partial output, only a hidden ``.NAME.tmp-*`` file the next run removes.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import numpy as np
+
+from layerwise.encode.readers import require_pyarrow
+from layerwise.errors import UsageError
+
+__all__ = ["OUTPUT_FORMATS", "EmbeddingWriter", "check_output", "ids_path", "open_writer"]
+
+OUTPUT_FORMATS = (".npy", ".parquet")
+
+
+def ids_path(output: str | os.PathLike) -> Path:
+    """Where the ids of a ``.npy`` output go: ``NAME.ids.txt`` beside it."""
+    output = Path(output)
+    return output.with_name(output.stem + ".ids.txt")
+
+
+def check_output(output: str | os.PathLike, *, overwrite: bool = False) -> Path:
+    """Refuse, before any work, an output of an unknown format or one that exists (unless ``overwrite``)."""
+    output = Path(output)
+    if output.suffix.lower() not in OUTPUT_FORMATS:
+        raise UsageError(f"output {output} must end in {' or '.join(OUTPUT_FORMATS)}")
+    if output.suffix.lower() == ".parquet":
+        require_pyarrow(f"writing {output}")
+    for path in (output, ids_path(output)) if output.suffix.lower() == ".npy" else (output,):
+        if path.is_dir():
+            raise UsageError(f"output {path} is a folder; pass a file path")
+        if path.exists() and not overwrite:
+            raise UsageError(f"output {path} exists: pass --overwrite to replace it, or choose another path")
+    return output
+
+
+class EmbeddingWriter:
+    """``write(ids, vectors)`` chunks in order, then ``close()`` (renames into place) or ``abort()``."""
+
+    def __init__(self, output: str | os.PathLike, n: int, dim: int):
+        self.output, self.n, self.dim, self.rows = Path(output), int(n), int(dim), 0
+        for stale in self.output.parent.glob(f".{self.output.name}.tmp-*"):
+            stale.unlink()
+        self.tmp = self.output.parent / f".{self.output.name}.tmp-{uuid.uuid4().hex[:8]}"
+        self.output.parent.mkdir(parents=True, exist_ok=True)
+
+    def write(self, ids: list[str], vectors: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def _finish(self) -> None:
+        if self.rows != self.n:
+            raise RuntimeError(f"wrote {self.rows} rows, expected {self.n}")
+        os.replace(self.tmp, self.output)
+
+    def abort(self) -> None:
+        self.tmp.unlink(missing_ok=True)
+
+
+class _NpyWriter(EmbeddingWriter):
+    def __init__(self, output, n: int, dim: int):
+        super().__init__(output, n, dim)
+        self.array = np.lib.format.open_memmap(self.tmp, mode="w+", dtype=np.float32, shape=(self.n, self.dim))
+        self.ids_tmp = self.tmp.with_name(self.tmp.name + ".ids")
+        self.ids_file = open(self.ids_tmp, "w", encoding="utf-8")  # noqa: SIM115 - closed in close/abort
+
+    def write(self, ids, vectors) -> None:
+        self.array[self.rows:self.rows + len(ids)] = vectors
+        self.ids_file.write("".join(f"{i}\n" for i in ids))
+        self.rows += len(ids)
+
+    def close(self) -> None:
+        self.array.flush()
+        del self.array
+        self.ids_file.close()
+        os.replace(self.ids_tmp, ids_path(self.output))
+        self._finish()
+
+    def abort(self) -> None:
+        self.ids_file.close()
+        self.ids_tmp.unlink(missing_ok=True)
+        super().abort()
+
+
+class _ParquetWriter(EmbeddingWriter):
+    def __init__(self, output, n: int, dim: int):
+        super().__init__(output, n, dim)
+        import pyarrow as pa
+
+        self.pa = pa
+        pq = require_pyarrow(f"writing {output}")
+        self.schema = pa.schema([("id", pa.string()), ("embedding", pa.list_(pa.float32(), self.dim))])
+        self.writer = pq.ParquetWriter(str(self.tmp), self.schema)
+
+    def write(self, ids, vectors) -> None:
+        pa = self.pa
+        flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1))
+        emb = pa.FixedSizeListArray.from_arrays(flat, self.dim)
+        self.writer.write_table(pa.Table.from_arrays([pa.array(ids, pa.string()), emb], schema=self.schema))
+        self.rows += len(ids)
+
+    def close(self) -> None:
+        self.writer.close()
+        self._finish()
+
+    def abort(self) -> None:
+        self.writer.close()
+        super().abort()
+
+
+def open_writer(output: str | os.PathLike, n: int, dim: int) -> EmbeddingWriter:
+    """A writer for ``output``'s format (``.npy`` or ``.parquet``) of ``n`` vectors of size ``dim``."""
+    return (_ParquetWriter if Path(output).suffix.lower() == ".parquet" else _NpyWriter)(output, n, dim)
