@@ -84,10 +84,19 @@ def test_lattemix_end_to_end_on_tiny_model(tiny_bert, env, capsys):
     assert main(args) == 0
     printed = capsys.readouterr().out
     assert "Latte-Mix: categorical VAE, -JS" in printed and "mean pooling" in printed
-    result = json.loads(next(out.glob("lattemix-*.json")).read_text())
-    assert result["layer"] == 2 and result["training_text"]["n_sentences"] > 0
-    assert set(result["runs"]) == {"categorical", "normal", "ae"}
-    assert len(result["runs"]["categorical"]["scores"]["js"]["stsb"]) == 2  # one score per seed
+    from layerwise.methods.lattemix import LatteMixResult, LatteMixRun
+
+    doc = json.loads(next(out.glob("lattemix-*.json")).read_text())
+    assert (doc["kind"], doc["schema"]) == ("lattemix", 1)
+    result = LatteMixResult.from_dict(doc)
+    assert json.loads(json.dumps(result.to_dict())) == doc  # the file reads back to the same result
+    assert result.layer == 2 and result.training_text.n_sentences > 0 and result.training_text.n_tokens > 0
+    assert set(result.runs) == {"categorical", "normal", "ae"} and result.seeds == [0, 1]
+    assert len(result.runs["categorical"].scores["js"]["stsb"]) == 2  # one score per seed
+    settings = result.settings
+    assert isinstance(settings, LatteMixRun) and settings.seeds == (0, 1) and settings.datasets == ("stsb",)
+    assert settings.config.n_classes == 8 and result.runs["normal"].model_config.latent_dim == 4
+    assert "lattemix" in result.environment["command"]
     assert list(out.glob("lattemix-*.png")) and list(out.glob("lattemix-*.md"))
     assert (out / "models" / "categorical-layer2-seed1" / "model.safetensors").is_file()
 
@@ -108,14 +117,27 @@ def test_train_then_retrieval_on_tiny_model(tiny_bert, env, capsys):
             "--steps", "3", "--batch-size", "4", "--eval-every", "2", "--output", str(out), "-q"]
     assert main(args) == 0
     assert "STS-B dev Spearman" in capsys.readouterr().out
-    result = json.loads((out / "train.json").read_text())
-    assert result["n_examples"] > 0 and "SNLI" in result["training_data"]
+    from layerwise.methods.layer_attention.results import RetrievalResult, TrainResult
+
+    doc = json.loads((out / "train.json").read_text())
+    assert (doc["kind"], doc["schema"]) == ("train", 1)
+    result = TrainResult.from_dict(doc)
+    assert json.loads(json.dumps(result.to_dict())) == doc  # the file reads back to the same result
+    assert result.n_examples > 0 and "SNLI" in result.training_data and result.output == str(out)
+    h = result.history
+    assert h.step == [1, 2, 3] and len(h.loss) == 3 and [s for s, _ in h.dev] == [2, 3]
+    assert h.best_dev == max(v for _, v in h.dev) and h.config.objective == "sup_hard_neg" and h.config.batch_size == 4
     assert main(["retrieval", str(out / "best"), "--data-dir", str(data), "--index", "exact", "flat",
                  "--output", str(env / "ret"), "-q"]) == 0
     printed = capsys.readouterr().out
     assert "MRR@10" in printed and "faiss flat" in printed
-    ret = json.loads((env / "ret" / "retrieval.json").read_text())
-    assert ret["results"][0]["mrr@10"] == ret["results"][1]["mrr@10"]  # exact and flat agree
+    doc = json.loads((env / "ret" / "retrieval.json").read_text())
+    assert (doc["kind"], doc["schema"]) == ("retrieval", 1) and doc["results"][0]["index"] == "exact (numpy)"
+    ret = RetrievalResult.from_dict(doc)
+    assert json.loads(json.dumps(ret.to_dict())) == doc
+    assert [r.index for r in ret.results] == ["exact (numpy)", "faiss flat"] and ret.data.queries == 2
+    assert ret.results[0].mrr_at_10 == ret.results[1].mrr_at_10  # exact and flat agree
+    assert ret.results[0].recall == ret.results[1].recall and set(ret.results[0].recall) == {1, 5, 10}
     capsys.readouterr()
     before = (out / "train.json").read_text()
     assert main(args) == 2  # an existing run is not overwritten without --resume / --overwrite

@@ -182,8 +182,8 @@ def test_train_seeds_before_building_the_pooler(tiny_bert, tmp_path):
     data = write_unlabeled(write_stsb(tmp_path / "data", n_pairs=8))
     cfg = ContrastiveConfig(objective="unsup", steps=2, batch_size=4, eval_every=0, seed=5)
     sources = DataSources(data_dir=data)
-    a, b = (run_train(str(tiny_bert), cfg, tmp_path / name, data=sources)["history"] for name in ("a", "b"))
-    assert a["loss"] == b["loss"] and a["dev"] == b["dev"]
+    a, b = (run_train(str(tiny_bert), cfg, tmp_path / name, data=sources).history for name in ("a", "b"))
+    assert len(a.loss) == 2 and a.loss == b.loss and a.dev == b.dev and a.config == cfg
 
 
 def test_schedule_against_the_explicit_formula():

@@ -73,33 +73,31 @@ def source_revision() -> dict | None:
     """``{"commit", "dirty"}`` of the git checkout holding this package's sources; ``None`` when not a checkout.
 
     Only a checkout whose ``src/layerwise`` is this package counts, so an installed copy inside some other
-    repository reports ``None`` rather than that repository's commit.
+    repository reports ``None`` rather than that repository's commit. ``dirty``: a tracked file anywhere in the
+    checkout differs from the commit (untracked files do not count). Built on :func:`git_state`.
     """
     package = Path(__file__).resolve().parent
     root = package.parent.parent
     if package != root / "src" / "layerwise" or not (root / ".git").exists():
         return None
+    state = git_state(root, under=None, untracked=False)
+    return None if state is None else {"commit": state["commit"], "dirty": bool(state["src_changes"])}
+
+
+def git_state(folder: str | os.PathLike = ".", *, under: str | None = "src", untracked: bool = True) -> dict | None:
+    """``{"commit", "src_changes"}``: the commit of the git checkout holding ``folder`` and the ``git status
+    --porcelain`` lines of the files under ``under`` (relative to ``folder``; None: the whole checkout) that differ
+    from it, untracked files included when ``untracked``. None outside a git checkout or without git."""
+
+    def run(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(folder), *args], capture_output=True, text=True, timeout=10,
+                              check=True).stdout
+
+    status = ["status", "--porcelain"] + ([] if untracked else ["--untracked-files=no"])
     try:
-        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-                                timeout=10, check=True).stdout.strip()
-        status = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                                capture_output=True, text=True, timeout=10, check=True).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return {"commit": commit, "dirty": bool(status.strip())}
-
-
-def git_state(folder: str | os.PathLike = ".") -> dict | None:
-    """The commit of the git checkout holding ``folder`` and the files under its src/ that differ from it
-    (None outside a git checkout or without git)."""
-    import subprocess
-
-    try:
-        run = lambda *args: subprocess.run(["git", *args], cwd=folder, capture_output=True, text=True,  # noqa: E731
-                                           check=True).stdout
         head = run("rev-parse", "HEAD").strip()
-        changed = run("status", "--porcelain", "--", "src").splitlines()
-    except (OSError, subprocess.CalledProcessError):
+        changed = run(*status, *(["--", under] if under is not None else [])).splitlines()
+    except (OSError, subprocess.SubprocessError):
         return None
     return {"commit": head, "src_changes": [line.strip() for line in changed]}
 

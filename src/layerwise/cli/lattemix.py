@@ -34,10 +34,9 @@ def add_parsers(sub) -> None:
 
 def run(args, command) -> int:
     from layerwise.methods.lattemix import LatteMixConfig, TrainConfig
-    from layerwise.methods.lattemix.report import METHOD_NAMES, method_table, write_outputs
+    from layerwise.methods.lattemix.report import METHOD_NAMES, format_cell, method_table, write_outputs
     from layerwise.methods.lattemix.run import LatteMixRun, run_lattemix
-    from layerwise.methods.lc.run import add_environment
-    from layerwise.reports import fmt
+    from layerwise.reports import environment
 
     config = LatteMixConfig(n_classes=args.n_classes, n_groups=args.n_groups, latent_dim=args.latent_dim,
                             depth=args.depth, tau=args.tau, beta=args.beta, beta_warmup_steps=args.beta_warmup_steps)
@@ -47,16 +46,13 @@ def run(args, command) -> int:
                       train_limit=args.train_limit, include_special=args.include_special, aggregation=args.aggregation)
     result = run_lattemix(run, data_dir=args.data_dir, encoder_options=encoder_options(args),
                           save_dir=f"{args.output}/models" if args.save_models else None)
-    add_environment(result, command)
+    result.environment = environment(command)
     paths = write_outputs(result, args.output)
-    print(f"model {result['model']['name']} | hidden state {result['layer']} | "
-          f"{result['training_text']['n_sentences']} training sentences | Spearman x100 ({args.aggregation})")
-    rows = method_table(result)
-    print(f"  {'method':45s} " + " ".join(f"{d:>15s}" for d in result["data"]))
-    for method, per in rows.items():
-        print(f"  {METHOD_NAMES.get(method, method):45s} " + " ".join(f"{fmt(*per[d]) if per[d][1] is not None else fmt(per[d][0]):>15s}" for d in result["data"]))
+    print(f"model {result.model.name} | hidden state {result.layer} | "
+          f"{result.training_text.n_sentences} training sentences | Spearman x100 ({args.aggregation})")
+    print(f"  {'method':45s} " + " ".join(f"{d:>15s}" for d in result.data))
+    for method, per in method_table(result).items():
+        print(f"  {METHOD_NAMES.get(method, method):45s} " + " ".join(f"{format_cell(per[d]):>15s}" for d in result.data))
     for kind, path in paths.items():
         print(f"wrote {kind}: {path}")
     return 0
-
-

@@ -64,25 +64,23 @@ def run(args, command) -> int:
         data = DataSources(train_data=args.train_data, data_dir=args.data_dir)
         result = run_train(args.model, cfg, args.output, pooler=args.pooler, data=data,
                            max_length=args.max_length, resume=args.resume, overwrite=args.overwrite)
-        result["environment"] = environment(command)
-        path = write_json(Path(args.output) / "train.json", result)
-        h = result["history"]
-        print(f"trained {args.pooler} ({args.objective}) on {result['n_examples']} examples "
-              f"({result['training_data']}): {len(h['loss'])} steps in {h['seconds']:.0f}s, last loss {h['loss'][-1]:.3f}")
-        for step, score in h["dev"]:
+        result.environment = environment(command)
+        path = write_json(Path(args.output) / "train.json", result.to_dict())
+        h = result.history
+        print(f"trained {args.pooler} ({args.objective}) on {result.n_examples} examples "
+              f"({result.training_data}): {len(h.loss)} steps in {h.seconds:.0f}s, last loss {h.loss[-1]:.3f}")
+        for step, score in h.dev:
             print(f"  step {step}: STS-B dev Spearman {score:.2f}")
-        print(f"best dev {h['best_dev']:.2f}; model in {Path(args.output) / 'best'}; wrote {path}")
+        best = "no dev evaluation" if h.best_dev is None else f"best dev {h.best_dev:.2f}"
+        print(f"{best}; model in {Path(args.output) / 'best'}; wrote {path}")
         return 0
     result = run_retrieval(args.model_dir, data_dir=args.data_dir, split=args.split, indexes=args.index,
                            nlist=args.nlist, nprobe=args.nprobe, without_pooler=args.without_pooler)
-    result["environment"] = environment(command)
-    path = write_json(Path(args.output) / "retrieval.json", result)
-    print(f"Quora {args.split}: {result['data']['corpus']} questions, {result['data']['queries']} queries; "
-          f"pooler {result['pooler']}")
-    for r in result["results"]:
-        print(f"  {r['index']:32s} MRR@10 {r['mrr@10']:.2f}  R@1 {r['recall@1']:.2f}  R@10 {r['recall@10']:.2f}  "
-              f"{r['ms_per_query']:.3f} ms/query  {r['index_bytes'] / 2**20:.1f} MiB")
+    result.environment = environment(command)
+    path = write_json(Path(args.output) / "retrieval.json", result.to_dict())
+    print(f"Quora {args.split}: {result.data.corpus} questions, {result.data.queries} queries; pooler {result.pooler}")
+    for r in result.results:
+        print(f"  {r.index:32s} MRR@10 {r.mrr_at_10:.2f}  R@1 {r.recall[1]:.2f}  R@10 {r.recall[10]:.2f}  "
+              f"{r.ms_per_query:.3f} ms/query  {r.index_bytes / 2**20:.1f} MiB")
     print(f"wrote {path}")
     return 0
-
-

@@ -58,8 +58,8 @@ def _prepare(page: PageConfig, enc, sets, layers, limit, data_dir):
 
 
 def _train(page, data, config, layer, seeds) -> KindResult:
-    return KindResult(**evaluate_config(data, config, page.train, layer=layer, seeds=seeds,
-                                        include_special=page.include_special, aggregation=page.aggregation))
+    return evaluate_config(data, config, page.train, layer=layer, seeds=seeds,
+                           include_special=page.include_special, aggregation=page.aggregation)
 
 
 def run_main(page: PageConfig, store: ResultsStore, model: str, *, data_dir=None, command=()) -> bool:

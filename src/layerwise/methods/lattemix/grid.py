@@ -13,6 +13,7 @@ import re
 from dataclasses import asdict, dataclass, field, replace
 
 from layerwise.methods.lattemix.config import LatteMixConfig
+from layerwise.methods.lattemix.results import KindResult
 from layerwise.methods.lattemix.train import TrainConfig
 
 __all__ = ["KindResult", "LayerPoint", "MainResult", "PageConfig", "SWEEP", "SweepRow", "part_key",
@@ -54,21 +55,6 @@ class PageConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-@dataclass(frozen=True)
-class KindResult:
-    """One model kind trained per seed on one hidden state: metric -> set -> Spearman x100 per seed."""
-
-    config: dict
-    train: dict
-    seeds: list
-    layer: int
-    include_special: bool
-    scores: dict  # metric -> data set -> [per seed]
-    train_seconds: list
-    final_loss: list
-    final_kl: list
 
 
 @dataclass(frozen=True)

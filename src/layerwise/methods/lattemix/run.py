@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -18,15 +18,22 @@ from layerwise.encoders.layer_encoder import LayerEncoder
 from layerwise.encoders.tokens import TokenStack
 from layerwise.evaluation.metrics import aggregate_correlation, cosine_rows, spearman
 from layerwise.layers import validate_layers
-from layerwise.methods.lattemix.config import MODEL_KINDS, LatteMixConfig
+from layerwise.methods.lattemix.config import LatteMixConfig
+from layerwise.methods.lattemix.results import (
+    TRAIN_SOURCES,
+    DataSetInfo,
+    KindResult,
+    LatteMixResult,
+    LatteMixRun,
+    TrainingText,
+)
 from layerwise.methods.lattemix.similarity import SIMILARITIES, pair_similarity, sentence_mixtures
 from layerwise.methods.lattemix.train import TrainConfig, train_token_model
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LatteMixData", "LatteMixRun", "prepare", "run_lattemix", "evaluate_baselines", "evaluate_config", "training_sentences"]
-
-TRAIN_SOURCES = ("snli", "wiki")
+__all__ = ["LatteMixData", "LatteMixResult", "LatteMixRun", "evaluate_baselines", "evaluate_config", "prepare",
+           "run_lattemix", "training_sentences"]
 
 
 def training_sentences(
@@ -163,10 +170,10 @@ def evaluate_config(
     include_special: bool = False,
     aggregation: str = "all",
     save_dir=None,
-) -> dict:
+) -> KindResult:
     """Train one model per seed on ``layer``'s training tokens and score every similarity on every data set.
 
-    Returns {"scores": {metric: {dataset: [per seed]}}, "train_seconds": [...], "final_loss": [...], "kl": [...]}.
+    Returns the scores (metric -> data set -> [per seed]), training seconds, final loss and KL per seed.
     """
     tokens = data.train_tokens.token_vectors(layer, include_special=include_special)
     config = replace(config, input_dim=int(tokens.shape[1]))
@@ -187,47 +194,13 @@ def evaluate_config(
                 scores[m][name].append(
                     _score(data, name, lambda a, b, mix=mix, m=m: pair_similarity(mix.take(a), mix.take(b), m), aggregation)
                 )
-    return {
-        "config": config.to_dict(),
-        "train": train.to_dict(),
-        "seeds": list(seeds),
-        "layer": layer,
-        "include_special": include_special,
-        "scores": scores,
-        "train_seconds": seconds,
-        "final_loss": losses,
-        "final_kl": kls,
-    }
+    return KindResult(config=config.to_dict(), train=train.to_dict(), seeds=list(seeds), layer=layer,
+                      include_special=include_special, scores=scores, train_seconds=seconds, final_loss=losses,
+                      final_kl=kls)
 
 
-@dataclass(frozen=True)
-class LatteMixRun:
-    """One Latte-Mix experiment: which model, data, hidden state, model kinds and seeds, and how they train."""
-
-    model: str = "all-MiniLM-L6-v2"  # built-in name or folder
-    datasets: tuple[str, ...] = ("stsb", "sickr")  # STS sets evaluated (never trained on)
-    layer: int = -1  # hidden state (0 = embedding output, -1 = last)
-    kinds: tuple[str, ...] = MODEL_KINDS  # token models trained
-    seeds: tuple[int, ...] = (0, 1, 2)  # one model per seed; the first also samples the training text
-    config: LatteMixConfig = LatteMixConfig()  # model hyper-parameters (``kind`` is set per entry of ``kinds``)
-    train: TrainConfig = TrainConfig()
-    train_sources: tuple[str, ...] = TRAIN_SOURCES
-    train_limit: int | None = None  # training sentences (None: all)
-    include_special: bool = False  # special tokens in the mixtures
-    aggregation: str = "all"  # STS12-16 subsets: "all", "wmean" or "mean"
-
-    def __post_init__(self) -> None:
-        bad = [k for k in self.kinds if k not in MODEL_KINDS]
-        if bad or not self.kinds:
-            raise ValueError(f"unknown model kinds {bad or 'none given'}; valid: {', '.join(MODEL_KINDS)}")
-        if not self.seeds:
-            raise ValueError("seeds is empty: give at least one seed, e.g. (0,)")
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-def run_lattemix(run: LatteMixRun, *, data_dir=None, encoder_options: dict | None = None, save_dir=None) -> dict:
+def run_lattemix(run: LatteMixRun, *, data_dir=None, encoder_options: dict | None = None,
+                 save_dir=None) -> LatteMixResult:
     """Train each model kind on ``layer``'s token vectors (one per seed) and compare with the layer's poolings."""
     encoder = LayerEncoder(run.model, **(encoder_options or {}))
     (layer,) = validate_layers([run.layer], encoder.n_states)
@@ -238,17 +211,10 @@ def run_lattemix(run: LatteMixRun, *, data_dir=None, encoder_options: dict | Non
     for kind in run.kinds:
         runs[kind] = evaluate_config(data, replace(run.config, kind=kind), run.train, layer=layer, seeds=run.seeds,
                                      include_special=run.include_special, aggregation=aggregation, save_dir=save_dir)
-    return {
-        "kind": "lattemix",
-        "settings": run.to_dict(),
-        "model": data.model,
-        "layer": layer,
-        "aggregation": aggregation,
-        "data": {name: {"split": d.split, "n_pairs": len(d), "source": d.source}
-                 for name, (d, _, _) in data.datasets.items()},
-        "training_text": data.train_info,
-        "baselines": evaluate_baselines(data, layer, aggregation=aggregation),
-        "runs": runs,
-        "seconds": data.seconds,
-    }
-
+    return LatteMixResult(
+        settings=run, model=encoder.identity, layer=layer, aggregation=aggregation,
+        data={name: DataSetInfo(split=d.split, n_pairs=len(d), source=d.source)
+              for name, (d, _, _) in data.datasets.items()},
+        training_text=TrainingText.from_dict(data.train_info),
+        baselines=evaluate_baselines(data, layer, aggregation=aggregation), runs=runs, seconds=data.seconds,
+    )

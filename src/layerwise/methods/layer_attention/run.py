@@ -11,12 +11,19 @@ from pathlib import Path
 from layerwise.data import load_sts, load_wiki_head
 from layerwise.data.nli import load_sentences
 from layerwise.encoders.trainable import SentenceModel
+from layerwise.methods.layer_attention.results import (
+    IndexResult,
+    RetrievalDataInfo,
+    RetrievalResult,
+    TrainHistory,
+    TrainResult,
+)
 from layerwise.methods.layer_attention.train import ContrastiveConfig, nli_triplets, train_contrastive
 from layerwise.training import prepare_output, seed_everything
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DataSources", "load_training_examples", "run_train", "run_retrieval"]
+__all__ = ["DataSources", "RetrievalResult", "TrainResult", "load_training_examples", "run_retrieval", "run_train"]
 
 
 @dataclass(frozen=True)
@@ -57,7 +64,7 @@ def load_training_examples(objective: str, path=None, *, data_dir=None) -> tuple
 
 def run_train(model: str, config: ContrastiveConfig, output, *, pooler: str = "layer_attention",
               data: DataSources = DataSources(), max_length: int = 32, resume: bool = False,
-              overwrite: bool = False) -> dict:
+              overwrite: bool = False) -> TrainResult:
     """Train ``pooler`` (and the encoder unless frozen) with ``config``; dev = STS-B dev (built in).
 
     ``data`` says where the training examples (:func:`load_training_examples`) and STS-B dev are read.
@@ -75,13 +82,12 @@ def run_train(model: str, config: ContrastiveConfig, output, *, pooler: str = "l
     if overwrite:  # everything loaded: only now remove the earlier run's own outputs
         prepare_output(output, resume=resume, overwrite=True)
     hist = train_contrastive(sm, examples, config, output, dev=dev, resume=resume)
-    return {"kind": "train", "model": str(model), "pooler": pooler, "training_data": source,
-            "n_examples": len(examples), "dev": f"STS-B dev ({len(dev)} pairs)", "history": hist,
-            "output": str(output)}
+    return TrainResult(model=str(model), pooler=pooler, training_data=source, n_examples=len(examples),
+                       dev=f"STS-B dev ({len(dev)} pairs)", history=TrainHistory.from_dict(hist), output=str(output))
 
 
 def run_retrieval(model_dir, *, data_dir=None, split: str = "dev", indexes=("exact", "flat", "ivf"),
-                  nlist: int = 100, nprobe: int = 10, without_pooler: bool = False) -> dict:
+                  nlist: int = 100, nprobe: int = 10, without_pooler: bool = False) -> RetrievalResult:
     """Quora duplicate-question search with a trained SentenceModel folder (``train``'s ``best`` or ``last``).
 
     ``without_pooler``: embed with the encoder's last-layer mean instead of the trained pooler (the paper's
@@ -95,7 +101,8 @@ def run_retrieval(model_dir, *, data_dir=None, split: str = "dev", indexes=("exa
     results = []
     for kind in indexes:
         index = None if kind == "exact" else FaissIndex(kind, nlist=nlist, nprobe=nprobe)
-        results.append(search(data, emb, index=index))
-    return {"kind": "retrieval", "model": str(model_dir), "pooler": "none (last-layer mean)" if without_pooler
-            else sm.pooler.config.kind, "data": {"name": "quora", "split": split, "corpus": len(data.corpus),
-                                                 "queries": len(data.queries)}, "results": results}
+        results.append(IndexResult.from_dict(search(data, emb, index=index)))
+    return RetrievalResult(model=str(model_dir), pooler="none (last-layer mean)" if without_pooler
+                           else sm.pooler.config.kind,
+                           data=RetrievalDataInfo(name="quora", split=split, corpus=len(data.corpus),
+                                                  queries=len(data.queries)), results=results)

@@ -22,7 +22,7 @@ from layerwise.experiments.schema import check_schema, stamp
 from layerwise.experiments.store import key_digest, model_key
 from layerwise.layers import LayerStack
 from layerwise.methods.lc.protocol import LCProtocol, LCResult, run_bert_lc
-from layerwise.reports import environment, fmt, plot_per_layer, write_json, write_text
+from layerwise.reports import fmt, plot_per_layer, write_json, write_text
 
 logger = logging.getLogger(__name__)
 
@@ -275,8 +275,3 @@ def write_layers_outputs(result: STSRun, output: str | Path) -> dict[str, Path]:
                                title=f"{result.model.name} on {result.data.name}"),
     }
 
-
-def add_environment(result: dict, command: list[str] | None = None) -> dict:
-    """``result["environment"] = environment(command)`` for results still passed as dicts (lattemix)."""
-    result["environment"] = environment(command)
-    return result
