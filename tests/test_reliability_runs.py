@@ -148,7 +148,7 @@ def test_existing_output_is_refused_and_left_untouched(tiny_bert, data, env, cas
     assert any(str(p).startswith("best") for p in before) and Path("train.json") in before
     case.cli_error(_train(tiny_bert, data, out), capsys, outcome="refusal",
                    what="`train` into an output folder that holds a run, without --resume or --overwrite",
-                   match=("already holds", "best", "train.json", "resume", "overwrite"))
+                   match=("already holds", "best", "train.json", "--resume", "--overwrite"))
     assert _snapshot(out) == before  # best/, last/ and train.json: every byte as it was
 
 
@@ -160,8 +160,8 @@ def test_one_seed_gives_identical_losses_from_the_first_step(tiny_bert, data, en
     assert a[0] != c[0]  # the seed is used: another seed starts differently
     assert _same_tensors(env / "a" / "best", env / "b" / "best")
     case.record("two `train --seed 0` runs (and one with --seed 1)", "layerwise train ... --seed 0 (twice)",
-                "correct result", f"identical losses from step 1 ({a[0]:.6f} ...) and identical weights; "
-                f"--seed 1 starts at {c[0]:.6f}")
+                "correct result", f"identical losses at all {len(a)} steps, the first included, and identical "
+                "weights; --seed 1 starts from another loss")
 
 
 def test_resume_with_other_data_model_or_length_is_refused(tiny_bert, data, env, case, capsys):
@@ -179,7 +179,7 @@ def test_resume_with_other_data_model_or_length_is_refused(tiny_bert, data, env,
         argv = _train(tiny_bert, data, out, "--resume")
         argv[argv.index(option) + 1] = value
         case.cli_error(argv, capsys, outcome="refusal", what=f"`train --resume` with another {option}",
-                       match=("cannot resume", f"differs in {named}" if named == "data" else named))
+                       match=("cannot resume", f"differs in {named}" if named == "data" else named, "--overwrite"))
     assert _snapshot(out) == before
     case.cli_error(_train(tiny_bert, data, env / "empty", "--resume"), capsys,
                    what="`train --resume` into a folder with nothing to resume", match=("nothing to resume",))
@@ -225,8 +225,9 @@ def test_search_splits_and_lengths_write_different_files(tiny_bert, env, case, c
         written[new] = new.read_bytes()
     case.record("`search` on the dev split, the test split, and the test split with --max-length 8",
                 "layerwise search ... --split dev | --split test | --split test --max-length 8", "correct result",
-                "three JSON files (" + ", ".join(p.stem.rsplit("-", 1)[0] for p in written) + ", each with its "
-                "settings digest); each states its split and max length, none overwrote another")
+                "three JSON files (" + ", ".join(p.stem.rsplit("-", 1)[0] + "-DIGEST.json" for p in written)
+                + f", {len({p.stem.rsplit('-', 1)[1] for p in written})} different digests of every setting); each "
+                "states its split and max length, none overwrote another")
 
 
 @pytest.mark.reliability("Results files and reuse")
