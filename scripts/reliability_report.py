@@ -1,6 +1,6 @@
 """Write docs/reliability.md from the reliability tests: every bad input and fault they try, with the outcome seen.
 
-    PYTHONPATH=src python scripts/reliability_report.py            # runs the tests (~1 min), writes the page
+    PYTHONPATH=src python scripts/reliability_report.py            # runs the tests (~3 min), writes the page
     PYTHONPATH=src python scripts/reliability_report.py --from cases.json   # renders recorded cases only
 
 The tests record each case through the ``case`` fixture (tests/reliability_cases.py) when
@@ -20,7 +20,8 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TESTS = ["tests/test_reliability.py", "tests/test_reliability_models.py", "tests/test_faults.py"]
+TESTS = ["tests/test_reliability.py", "tests/test_reliability_models.py", "tests/test_faults.py",
+         "tests/test_reliability_runs.py"]
 OUTCOMES = ("clear error", "refusal", "recovery", "correct result")
 
 RESUME = """## How an interrupted long run continues
@@ -35,8 +36,10 @@ file, see *Faults during writes*). Run the same command again and it continues w
 - **transfer, ablate**: each finished part (a task, an ablation) is kept in the output folder's results store,
   keyed on every setting; a re-run with the same settings skips finished parts (different settings never reuse
   them).
-- **train**: checkpoints are written under the output folder; `layerwise train --resume` continues from the last
-  one.
+- **train**: checkpoints (safetensors and JSON, never a pickle) are written atomically to `OUTPUT/last` at every
+  evaluation; `layerwise train --resume` continues from the last one and ends equal to an uninterrupted run. A
+  resume with another model, training data or setting is refused, naming what differs; an output folder that
+  holds a run needs `--resume` or `--overwrite`.
 """
 
 

@@ -12,6 +12,7 @@ import torch
 from safetensors import SafetensorError
 
 from conftest import SENTENCES
+from layerwise.errors import ModelFilesError
 from layerwise.methods.lattemix import LatteMixConfig, TrainConfig, train_token_model
 from layerwise.methods.lattemix.train import TokenModelTask
 from layerwise.methods.layer_attention import ContrastiveConfig, SentenceModel, train_contrastive
@@ -167,8 +168,9 @@ def test_no_code_path_unpickles(env, tmp_path):
     (out / "last" / "trainer_state.pt").write_bytes(pickle.dumps(Payload()))
     assert _lattemix(env, out, resume=True)[0] == loss  # the pickle beside the checkpoint is ignored
     (out / "last" / "trainer_state.safetensors").write_bytes(pickle.dumps(Payload()))
-    with pytest.raises(SafetensorError):  # not a safetensors file: refused, nothing unpickled
+    with pytest.raises(ModelFilesError, match="checkpoint files are damaged") as info:  # refused, nothing unpickled
         _lattemix(env, out, resume=True)
+    assert isinstance(info.value.__cause__, SafetensorError)
     assert not marker.exists()
     src = Path(__file__).resolve().parents[1] / "src"
     unpickling = re.compile(r"\btorch\.load\(|\bimport pickle\b|\bpickle\.loads?\(|allow_pickle\s*=\s*True|weights_only\s*=\s*False")

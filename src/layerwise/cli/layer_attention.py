@@ -49,6 +49,19 @@ def add_parsers(sub) -> None:
 
 
 def run(args, command) -> int:
+    from transformers.utils import logging as hf_logging
+
+    was = hf_logging.is_progress_bar_enabled()
+    if args.quiet:
+        hf_logging.disable_progress_bar()  # -q: no weight-loading bar either (the command line's choice)
+    try:
+        return _run(args, command)
+    finally:
+        if args.quiet and was:
+            hf_logging.enable_progress_bar()
+
+
+def _run(args, command) -> int:
     from pathlib import Path
 
     from layerwise.methods.layer_attention.run import DataSources, run_retrieval, run_train

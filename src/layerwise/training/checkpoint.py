@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from layerwise.errors import ModelFilesError
 from layerwise.files import atomic_folder, recover_folder, remove_stale
 from layerwise.modules.base import load_state_file, save_state_file
 
@@ -95,12 +96,12 @@ def prepare_output(output_dir, *, resume: bool, overwrite: bool) -> Path | None:
         recover_folder(out / name)
     if resume:
         if not (out / "last" / STATE_JSON).is_file():
-            raise FileNotFoundError(f"nothing to resume in {out}: no last/{STATE_JSON}; start without resume")
+            raise FileNotFoundError(f"nothing to resume in {out}: no last/{STATE_JSON}; start without resume (--resume)")
         return out
     found = [name for name in OWN_OUTPUTS if (out / name).exists()]
     if found and not overwrite:
-        raise FileExistsError(f"{out} already holds {', '.join(found)}: pass resume=True to continue that run or "
-                              "overwrite=True to start again (only the tool's own outputs are removed)")
+        raise FileExistsError(f"{out} already holds {', '.join(found)}: pass resume=True (--resume) to continue that "
+                              "run or overwrite=True (--overwrite) to start again (only the tool's own outputs are removed)")
     for name in found:
         if (out / name).is_dir():
             shutil.rmtree(out / name)
@@ -146,18 +147,35 @@ def save_checkpoint(folder, task, optimizer, state: TrainerState, *, schedule: d
     return folder
 
 
+def _read_checkpoint(folder: Path, task) -> dict[str, torch.Tensor]:
+    """The trainer-state tensors, after loading the module weights into ``task``; a damaged file is one clear error."""
+    from safetensors import SafetensorError
+
+    try:
+        tensors = load_state_file(folder / STATE_TENSORS)
+        task.load_weights(folder)
+    except (OSError, ValueError, RuntimeError, SafetensorError) as exc:
+        reason = " ".join(str(exc).split())[:200]
+        raise ModelFilesError(f"cannot resume from {folder}: its checkpoint files are damaged ({type(exc).__name__}: "
+                              f"{reason}); start again with overwrite=True (--overwrite)") from exc
+    return tensors
+
+
 def load_checkpoint(folder, task, optimizer, fingerprint: dict) -> TrainerState:
     """Check the fingerprint, then load the module weights, optimizer, RNG and task tensors; return the state."""
     folder = Path(folder)
-    meta = json.loads((folder / STATE_JSON).read_text())
+    try:
+        meta = json.loads((folder / STATE_JSON).read_text())
+    except (OSError, ValueError) as exc:
+        raise ModelFilesError(f"cannot resume from {folder}: {STATE_JSON} is unreadable ({type(exc).__name__}: "
+                              f"{exc}); start again with overwrite=True (--overwrite)") from exc
     if meta.get("format_version") != FORMAT_VERSION:
         raise ValueError(f"{folder / STATE_JSON} has format {meta.get('format_version')}, expected {FORMAT_VERSION}")
     diff = fingerprint_differences(meta["fingerprint"], fingerprint)
     if diff:
         raise ValueError(f"cannot resume from {folder}: this run differs in {', '.join(diff)}; resume with the same "
-                         "model, data and settings, or pass overwrite=True to start again")
-    tensors = load_state_file(folder / STATE_TENSORS)
-    task.load_weights(folder)
+                         "model, data and settings, or pass overwrite=True (--overwrite) to start again")
+    tensors = _read_checkpoint(folder, task)
     if optimizer is not None:
         state: dict = {}
         for name, value in tensors.items():
