@@ -139,7 +139,7 @@ def load_page(ctx: PageContext):
                 used.append(part)
     minilm = Path(page.minilm).name
     lc = frontiers[minilm].rows[-1].layers if minilm in frontiers else None
-    results, seconds = [], []
+    results = []
     for config in page.configs(lc):
         part = parts.get(run_part_name(config))
         if part is None:
@@ -149,7 +149,7 @@ def load_page(ctx: PageContext):
         used.append(part)
     if page.lc_tmft and lc is None:
         missing.append(f"LC-TMFT runs of {minilm} (need frontier-{minilm} for the subset)")
-    seconds = sum(float(p.payload.get("wall_seconds", 0.0)) for p in used)
+    seconds = {p.name: float(p.payload.get("wall_seconds", 0.0)) for p in used}
     return TMFTPage(TITLE, asdict(page), results, frontiers, speeds, lc, missing, provenance_lines(used), seconds)
 
 

@@ -29,7 +29,7 @@ class TMFTPage:
     lc_layers: tuple[int, ...] | None  # the first model's dev-chosen subset (LC-TMFT), None before its frontier
     missing: list[str] = field(default_factory=list)
     provenance: list[str] = field(default_factory=list)
-    wall_seconds: float = 0.0  # sum over the parts shown
+    wall_seconds: dict[str, float] = field(default_factory=dict)  # part name -> wall seconds it took
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,7 @@ def summary(page: TMFTPage) -> dict:
             "frontiers": {k: v.to_dict() for k, v in page.frontiers.items()},
             "throughput": {k: v.to_dict() for k, v in page.throughputs.items()},
             "lc_layers": list(page.lc_layers) if page.lc_layers else None, "missing": page.missing,
-            "wall_seconds": page.wall_seconds}
+            "wall_seconds": sum(page.wall_seconds.values())}
 
 
 def _layer_table(page: TMFTPage, model: str, depths: list[int]) -> list[str]:
@@ -226,14 +226,20 @@ def _verdict(page: TMFTPage) -> list[str]:
 
 
 def _time_lines(page: TMFTPage) -> list[str]:
-    per_model = {}
-    for r in page.results:
-        per_model.setdefault(Path(r.config["model"]).name, []).append(r.train_seconds)
-    lines = [f"- total wall time of the parts shown: {page.wall_seconds / 3600:.2f} h, device: CPU only (no GPU "
-             "on this machine), so this is also what a CPU-only run of these parts costs"]
-    for model, secs in per_model.items():
-        lines.append(f"- {model}: {len(secs)} TMFT run(s), mean STS training time {np.mean(secs) / 60:.1f} min "
-                     "per run (pre-steps not included)")
+    """Total time of the parts shown, mean time per TMFT run and model, and the estimated cost of what is missing."""
+    total = sum(page.wall_seconds.values())
+    lines = [f"- total wall time of the parts shown: {total / 3600:.2f} h on CPU only (no GPU; the machine is named below), "
+             "which is what a CPU-only run of these parts costs"]
+    for model, _ in _models(page):
+        runs = [v for k, v in page.wall_seconds.items() if k.startswith(f"run-{model}-")]
+        todo = [m for m in page.missing if m.startswith(f"run-{model}-")]
+        if runs:
+            mean = float(np.mean(runs))
+            lines.append(f"- {model}: {len(runs)} TMFT run(s) done, {mean / 60:.1f} min each on average (pre-steps "
+                         f"included); {len(todo)} not run yet, about {len(todo) * mean / 3600:.1f} h more at that "
+                         "rate (10-epoch runs take longer)")
+        elif todo:
+            lines.append(f"- {model}: {len(todo)} TMFT run(s) not run yet; no timing stored yet to estimate them")
     return lines
 
 
