@@ -95,6 +95,10 @@ def test_page_runs_resumes_and_renders(tiny_bert, data_dir, tmp_path, monkeypatc
     store = ResultsStore(tmp_path / "state")
     page = get_page("tmft")
     ctx = PageContext(store=store, output=tmp_path / "out", data_dir=str(data_dir),
+                      options=_options(tiny_bert, tmp_path, train=False))
+    page.run(ctx)  # the analyses only
+    assert sorted(p.name for p in store.parts("tmft")) == [f"frontier-{tiny_bert.name}", f"throughput-{tiny_bert.name}"]
+    ctx = PageContext(store=store, output=tmp_path / "out", data_dir=str(data_dir),
                       options=_options(tiny_bert, tmp_path))
     page.run(ctx)
     parts = {p.name: p for p in store.parts("tmft")}

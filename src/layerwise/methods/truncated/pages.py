@@ -1,8 +1,9 @@
 """The ``tmft`` results page: declared once, run part by part into the store, rendered from the store alone.
 
 ``ctx.options`` (all optional) override :class:`TMFTPageConfig` fields, e.g. ``--option epochs=1
---option minilm_depths='[0,6]'``; ``overrides`` holds :class:`TMFTConfig` fields applied to every run
-(``batch_size``, ``lr``, ``max_length``, ``train_limit``, ``ws``, ``mlm``).
+--option minilm_depths='[0,6]'`` or ``--option train=false`` (the analyses only); ``overrides`` holds
+:class:`TMFTConfig` fields applied to every run (``batch_size``, ``lr``, ``max_length``, ``train_limit``, ``ws``,
+``mlm``).
 
 Order of work (so that a cut-off run leaves a useful partial page): the frontier and throughput of every model (minutes),
 then TMFT seed 0 at every depth of the first model, the second model's depths, the WS and MLM pre-steps, the other
@@ -48,6 +49,7 @@ class TMFTPageConfig:
     throughput_sentences: int = 1000  # distinct STS-B test sentences timed
     throughput_batch_size: int = 32
     throughput_repeats: int = 3
+    train: bool = True  # False: only the frontier and throughput parts (minutes), no TMFT run
     checkpoints: str = "runs/tmft"  # training checkpoints and the kept models (large; not in the repo, not keyed)
 
     def models(self) -> list[tuple[str, tuple[int, ...]]]:
@@ -114,6 +116,8 @@ def run(ctx: PageContext) -> None:
         speed = SpeedSettings(page.throughput_sentences, page.throughput_batch_size, page.throughput_repeats,
                               max_length)
         throughput_part(model, depths, ctx.store, data_dir=ctx.data_dir, settings=speed, command=ctx.command)
+    if not page.train:
+        return
     lc = frontiers[page.minilm].rows[-1].layers
     run_runs(page.configs(lc), ctx.store, checkpoints=Path(page.checkpoints), data_dir=ctx.data_dir,
              command=ctx.command)
@@ -169,7 +173,7 @@ def render(ctx: PageContext) -> list[Path]:
 
 def _page_settings() -> dict:
     c = TMFTPageConfig()
-    return {"grid": {k: v for k, v in asdict(c).items() if k not in ("checkpoints",)},
+    return {"grid": {k: v for k, v in asdict(c).items() if k not in ("checkpoints", "train")},
             "config": replace(TMFTConfig(), model="(per run)").to_dict(),
             "checkpoint": "best STS-B dev Spearman, evaluated every epoch"}
 
