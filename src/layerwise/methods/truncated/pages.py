@@ -131,7 +131,7 @@ def load_page(ctx: PageContext):
 
     page = page_config(ctx.options)
     parts = stored(ctx.store)
-    used, missing, frontiers, speeds = [], [], {}, {}
+    used, missing, frontiers, speeds, loads = [], [], {}, {}, {}
     for model, _ in page.models():
         name = Path(model).name
         for kind, into, cls in (("frontier", frontiers, Frontier), ("throughput", speeds, Throughput)):
@@ -141,6 +141,9 @@ def load_page(ctx: PageContext):
             else:
                 into[name] = cls.from_dict(part.payload)
                 used.append(part)
+                if kind == "throughput":
+                    env = part.runs[-1].get("environment", {}) if part.runs else {}
+                    loads[name] = env.get("machine", {}).get("load_average_1_5_15")
     minilm = Path(page.minilm).name
     lc = frontiers[minilm].rows[-1].layers if minilm in frontiers else None
     results = []
@@ -154,7 +157,8 @@ def load_page(ctx: PageContext):
     if page.lc_tmft and lc is None:
         missing.append(f"LC-TMFT runs of {minilm} (need frontier-{minilm} for the subset)")
     seconds = {p.name: float(p.payload.get("wall_seconds", 0.0)) for p in used}
-    return TMFTPage(TITLE, asdict(page), results, frontiers, speeds, lc, missing, provenance_lines(used), seconds)
+    return TMFTPage(TITLE, asdict(page), results, frontiers, speeds, lc, missing, provenance_lines(used), seconds,
+                    loads)
 
 
 def render(ctx: PageContext) -> list[Path]:

@@ -30,6 +30,7 @@ class TMFTPage:
     missing: list[str] = field(default_factory=list)
     provenance: list[str] = field(default_factory=list)
     wall_seconds: dict[str, float] = field(default_factory=dict)  # part name -> wall seconds it took
+    speed_load: dict[str, list | None] = field(default_factory=dict)  # model -> load average when timed (1, 5, 15 min)
 
 
 @dataclass(frozen=True)
@@ -198,11 +199,18 @@ def _speed_table(page: TMFTPage) -> list[str]:
         for r in t.rows:
             lines.append(f"| {model} | {r.depth}{' (full)' if r.depth == t.n_layers else ''} | {r.parameters:,} | "
                          f"{r.sentences_per_second:.1f} | {r.sentences_per_second / full:.2f}x |")
-    if page.throughputs:
+    if not page.throughputs:
+        lines.append("| not run yet | | | | |")
+    else:
         t = next(iter(page.throughputs.values()))
         lines += ["", f"{t.n_sentences} distinct STS-B test sentences, batch {t.batch_size}, max length "
                   f"{t.max_length}, {t.device}, {t.threads} torch threads; one warm-up batch, then the median of "
-                  f"{len(t.rows[0].seconds)} timed passes (the machine is shared, so rates vary by a few percent)."]
+                  f"{len(t.rows[0].seconds)} timed passes."]
+        loads = [f"{m} {v[0]:.1f}" for m, v in page.speed_load.items() if v]
+        if loads:
+            lines += [f"Load average (1 min) when each model's timing was saved: {', '.join(loads)}. The machine is "
+                      "shared with other jobs, so a load above its CPU count slows every depth and makes the rates "
+                      "noisy; compare depths of one model (timed together) rather than absolute numbers."]
     return lines + [""]
 
 
