@@ -80,4 +80,5 @@ _DECLARING_MODULES: tuple[str, ...] = (  # each method's pages module
     "layerwise.methods.layer_attention.pages",
     "layerwise.methods.lattemix.pages",
     "layerwise.methods.multitask.pages",
+    "layerwise.methods.truncated.pages",
 )

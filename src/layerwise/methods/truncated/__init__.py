@@ -1,5 +1,7 @@
-"""Truncated model fine-tuning (TMFT; Rep, Dukić, Šnajder, Findings of EMNLP 2024). Not built yet: issue #12.
+"""Truncated model fine-tuning (TMFT; Rep, Dukić, Šnajder, Findings of EMNLP 2024; issue #12).
 
-It will keep the embeddings and layers 1..l of an encoder, fine-tune on STS (optionally after word-similarity or MLM
-steps) with :mod:`layerwise.training`, and save an ordinary Hugging Face folder.
+The encoder is cut at hidden state l (:mod:`.truncate`), mean-pooled (:mod:`.model`; a layer subset for LC-TMFT),
+fine-tuned on STS-B with :mod:`layerwise.training` after an optional word-similarity or MLM step (:mod:`.run`) and
+saved as a sentence-transformers folder. :mod:`.analysis` adds the zero-training frontier and measured throughput,
+:mod:`.experiment` runs everything part by part into a results store, :mod:`.pages` declares the ``tmft`` page.
 """

@@ -66,7 +66,10 @@ class TruncatedModel(nn.Module):
         """(B, d) sentence vectors of a tokenised batch."""
         encoding = {k: v.to(self.device) for k, v in encoding.items() if k != "special_tokens_mask"}
         out = self.encoder(**encoding, output_hidden_states=True)
-        mean = pool_hidden_states(out.hidden_states, encoding["attention_mask"])[1]  # (B, l + 1, d)
+        states = out.hidden_states
+        if not states:  # an encoder cut at 0 layers: transformers (5.x) returns no hidden states, only the output
+            states = (out.last_hidden_state,)
+        mean = pool_hidden_states(states, encoding["attention_mask"])[1]  # (B, l + 1, d)
         return mean[:, list(self.layers)].mean(dim=1)
 
     def forward(self, texts: list[str]) -> torch.Tensor:

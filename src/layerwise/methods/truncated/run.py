@@ -1,9 +1,10 @@
 """One TMFT run end to end: optional pre-step (word similarity or MLM), then STS fine-tuning of the truncated model.
 
 Everything trains through :func:`layerwise.training.train`, so each stage checkpoints into its own folder under
-``output/<run name>/`` and a killed run continues where it stopped (same model, data and settings, or it is refused).
-The MLM stage does not depend on the layer, so its adapted encoder is kept once per model and seed
-(``output/mlm/<model>-seed<k>/encoder``) and shared by every depth.
+``output/<run name>-<settings digest>/`` (:func:`run_folder`: a run with other epochs, learning rate... gets another
+folder) and a killed run continues where it stopped (same model, data and settings, or it is refused).
+The MLM stage does not depend on the layer, so its adapted encoder is kept once per model, seed and MLM settings
+(``output/mlm/<model>-seed<k>-<digest>/encoder``) and shared by every depth.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from layerwise.data.checksum import content_checksum
+from layerwise.experiments.store import key_digest
 from layerwise.methods.truncated.config import TMFTConfig
 from layerwise.methods.truncated.model import TruncatedModel
 from layerwise.methods.truncated.tasks import MaskedLMTask, PairRegressionTask, PairSet, pair_spearman
@@ -23,7 +25,7 @@ from layerwise.training.checkpoint import STATE_JSON
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TMFTResult", "mlm_sentences", "run_tmft", "stsb_pairs", "wordsim_pairs"]
+__all__ = ["TMFTResult", "mlm_sentences", "run_folder", "run_tmft", "stsb_pairs", "wordsim_pairs"]
 
 
 @dataclass(frozen=True)
@@ -120,7 +122,9 @@ def _mlm_encoder(config: TMFTConfig, data_dir, output: Path, show_progress) -> t
 
     from layerwise.encoders.registry import resolve_model
 
-    root = output / "mlm" / f"{Path(config.model).name}-seed{config.seed}"
+    shared = {"model": config.model, "mlm": asdict(config.mlm), "max_length": config.max_length,
+              "weight_decay": config.weight_decay, "max_grad_norm": config.max_grad_norm}
+    root = output / "mlm" / f"{Path(config.model).name}-seed{config.seed}-{key_digest(shared)[:8]}"
     texts = mlm_sentences(config, data_dir)
     m = config.mlm
     per_epoch = steps_per_epoch(len(texts), m.batch_size * m.grad_accumulation)
@@ -145,6 +149,11 @@ def _mlm_encoder(config: TMFTConfig, data_dir, output: Path, show_progress) -> t
     return root / "encoder", info
 
 
+def run_folder(config: TMFTConfig, output: str | Path) -> Path:
+    """``output/<config.name>-<first 8 hex digits of the digest of every setting>``: one folder per distinct run."""
+    return Path(output) / f"{config.name}-{key_digest(config.to_dict())[:8]}"
+
+
 def run_tmft(config: TMFTConfig, *, data_dir=None, output: str | Path = "runs/tmft",
              show_progress: bool | None = None) -> TMFTResult:
     """Run ``config``; checkpoints and the kept model go under ``output`` (see the module docstring)."""
@@ -153,7 +162,7 @@ def run_tmft(config: TMFTConfig, *, data_dir=None, output: str | Path = "runs/tm
     from layerwise.experiments.store import model_key
 
     output = Path(output)
-    folder = output / config.name
+    folder = run_folder(config, output)
     train_set, dev_set, test = stsb_pairs(data_dir, config.train_limit)  # data first: fail before any model loads
     identity = LayerEncoder(config.model, cache_dir=False, show_progress=False).identity
     start, pre = config.model, None

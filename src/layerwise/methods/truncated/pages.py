@@ -1,0 +1,197 @@
+"""The ``tmft`` results page: declared once, run part by part into the store, rendered from the store alone.
+
+``ctx.options`` (all optional) override :class:`TMFTPageConfig` fields, e.g. ``--option epochs=1
+--option minilm_depths='[0,6]'`` or ``--option train=false`` (the analyses only); ``overrides`` holds
+:class:`TMFTConfig` fields applied to every run (``batch_size``, ``lr``, ``max_length``, ``train_limit``, ``ws``,
+``mlm``).
+
+Order of work (so that a cut-off run leaves a useful partial page): the frontier and throughput of every model (minutes),
+then TMFT seed 0 at every depth of the first model, the second model's depths, the WS and MLM pre-steps, the other
+seeds, the epoch check and last LC-TMFT on the subset the first model's full-depth frontier chose on dev.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+
+from layerwise.experiments.page_parts import provenance_lines, save_png
+from layerwise.experiments.registry import PageContext, ResultsPage, register
+from layerwise.methods.truncated.config import PRE_STEPS, MLMConfig, TMFTConfig, WSConfig
+from layerwise.methods.truncated.experiment import PAGE_NAME
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["PAGE", "TMFTPageConfig", "page_config", "render", "run"]
+
+TITLE = "Truncated model fine-tuning (TMFT): STS-B quality, size and speed per depth"
+
+
+@dataclass(frozen=True)
+class TMFTPageConfig:
+    """The page's grid. Every TMFT run is a :class:`TMFTConfig` built by :meth:`configs`."""
+
+    minilm: str = "all-MiniLM-L6-v2"  # the first model: every depth, every pre-step, several seeds
+    minilm_depths: tuple[int, ...] = (0, 1, 2, 3, 4, 5, 6)
+    pre_steps: tuple[str, ...] = PRE_STEPS  # for the first model
+    seeds: tuple[int, ...] = (0, 1, 2)  # TMFT (pre-step none) of the first model
+    pre_step_seeds: tuple[int, ...] = (0,)  # WS + TMFT and MLM + TMFT
+    mpnet: str | None = "all-mpnet-base-v2"  # the second model: TMFT only; None: left out
+    mpnet_depths: tuple[int, ...] = (0, 3, 6, 9, 12)
+    mpnet_seeds: tuple[int, ...] = (0,)
+    epochs: int = 3  # fewer than the paper's 10 (CPU time); the epoch check below tests the ranking
+    check_depths: tuple[int, ...] = (3, 6)  # first model, TMFT seed 0, at check_epochs too
+    check_epochs: int = 10
+    lc_tmft: bool = True  # TMFT on the subset chosen by the first model's full-depth frontier
+    lc_seeds: tuple[int, ...] = (0,)
+    overrides: tuple[tuple[str, object], ...] = ()  # TMFTConfig fields for every run
+    throughput_sentences: int = 1000  # distinct STS-B test sentences timed
+    throughput_batch_size: int = 32
+    throughput_repeats: int = 3
+    train: bool = True  # False: only the frontier and throughput parts (minutes), no TMFT run
+    checkpoints: str = "runs/tmft"  # training checkpoints and the kept models (large; not in the repo, not keyed)
+
+    def models(self) -> list[tuple[str, tuple[int, ...]]]:
+        out = [(self.minilm, self.minilm_depths)]
+        return out + ([(self.mpnet, self.mpnet_depths)] if self.mpnet else [])
+
+    def base(self, model: str, layers, pre_step: str, seed: int, epochs: int | None = None) -> TMFTConfig:
+        over = dict(self.overrides)
+        if isinstance(over.get("ws"), dict):
+            over["ws"] = WSConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in over["ws"].items()})
+        if isinstance(over.get("mlm"), dict):
+            over["mlm"] = MLMConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in over["mlm"].items()})
+        return TMFTConfig(model=model, layers=tuple(layers), pre_step=pre_step, seed=seed,
+                          epochs=self.epochs if epochs is None else epochs, **over)
+
+    def configs(self, lc_layers: tuple[int, ...] | None = None) -> list[TMFTConfig]:
+        """Every TMFT run in the order it is computed; ``lc_layers`` (the frontier's choice) adds LC-TMFT."""
+        m, out = self.minilm, []
+        out += [self.base(m, (d,), "none", self.seeds[0]) for d in self.minilm_depths]
+        if self.mpnet:
+            out += [self.base(self.mpnet, (d,), "none", s) for s in self.mpnet_seeds for d in self.mpnet_depths]
+        out += [self.base(m, (d,), p, s) for p in self.pre_steps if p != "none" for s in self.pre_step_seeds
+                for d in self.minilm_depths]
+        out += [self.base(m, (d,), "none", s) for s in self.seeds[1:] for d in self.minilm_depths]
+        out += [self.base(m, (d,), "none", self.seeds[0], self.check_epochs) for d in self.check_depths
+                if self.check_epochs != self.epochs]
+        if self.lc_tmft and lc_layers is not None:
+            out += [self.base(m, lc_layers, "none", s) for s in self.lc_seeds]
+        return list(dict.fromkeys(out))
+
+
+def page_config(options: dict | None = None) -> TMFTPageConfig:
+    """The page's settings with ``options`` overrides; unknown ones are refused with the valid ones named."""
+    options = dict(options or {})
+    known = {f.name for f in fields(TMFTPageConfig)}
+    bad = sorted(set(options) - known)
+    if bad:
+        raise ValueError(f"unknown tmft page options {bad}; valid: {', '.join(sorted(known))}")
+    over = dict(options.get("overrides", {}))
+    valid = {f.name for f in fields(TMFTConfig)} - {"model", "layers", "pre_step", "seed", "epochs"}
+    if set(over) - valid:
+        raise ValueError(f"unknown TMFTConfig overrides {sorted(set(over) - valid)}; valid: {sorted(valid)}")
+    options["overrides"] = tuple(sorted(over.items()))
+    options = {k: tuple(v) if isinstance(v, list) else v for k, v in options.items()}
+    page = TMFTPageConfig(**options)
+    bad_steps = [p for p in page.pre_steps if p not in PRE_STEPS]
+    if bad_steps or not page.seeds or page.epochs < 1 or page.check_epochs < 1:
+        raise ValueError(f"tmft page: pre_steps {page.pre_steps} must be among {PRE_STEPS}, seeds non-empty and "
+                         f"epochs >= 1 (got seeds {page.seeds}, epochs {page.epochs}, {page.check_epochs})")
+    page.configs((0,))  # every TMFTConfig checked here, before any work
+    return page
+
+
+def run(ctx: PageContext) -> None:
+    """Compute every part the store lacks, in the order of the module docstring; each saved when done."""
+    from layerwise.methods.truncated.experiment import SpeedSettings, frontier_part, run_runs, throughput_part
+
+    page = page_config(ctx.options)
+    max_length = page.base(page.minilm, (0,), "none", 0).max_length
+    frontiers = {}
+    for model, depths in page.models():
+        frontiers[model] = frontier_part(model, ctx.store, data_dir=ctx.data_dir, max_length=max_length,
+                                         command=ctx.command)
+        speed = SpeedSettings(page.throughput_sentences, page.throughput_batch_size, page.throughput_repeats,
+                              max_length)
+        throughput_part(model, depths, ctx.store, data_dir=ctx.data_dir, settings=speed, command=ctx.command)
+    if not page.train:
+        return
+    lc = frontiers[page.minilm].rows[-1].layers
+    run_runs(page.configs(lc), ctx.store, checkpoints=Path(page.checkpoints), data_dir=ctx.data_dir,
+             command=ctx.command)
+
+
+def load_page(ctx: PageContext):
+    """The :class:`~layerwise.methods.truncated.report.TMFTPage` from the store alone (missing parts listed)."""
+    from layerwise.methods.truncated.analysis import Frontier, Throughput
+    from layerwise.methods.truncated.experiment import result_from_payload, run_part_name, stored
+    from layerwise.methods.truncated.report import TMFTPage
+
+    page = page_config(ctx.options)
+    parts = stored(ctx.store)
+    used, missing, frontiers, speeds, loads = [], [], {}, {}, {}
+    for model, _ in page.models():
+        name = Path(model).name
+        for kind, into, cls in (("frontier", frontiers, Frontier), ("throughput", speeds, Throughput)):
+            part = parts.get(f"{kind}-{name}")
+            if part is None:
+                missing.append(f"{kind}-{name}")
+            else:
+                into[name] = cls.from_dict(part.payload)
+                used.append(part)
+                if kind == "throughput":
+                    env = part.runs[-1].get("environment", {}) if part.runs else {}
+                    loads[name] = env.get("machine", {}).get("load_average_1_5_15")
+    minilm = Path(page.minilm).name
+    lc = frontiers[minilm].rows[-1].layers if minilm in frontiers else None
+    results = []
+    for config in page.configs(lc):
+        part = parts.get(run_part_name(config))
+        if part is None:
+            missing.append(run_part_name(config))
+            continue
+        results.append(result_from_payload(part.payload))
+        used.append(part)
+    if page.lc_tmft and lc is None:
+        missing.append(f"LC-TMFT runs of {minilm} (need frontier-{minilm} for the subset)")
+    seconds = {p.name: float(p.payload.get("wall_seconds", 0.0)) for p in used}
+    return TMFTPage(TITLE, asdict(page), results, frontiers, speeds, lc, missing, provenance_lines(used), seconds,
+                    loads)
+
+
+def render(ctx: PageContext) -> list[Path]:
+    """Write ``tmft.md``, ``tmft.json`` and the figures ``tmft-layers.png``, ``tmft-cost.png``, ``tmft-speed.png``."""
+    from layerwise.methods.truncated.report import draw_cost, draw_layers, draw_speed, render_markdown, summary
+    from layerwise.reports import write_json, write_text
+
+    page = load_page(ctx)
+    out = Path(ctx.output)
+    paths = [write_text(out / f"{PAGE_NAME}.md", render_markdown(page)),
+             write_json(out / f"{PAGE_NAME}.json", summary(page))]
+    for suffix, draw in (("layers", draw_layers), ("cost", draw_cost), ("speed", draw_speed)):
+        paths.append(save_png(draw(page), out / f"{PAGE_NAME}-{suffix}.png"))
+    return paths
+
+
+def _page_settings() -> dict:
+    c = TMFTPageConfig()
+    return {"grid": {k: v for k, v in asdict(c).items() if k not in ("checkpoints", "train")},
+            "config": replace(TMFTConfig(), model="(per run)").to_dict(),
+            "checkpoint": "best STS-B dev Spearman, evaluated every epoch"}
+
+
+PAGE = register(ResultsPage(
+    name=PAGE_NAME,
+    method="truncated",
+    title=TITLE,
+    models=tuple(m for m in (TMFTPageConfig.minilm, TMFTPageConfig.mpnet) if m),
+    data=("stsb", "wordsim", "snli_devtest", "wiki1m_head"),
+    grid={"minilm_depths": TMFTPageConfig.minilm_depths, "mpnet_depths": TMFTPageConfig.mpnet_depths,
+          "pre_steps": TMFTPageConfig.pre_steps, "seeds": TMFTPageConfig.seeds, "epochs": TMFTPageConfig.epochs,
+          "check": {"depths": TMFTPageConfig.check_depths, "epochs": TMFTPageConfig.check_epochs}},
+    settings=_page_settings(),
+    run=run,
+    render=render,
+))

@@ -1,0 +1,351 @@
+"""TMFT results as a markdown page, a JSON summary and three figures, from stored results only.
+
+Scores are STS-B test Spearman x100 of the checkpoint with the best dev Spearman; "mean ± std" is over seeds
+(sample std, shown when there are several). Hidden state 0 is the embedding output, L the last layer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from layerwise.methods.truncated.analysis import Frontier, Throughput, pareto_front
+from layerwise.methods.truncated.run import TMFTResult
+
+__all__ = ["Group", "TMFTPage", "draw_cost", "draw_layers", "draw_speed", "group_results", "groups", "render_markdown", "summary"]
+
+LABELS = {"none": "TMFT", "ws": "WS + TMFT", "mlm": "MLM + TMFT"}
+
+
+@dataclass
+class TMFTPage:
+    title: str
+    settings: dict  # the TMFTPageConfig as a dict
+    results: list[TMFTResult]
+    frontiers: dict[str, Frontier]  # model name -> frontier
+    throughputs: dict[str, Throughput]
+    lc_layers: tuple[int, ...] | None  # the first model's dev-chosen subset (LC-TMFT), None before its frontier
+    missing: list[str] = field(default_factory=list)
+    provenance: list[str] = field(default_factory=list)
+    wall_seconds: dict[str, float] = field(default_factory=dict)  # part name -> wall seconds it took
+    speed_load: dict[str, list | None] = field(default_factory=dict)  # model -> load average when timed (1, 5, 15 min)
+
+
+@dataclass(frozen=True)
+class Group:
+    """The seeds of one (model, pre-step, layers, epochs)."""
+
+    model: str
+    pre_step: str
+    layers: tuple[int, ...]
+    epochs: int
+    results: tuple[TMFTResult, ...]
+
+    @property
+    def depth(self) -> int:
+        return max(self.layers)
+
+    def mean_std(self, attr: str = "test_spearman") -> tuple[float, float]:
+        a = np.asarray([getattr(r, attr) for r in self.results], dtype=float)
+        return float(a.mean()), float(a.std(ddof=1)) if len(a) > 1 else 0.0
+
+    def cell(self, attr: str = "test_spearman") -> str:
+        m, s = self.mean_std(attr)
+        return f"{m:.2f}" if len(self.results) == 1 else f"{m:.2f} ± {s:.2f} ({len(self.results)})"
+
+    @property
+    def parameters(self) -> int:
+        return self.results[0].parameters
+
+
+def group_results(results: list[TMFTResult]) -> list[Group]:
+    """Results grouped over seeds by (model, pre-step, layers, epochs), in the order they first appear."""
+    out: dict[tuple, list[TMFTResult]] = {}
+    for r in results:
+        c = r.config
+        out.setdefault((Path(c["model"]).name, c["pre_step"], tuple(c["layers"]), int(c["epochs"])), []).append(r)
+    return [Group(*k, tuple(v)) for k, v in out.items()]
+
+
+def groups(page: TMFTPage) -> list[Group]:
+    return group_results(page.results)
+
+
+def _curves(page: TMFTPage) -> list[Group]:
+    """Single-layer groups at the page's main epoch count (the per-layer curves)."""
+    return [g for g in groups(page) if len(g.layers) == 1 and g.epochs == page.settings["epochs"]]
+
+
+def _find(gs: list[Group], model: str, pre: str, layers: tuple[int, ...], epochs: int) -> Group | None:
+    return next((g for g in gs if (g.model, g.pre_step, g.layers, g.epochs) == (model, pre, layers, epochs)), None)
+
+
+def _models(page: TMFTPage) -> list[tuple[str, list[int]]]:
+    s = page.settings
+    out = [(Path(s["minilm"]).name, list(s["minilm_depths"]))]
+    return out + ([(Path(s["mpnet"]).name, list(s["mpnet_depths"]))] if s["mpnet"] else [])
+
+
+def summary(page: TMFTPage) -> dict:
+    """{"settings", "groups": [...], "frontiers", "throughput", "lc_layers", "missing", "wall_seconds"}."""
+    rows = [{"model": g.model, "pre_step": g.pre_step, "layers": list(g.layers), "epochs": g.epochs,
+             "seeds": [r.config["seed"] for r in g.results], "parameters": g.parameters,
+             "test_spearman": g.mean_std()[0], "test_spearman_std": g.mean_std()[1],
+             "dev_spearman": g.mean_std("dev_spearman")[0], "test_pearson": g.mean_std("test_pearson")[0]}
+            for g in groups(page)]
+    return {"title": page.title, "settings": page.settings, "groups": rows,
+            "frontiers": {k: v.to_dict() for k, v in page.frontiers.items()},
+            "throughput": {k: v.to_dict() for k, v in page.throughputs.items()},
+            "lc_layers": list(page.lc_layers) if page.lc_layers else None, "missing": page.missing,
+            "wall_seconds": sum(page.wall_seconds.values())}
+
+
+def _layer_table(page: TMFTPage, model: str, depths: list[int]) -> list[str]:
+    curves, fr = _curves(page), page.frontiers.get(model)
+    pres = list(page.settings["pre_steps"]) if model == _models(page)[0][0] else ["none"]
+    lines = [f"### {model}", "", "| depth | parameters | " + " | ".join(LABELS[p] for p in pres)
+             + " | untrained, state l alone | frontier (no training) |", "|---|---|" + "---|" * (len(pres) + 2)]
+    for d in depths:
+        gs = [_find(curves, model, p, (d,), page.settings["epochs"]) for p in pres]
+        params = next((g.parameters for g in gs if g), fr.row(d).parameters if fr else None)
+        cells = [g.cell() if g else "not run yet" for g in gs]
+        fcells = [f"{fr.row(d).single_test_spearman:.2f}", f"{fr.row(d).test_spearman:.2f} ({','.join(map(str, fr.row(d).layers))})"] \
+            if fr else ["not run yet", "not run yet"]
+        lines.append(f"| {d} | {'?' if params is None else f'{params:,}'} | " + " | ".join(cells + fcells) + " |")
+    return lines + [""]
+
+
+def _best_table(page: TMFTPage) -> list[str]:
+    lines = ["| model | method | best depth (dev) | parameters | share of full | dev | test | test at full depth |",
+             "|---|---|---|---|---|---|---|---|"]
+    for model, depths in _models(page):
+        for pre in page.settings["pre_steps"] if model == _models(page)[0][0] else ["none"]:
+            gs = [g for g in _curves(page) if g.model == model and g.pre_step == pre]
+            if not gs:
+                lines.append(f"| {model} | {LABELS[pre]} | not run yet | | | | | |")
+                continue
+            best = max(gs, key=lambda g: g.mean_std("dev_spearman")[0])
+            full = next((g for g in gs if g.depth == max(depths)), None)
+            share = best.parameters / best.results[0].full_parameters
+            lines.append(f"| {model} | {LABELS[pre]} | {best.depth} | {best.parameters:,} | {share:.0%} | "
+                         f"{best.cell('dev_spearman')} | {best.cell()} | {full.cell() if full else 'not run yet'} |")
+    return lines + [""]
+
+
+def _frontier_table(page: TMFTPage) -> list[str]:
+    lines = ["| model | depth | subset chosen on dev | dev | test (no training) | state l alone | TMFT | "
+             "share of TMFT's gain reached with no training |", "|---|---|---|---|---|---|---|---|"]
+    curves = _curves(page)
+    for model, fr in page.frontiers.items():
+        for r in fr.rows:
+            g = _find(curves, model, "none", (r.depth,), page.settings["epochs"])
+            tm = g.mean_std()[0] if g else None
+            gain = tm - r.single_test_spearman if tm is not None else None
+            share = f"{(r.test_spearman - r.single_test_spearman) / gain:.0%}" if gain and gain > 0 else "n/a"
+            lines.append(f"| {model} | {r.depth} | {','.join(map(str, r.layers))} | {r.dev_spearman:.2f} | "
+                         f"{r.test_spearman:.2f} | {r.single_test_spearman:.2f} | "
+                         f"{'not run yet' if g is None else g.cell()} | {share if g else ''} |")
+    return lines + ["", "*share*: (frontier test - state l alone) / (TMFT test - state l alone), where TMFT gains "
+                    "(n/a where TMFT does not beat the untrained state).", ""]
+
+
+def _lc_lines(page: TMFTPage) -> list[str]:
+    model = _models(page)[0][0]
+    if page.lc_layers is None:
+        return ["LC-TMFT: not run yet (needs the frontier of the first model for the subset).", ""]
+    g = _find(groups(page), model, "none", tuple(page.lc_layers), page.settings["epochs"])
+    base = _find(_curves(page), model, "none", (max(page.lc_layers),), page.settings["epochs"])
+    fr = page.frontiers[model].rows[-1]
+    lines = [f"Subset D = {tuple(page.lc_layers)} (chosen on STS-B dev by the full-depth search of {model}; "
+             f"no training: dev {fr.dev_spearman:.2f}, test {fr.test_spearman:.2f}). The model is truncated at "
+             f"max(D) = {max(page.lc_layers)} and fine-tuned with the mean of D as the sentence vector.", "",
+             "| run | test | dev |", "|---|---|---|"]
+    if len(page.lc_layers) == 1:
+        lines.insert(1, "D is a single hidden state here, so LC-TMFT is TMFT at that depth.")
+    lines.append(f"| LC-TMFT D={','.join(map(str, page.lc_layers))} | "
+                 + (f"{g.cell()} | {g.cell('dev_spearman')} |" if g else "not run yet | |"))
+    lines.append(f"| TMFT at {max(page.lc_layers)} | " + (f"{base.cell()} | {base.cell('dev_spearman')} |"
+                                                           if base else "not run yet | |"))
+    return lines + [""]
+
+
+def _epoch_check(page: TMFTPage) -> list[str]:
+    s, model = page.settings, _models(page)[0][0]
+    if s["check_epochs"] == s["epochs"]:
+        return [f"Every run used {s['epochs']} epochs; no check needed.", ""]
+    lines = [f"| depth | {s['epochs']} epochs | {s['check_epochs']} epochs |", "|---|---|---|"]
+    pairs = []
+    for d in s["check_depths"]:
+        a = _find(groups(page), model, "none", (d,), s["epochs"])
+        b = _find(groups(page), model, "none", (d,), s["check_epochs"])
+        lines.append(f"| {d} | {a.cell() if a else 'not run yet'} | {b.cell() if b else 'not run yet'} |")
+        if a and b:
+            pairs.append((d, a.mean_std()[0], b.mean_std()[0]))
+    if len(pairs) >= 2:
+        short = [d for d, _, _ in sorted(pairs, key=lambda p: -p[1])]
+        long = [d for d, _, _ in sorted(pairs, key=lambda p: -p[2])]
+        verdict = "the same" if short == long else "different"
+        lines += ["", f"Ranking of depths by test Spearman: {short} at {s['epochs']} epochs, {long} at "
+                  f"{s['check_epochs']}: {verdict}."]
+    return lines + [""]
+
+
+def _speed_table(page: TMFTPage) -> list[str]:
+    lines = ["| model | depth | parameters | sentences/s | speed-up over full |", "|---|---|---|---|---|"]
+    for model, t in page.throughputs.items():
+        full = t.full().sentences_per_second
+        for r in t.rows:
+            lines.append(f"| {model} | {r.depth}{' (full)' if r.depth == t.n_layers else ''} | {r.parameters:,} | "
+                         f"{r.sentences_per_second:.1f} | {r.sentences_per_second / full:.2f}x |")
+    if not page.throughputs:
+        lines.append("| not run yet | | | | |")
+    else:
+        t = next(iter(page.throughputs.values()))
+        lines += ["", f"{t.n_sentences} distinct STS-B test sentences, batch {t.batch_size}, max length "
+                  f"{t.max_length}, {t.device}, {t.threads} torch threads; one warm-up batch, then the median of "
+                  f"{len(t.rows[0].seconds)} timed passes."]
+        loads = [f"{m} {v[0]:.1f}" for m, v in page.speed_load.items() if v]
+        if loads:
+            lines += [f"Load average (1 min) when each model's timing was saved: {', '.join(loads)}. The machine is "
+                      "shared with other jobs, so a load above its CPU count slows every depth and makes the rates "
+                      "noisy; compare depths of one model (timed together) rather than absolute numbers."]
+    return lines + [""]
+
+
+def _verdict(page: TMFTPage) -> list[str]:
+    """Where truncation helps: depths whose TMFT test score reaches the full-depth TMFT score, per model."""
+    lines = []
+    for model, depths in _models(page):
+        gs = {g.depth: g for g in _curves(page) if g.model == model and g.pre_step == "none"}
+        top = max(depths)
+        if top not in gs or len(gs) < 2:
+            lines.append(f"- {model}: not enough runs yet to say.")
+            continue
+        full = gs[top].mean_std()[0]
+        helps = [d for d in sorted(gs) if d < top and gs[d].mean_std()[0] >= full]
+        close = [d for d in sorted(gs) if d < top and full - 1.0 <= gs[d].mean_std()[0] < full]
+        worse = [d for d in sorted(gs) if d < top and gs[d].mean_std()[0] < full - 1.0]
+        lines.append(f"- {model} (full depth {top}: test {full:.2f}): truncated depths at or above the full model: "
+                     f"{helps or 'none'}; within 1 point below: {close or 'none'}; more than 1 point below: "
+                     f"{worse or 'none'}.")
+    return lines
+
+
+def _time_lines(page: TMFTPage) -> list[str]:
+    """Total time of the parts shown, mean time per TMFT run and model, and the estimated cost of what is missing."""
+    total = sum(page.wall_seconds.values())
+    lines = [f"- total wall time of the parts shown: {total / 3600:.2f} h on CPU only (no GPU; the machine is named below), "
+             "which is what a CPU-only run of these parts costs"]
+    for model, _ in _models(page):
+        runs = [v for k, v in page.wall_seconds.items() if k.startswith(f"run-{model}-")]
+        todo = [m for m in page.missing if m.startswith(f"run-{model}-")]
+        if runs:
+            mean = float(np.mean(runs))
+            lines.append(f"- {model}: {len(runs)} TMFT run(s) done, {mean / 60:.1f} min each on average (pre-steps "
+                         f"included); {len(todo)} not run yet, about {len(todo) * mean / 3600:.1f} h more at that "
+                         "rate (10-epoch runs take longer)")
+        elif todo:
+            lines.append(f"- {model}: {len(todo)} TMFT run(s) not run yet; no timing stored yet to estimate them")
+    return lines
+
+
+def render_markdown(page: TMFTPage) -> str:
+    s = page.settings
+    lines = [f"# {page.title}", "",
+             "TMFT (Rep, Dukić, Šnajder, Findings of EMNLP 2024) cuts the encoder at hidden state l (0 = embedding "
+             "output) and fine-tunes it on STS-B train with mean pooling; the checkpoint with the best STS-B dev "
+             "Spearman is kept. Scores: STS-B test Spearman x100, mean ± sample std over seeds (number of seeds).",
+             "", f"Epochs: {s['epochs']} (the paper: 10; the epoch check below compares {s['check_epochs']} epochs on "
+             f"depths {list(s['check_depths'])}). Per-run settings overridden: {dict(s['overrides']) or 'none'}.", "",
+             "## Test Spearman per depth", ""]
+    for model, depths in _models(page):
+        lines += _layer_table(page, model, depths)
+    lines += ["![per-layer curves](tmft-layers.png)", "", "## Best depth chosen on dev", "", *_best_table(page),
+              "## Parameters against quality", "", "![parameters vs test Spearman](tmft-cost.png)", "",
+              "The Pareto front joins the runs that no other run beats on both fewer parameters and higher test "
+              "Spearman (every model and pre-step pooled).", "",
+              "## Zero-training frontier", "", *_frontier_table(page), "## LC-TMFT", "", *_lc_lines(page),
+              "## Epoch check", "", *_epoch_check(page), "## Throughput", "", *_speed_table(page),
+              "![throughput per depth](tmft-speed.png)", "", "## Where truncation helps", "", *_verdict(page), "",
+              "## Notes", "",
+              "- The paper's ELECTRA rows cannot be reproduced here: no ELECTRA checkpoint can be installed on this "
+              "machine (no model hub access); only all-MiniLM-L6-v2 and all-mpnet-base-v2 are available.",
+              "- Both models are already sentence-trained (contrastively, on 1B pairs), unlike the paper's BERT and "
+              "ELECTRA; truncation is measured against a model whose last layer was trained for sentences.",
+              "- WS pre-step: RG-65, WordSim-353 and SimLex-999 pooled (SimVerb-3500, in the paper, is not here). "
+              "MLM pre-step: SNLI dev+test sentences and the wiki1m head (the paper used SNLI+MNLI train)."]
+    if page.missing:
+        lines += ["", "## Not run yet", "", *[f"- {m}" for m in page.missing]]
+    lines += ["", "## Provenance and time", "", *_time_lines(page), *page.provenance]
+    return "\n".join(lines) + "\n"
+
+
+def draw_layers(page: TMFTPage):
+    """Figure: test Spearman against depth, mean ± std shaded, one line per pre-step, the frontier dashed."""
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    models = _models(page)
+    fig = Figure(figsize=(5.0 * len(models), 3.6), layout="constrained")
+    for ax, (model, _) in zip(fig.subplots(1, len(models), squeeze=False)[0], models, strict=True):
+        for pre in ("none", "ws", "mlm"):
+            gs = sorted((g for g in _curves(page) if g.model == model and g.pre_step == pre), key=lambda g: g.depth)
+            if gs:
+                x = [g.depth for g in gs]
+                m, sd = np.array([g.mean_std() for g in gs]).T
+                ax.plot(x, m, marker="o", label=LABELS[pre])
+                ax.fill_between(x, m - sd, m + sd, alpha=0.2)
+        if model in page.frontiers:
+            fr = page.frontiers[model].rows
+            ax.plot([r.depth for r in fr], [r.test_spearman for r in fr], "k--", marker=".",
+                    label="frontier (no training)")
+        ax.set_title(model, fontsize=9)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel("depth l (hidden state, 0 = embeddings)")
+        ax.set_ylabel("STS-B test Spearman x100")
+        ax.legend(fontsize=7)
+    return fig
+
+
+def draw_cost(page: TMFTPage):
+    """Figure: parameters against test Spearman for every group and frontier depth; the Pareto front of the runs."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.0, 4.0), layout="constrained")
+    ax = fig.subplots()
+    gs = _curves(page)
+    for model, _ in _models(page):
+        for pre in ("none", "ws", "mlm"):
+            pts = [(g.parameters / 1e6, g.mean_std()[0]) for g in gs if g.model == model and g.pre_step == pre]
+            if pts:
+                ax.scatter(*zip(*pts, strict=True), label=f"{model} {LABELS[pre]}", s=18)
+        if model in page.frontiers:
+            fr = page.frontiers[model].rows
+            ax.scatter([r.parameters / 1e6 for r in fr], [r.test_spearman for r in fr], marker="x",
+                       label=f"{model} frontier (no training)")
+    pts = [(g.parameters / 1e6, g.mean_std()[0]) for g in gs]
+    if pts:
+        front = [pts[i] for i in pareto_front(pts)]
+        ax.step(*zip(*front, strict=True), "k-", where="post", lw=1, label="Pareto front (runs)")
+    ax.set_xlabel("parameters (millions, pooler excluded)")
+    ax.set_ylabel("STS-B test Spearman x100")
+    ax.legend(fontsize=6)
+    return fig
+
+
+def draw_speed(page: TMFTPage):
+    """Figure: measured sentences/s against depth, one line per model."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(5.0, 3.4), layout="constrained")
+    ax = fig.subplots()
+    for model, t in page.throughputs.items():
+        ax.plot([r.depth for r in t.rows], [r.sentences_per_second for r in t.rows], marker="o", label=model)
+    ax.set_xlabel("depth l (hidden state)")
+    ax.set_ylabel("sentences / s (CPU)")
+    if page.throughputs:
+        ax.set_yscale("log")
+        ax.legend(fontsize=7)
+    return fig

@@ -1,0 +1,199 @@
+"""TMFT analyses, the ``tmft`` results page and the ``layerwise tmft`` command on a tiny random BERT and small data."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from scipy.stats import spearmanr
+
+from conftest import write_stsb, write_unlabeled
+from layerwise.experiments import ResultsStore, get_page
+from layerwise.experiments.registry import PageContext
+from test_tmft import WS_LINES
+
+
+@pytest.fixture
+def data_dir(tmp_path):
+    folder = write_unlabeled(write_stsb(tmp_path / "data", n_pairs=24))
+    ws = folder / "wordsim" / "faruqui_eval-word-vectors"
+    ws.mkdir(parents=True)
+    (ws / "EN-RG-65.txt").write_text(WS_LINES.replace(" ", "\t"))
+    return folder
+
+
+def test_frontier_equals_a_naive_search_restricted_to_each_depth(tiny_bert, data_dir):
+    from transformers import AutoModel
+
+    from layerwise.data import load_sts
+    from layerwise.encoders import LayerEncoder
+    from layerwise.methods.lc.search import naive_subset_scores, subset_cosine
+    from layerwise.methods.truncated.analysis import Frontier, zero_training_frontier
+    from layerwise.methods.truncated.truncate import count_parameters, truncate_encoder
+
+    enc = LayerEncoder(str(tiny_bert), max_length=16, cache_dir=False, show_progress=False)
+    frontier = zero_training_frontier(enc, data_dir)
+    assert [r.depth for r in frontier.rows] == [0, 1, 2] and frontier.n_dev == 24
+    dev, test = (load_sts("stsb", data_dir=data_dir, split=s) for s in ("dev", "test"))
+    a, b = enc.encode(dev.sentences1).mean, enc.encode(dev.sentences2).mean
+    ta, tb = (enc.encode(s).mean.astype(np.float64) for s in (test.sentences1, test.sentences2))
+    full = AutoModel.from_pretrained(tiny_bert)
+    for row in frontier.rows:
+        naive = naive_subset_scores(a[:, : row.depth + 1], b[:, : row.depth + 1], dev.scores)
+        assert max(row.layers) <= row.depth
+        assert row.dev_spearman == pytest.approx(max(naive.values()), abs=1e-9)
+        assert naive[row.layers] == pytest.approx(row.dev_spearman, abs=1e-9)
+        # the same pairs recur in the tiny data, so equal cosines must tie exactly: one cosine function for both
+        cos = subset_cosine(ta, tb, row.layers)
+        u, v = ta[:, list(row.layers)].mean(1), tb[:, list(row.layers)].mean(1)
+        np.testing.assert_allclose(cos, (u * v).sum(1) / np.linalg.norm(u, axis=1) / np.linalg.norm(v, axis=1))
+        assert row.test_spearman == pytest.approx(100 * spearmanr(cos, test.scores)[0], abs=1e-6)
+        cos = subset_cosine(ta, tb, (row.depth,))
+        assert row.single_test_spearman == pytest.approx(100 * spearmanr(cos, test.scores)[0], abs=1e-6)
+        assert row.parameters == count_parameters(truncate_encoder(full, row.depth))
+    assert Frontier.from_dict(json.loads(json.dumps(frontier.to_dict()))) == frontier
+
+
+def test_throughput_has_one_positive_row_per_depth_and_the_full_model(tiny_bert):
+    from layerwise.methods.truncated.analysis import Throughput, throughput
+
+    sentences = ["a man plays guitar .", "the dog runs in the park .", "a child eats food ."] * 5
+    t = throughput(str(tiny_bert), [0, 1], sentences, batch_size=4, repeats=2, max_length=16)
+    assert [r.depth for r in t.rows] == [0, 1, 2] and t.full().depth == 2 and t.n_sentences == 15
+    assert all(r.sentences_per_second > 0 and len(r.seconds) == 2 for r in t.rows)
+    for r in t.rows:
+        assert r.sentences_per_second == pytest.approx(15 / float(np.median(r.seconds)))
+    assert t.rows[0].parameters < t.rows[1].parameters < t.rows[2].parameters
+    assert Throughput.from_dict(json.loads(json.dumps(t.to_dict()))) == t
+    with pytest.raises(ValueError, match="depths"):
+        throughput(str(tiny_bert), [3], sentences)
+
+
+def test_pareto_front_against_brute_force():
+    from layerwise.methods.truncated.analysis import pareto_front
+
+    rng = np.random.default_rng(0)
+    pts = rng.integers(0, 6, size=(40, 2)).astype(float)
+    want = [i for i, (c, q) in enumerate(pts)
+            if not any(c2 <= c and q2 >= q and (c2, q2) != (c, q) for c2, q2 in pts)]
+    assert sorted(pareto_front(pts)) == want
+    assert pareto_front([(1, 5), (2, 4), (3, 9)]) == [0, 2]
+
+
+def _options(tiny_bert, tmp_path, **over):
+    ws = {"sets": ["rg65"], "epochs": 1, "batch_size": 4}
+    return {"minilm": str(tiny_bert), "minilm_depths": [0, 2], "pre_steps": ["none", "ws"], "seeds": [0, 1],
+            "mpnet": None, "epochs": 1, "check_depths": [0, 2], "check_epochs": 2, "throughput_sentences": 12,
+            "throughput_repeats": 1, "checkpoints": str(tmp_path / "runs"),
+            "overrides": {"batch_size": 8, "lr": 1e-3, "max_length": 16, "ws": ws}, **over}
+
+
+def test_page_runs_resumes_and_renders(tiny_bert, data_dir, tmp_path, monkeypatch):
+    from layerwise.methods.truncated import experiment
+
+    store = ResultsStore(tmp_path / "state")
+    page = get_page("tmft")
+    ctx = PageContext(store=store, output=tmp_path / "out", data_dir=str(data_dir),
+                      options=_options(tiny_bert, tmp_path, train=False))
+    page.run(ctx)  # the analyses only
+    assert sorted(p.name for p in store.parts("tmft")) == [f"frontier-{tiny_bert.name}", f"throughput-{tiny_bert.name}"]
+    ctx = PageContext(store=store, output=tmp_path / "out", data_dir=str(data_dir),
+                      options=_options(tiny_bert, tmp_path))
+    page.run(ctx)
+    parts = {p.name: p for p in store.parts("tmft")}
+    name = tiny_bert.name
+    lc = parts[f"frontier-{name}"].payload["rows"][-1]["layers"]
+    runs = {f"run-{name}-{p}-L{d}-seed{s}-ep{e}" for p, s, e in (("none", 0, 1), ("none", 1, 1), ("ws", 0, 1),
+                                                                  ("none", 0, 2)) for d in (0, 2)}
+    runs.add(f"run-{name}-none-L{'_'.join(map(str, lc))}-seed0-ep1")
+    assert set(parts) == runs | {f"frontier-{name}", f"throughput-{name}"}
+    key = parts[f"run-{name}-ws-L2-seed0-ep1"].key
+    assert key["config"]["epochs"] == 1 and key["model"]["weights_sha256"] and set(key["data"]) == {"stsb", "wordsim"}
+    assert all(p.payload["wall_seconds"] > 0 for p in parts.values())
+    monkeypatch.setattr(experiment, "run_tmft", lambda *a, **k: (_ for _ in ()).throw(AssertionError("recomputed")))
+    monkeypatch.setattr(experiment, "throughput", lambda *a, **k: (_ for _ in ()).throw(AssertionError("timed")))
+    page.run(ctx)  # everything stored: nothing trains or times again
+    written = page.render(ctx)
+    out = tmp_path / "out"
+    assert {p.name for p in written} == {"tmft.md", "tmft.json", "tmft-layers.png", "tmft-cost.png", "tmft-speed.png"}
+    md, summary = (out / "tmft.md").read_text(), json.loads((out / "tmft.json").read_text())
+    tests = [parts[f"run-{name}-none-L2-seed{s}-ep1"].payload["test_spearman"] for s in (0, 1)]
+    row = next(g for g in summary["groups"] if g["pre_step"] == "none" and g["layers"] == [2] and g["epochs"] == 1)
+    assert row["test_spearman"] == pytest.approx(np.mean(tests)) and row["seeds"] == [0, 1]
+    line = next(s for s in md.splitlines() if s.startswith("| 2 |"))
+    assert f"{np.mean(tests):.2f} ± {np.std(tests, ddof=1):.2f} (2)" in line
+    assert "## Not run yet" not in md and "ELECTRA" in md and "Ranking of depths" in md
+    changed = _options(tiny_bert, tmp_path, minilm_depths=[0, 1, 2])  # a depth not run: listed, not invented
+    page.render(PageContext(store=store, output=out, data_dir=str(data_dir), options=changed))
+    md = (out / "tmft.md").read_text()
+    row1 = next(s for s in md.splitlines() if s.startswith("| 1 |"))
+    assert row1.split(" | ")[3] == "not run yet"  # WS + TMFT at depth 1
+    assert f"- run-{name}-ws-L1-seed0-ep1" in md and f"- run-{name}-none-L1-seed1-ep1" in md
+    with pytest.raises(AssertionError, match="recomputed"):  # another setting: another key, computed again
+        page.run(PageContext(store=store, output=out, data_dir=str(data_dir),
+                             options=_options(tiny_bert, tmp_path, overrides={**_options(tiny_bert, tmp_path)["overrides"],
+                                                                              "lr": 2e-3})))
+
+
+def test_page_refuses_bad_options():
+    from layerwise.methods.truncated.pages import page_config
+
+    with pytest.raises(ValueError, match="unknown tmft page options"):
+        page_config({"depths": [0]})
+    with pytest.raises(ValueError, match="unknown TMFTConfig overrides"):
+        page_config({"overrides": {"layers": [1]}})
+    with pytest.raises(ValueError, match="pre_steps"):
+        page_config({"pre_steps": ["both"]})
+
+
+def test_cli_tmft_end_to_end_and_resume(tiny_bert, data_dir, tmp_path, capsys, monkeypatch):
+    from sentence_transformers import SentenceTransformer
+
+    from layerwise.cli import main
+    from layerwise.methods.truncated import experiment
+
+    out = tmp_path / "out"
+    argv = ["tmft", "--model", str(tiny_bert), "--layers", "0", "2", "--subset", "0,2", "--epochs", "1",
+            "--batch-size", "8", "--lr", "1e-3", "--max-length", "16", "--data-dir", str(data_dir), "--output",
+            str(out), "-q"]
+    assert main(argv) == 0
+    doc = json.loads((out / "tmft.json").read_text())
+    assert [r["config"]["layers"] for r in doc["runs"]] == [[0], [2], [0, 2]]
+    assert (out / "tmft.md").is_file() and (out / "tmft-layers.png").is_file()
+    saved = doc["runs"][2]["saved_model"]
+    assert SentenceTransformer(saved, device="cpu").encode(["a man plays guitar ."]).shape == (1, 32)
+    first = capsys.readouterr().out
+    monkeypatch.setattr(experiment, "run_tmft", lambda *a, **k: (_ for _ in ()).throw(AssertionError("recomputed")))
+    assert main(argv) == 0  # stored: reused, same numbers
+    assert json.loads((out / "tmft.json").read_text())["runs"] == doc["runs"]
+    assert capsys.readouterr().out.splitlines()[:4] == first.splitlines()[:4]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--layers", "3"], "hidden state(s) [3] are not in"),
+    (["--subset", "0,x"], "is not a comma-separated list"),
+    (["--layers", "1", "--epochs", "0"], "is not positive"),
+    ([], "pass --layers"),
+    (["--layers", "1", "--pre-step", "both"], "invalid choice"),
+])
+def test_cli_tmft_refuses_bad_options(tiny_bert, data_dir, tmp_path, capsys, args, message):
+    from layerwise.cli import main
+
+    try:
+        code = main(["tmft", "--model", str(tiny_bert), "--data-dir", str(data_dir), "--output",
+                     str(tmp_path / "o"), "-q", *args])
+    except SystemExit as exc:  # refused while parsing (argparse type= and choices)
+        code = exc.code
+    assert code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def test_truncated_model_at_depth_zero_equals_hidden_state_zero(tiny_bert):
+    from layerwise.encoders import LayerEncoder
+    from layerwise.methods.truncated.model import TruncatedModel
+
+    texts = ["a man plays guitar .", "the dog runs in the park today ."]
+    want = LayerEncoder(str(tiny_bert), max_length=16, cache_dir=False, show_progress=False).encode(texts).mean[:, 0]
+    got = TruncatedModel.from_pretrained(str(tiny_bert), (0,), max_length=16).encode(texts)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
