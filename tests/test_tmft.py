@@ -7,7 +7,6 @@ import pytest
 import torch
 
 from conftest import write_stsb, write_unlabeled
-
 from layerwise.methods.truncated.config import MLMConfig, TMFTConfig, WSConfig
 from layerwise.methods.truncated.model import TruncatedModel
 from layerwise.methods.truncated.tasks import MaskedLMTask, PairRegressionTask, PairSet
@@ -70,7 +69,7 @@ def test_mlm_objective_lowers_the_loss(tiny_bert):
     assert head.weight.data_ptr() == mlm.get_input_embeddings().weight.data_ptr()  # decoder tied to the embeddings
     tok = AutoTokenizer.from_pretrained(tiny_bert)
     texts = ["a man plays the guitar in the park .", "the dog is swimming in the water ."] * 4
-    task = MaskedLMTask(mlm, tok, texts, batch_size=8, lr=3e-3, seed=0, mlm_probability=0.5)
+    task = MaskedLMTask(mlm, tok, texts, MLMConfig(batch_size=8, lr=3e-3, grad_accumulation=1, mlm_probability=0.5), seed=0)
     losses = _losses(task, 30, decay="constant")
     assert np.mean(losses[-5:]) < np.mean(losses[:5])
 

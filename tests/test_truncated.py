@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import WORDS
 from layerwise.methods.truncated.truncate import (
     NO_EMPTY_ENCODER,
     count_parameters,
@@ -14,13 +15,11 @@ from layerwise.methods.truncated.truncate import (
     truncate_encoder,
 )
 
-from conftest import WORDS
-
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 
 def _configs():
-    from transformers import (BertConfig, DebertaV2Config, ElectraConfig, MPNetConfig, RobertaConfig)
+    from transformers import BertConfig, DebertaV2Config, ElectraConfig, MPNetConfig, RobertaConfig
 
     common = dict(vocab_size=len(SPECIALS) + len(WORDS), hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
                   intermediate_size=37, max_position_embeddings=64, pad_token_id=0)

@@ -138,9 +138,7 @@ def _mlm_encoder(config: TMFTConfig, data_dir, output: Path, show_progress) -> t
     tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
     loop = TrainingConfig(steps=info["steps"], grad_accumulation=m.grad_accumulation, weight_decay=config.weight_decay,
                           max_grad_norm=config.max_grad_norm, seed=config.seed)
-    task = MaskedLMTask(mlm, tok, texts, batch_size=m.batch_size, lr=m.lr, seed=config.seed,
-                        grad_accumulation=m.grad_accumulation, max_length=config.max_length,
-                        mlm_probability=m.mlm_probability)
+    task = MaskedLMTask(mlm, tok, texts, m, seed=config.seed, max_length=config.max_length)
     run = train(task, loop, output_dir=root / "train", resume=(root / "train" / "last" / STATE_JSON).is_file(),
                 overwrite=not (root / "train" / "last" / STATE_JSON).is_file(), show_progress=show_progress)
     info["final_loss"] = float(np.mean(run.loss[-10:]))

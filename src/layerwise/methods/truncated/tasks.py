@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from layerwise.data.checksum import content_checksum
+from layerwise.methods.truncated.config import MLMConfig
 from layerwise.training import TrainingTask, batch_indices, tensors_sha256
 
 __all__ = ["MaskedLMTask", "PairSet", "PairRegressionTask"]
@@ -95,15 +96,17 @@ class PairRegressionTask(TrainingTask):
 class MaskedLMTask(TrainingTask):
     """MLM on unlabeled sentences; ``module`` is an ``AutoModelForMaskedLM`` (encoder + head)."""
 
-    def __init__(self, mlm_model, tokenizer, sentences: list[str], *, batch_size: int, lr: float, seed: int,
-                 grad_accumulation: int = 1, max_length: int = 128, mlm_probability: float = 0.15):
+    def __init__(self, mlm_model, tokenizer, sentences: list[str], settings: MLMConfig, *, seed: int,
+                 max_length: int = 128):
+        """``settings``: batch size, learning rate, gradient accumulation and masking probability (``MLMConfig``)."""
         from transformers import DataCollatorForLanguageModeling
 
         if not sentences:
             raise ValueError("no sentences for masked-language-model training")
         self.module, self.tokenizer, self.sentences = mlm_model, tokenizer, list(sentences)
-        self.batch_size, self.seed, self.lr, self.max_length = int(batch_size), int(seed), float(lr), int(max_length)
-        self.mlm_probability = float(mlm_probability)
+        self.batch_size, self.seed, self.lr = int(settings.batch_size), int(seed), float(settings.lr)
+        self.max_length, self.mlm_probability = int(max_length), float(settings.mlm_probability)
+        grad_accumulation = settings.grad_accumulation
         self.collator = DataCollatorForLanguageModeling(tokenizer, mlm=True, mlm_probability=self.mlm_probability,
                                                         return_tensors="pt")
         self.description, self.grad_accumulation = "mlm", int(grad_accumulation)
