@@ -33,24 +33,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from _bench import REPO, pass_fail, write_outputs
 from layerwise import LayerEncoder
 from layerwise.data import load_sts
-from layerwise.reports import command_line, environment, git_state, run_section, write_json, write_text
+from layerwise.reports import command_line, environment, git_state, run_section
 
-REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUTPUT = REPO / "docs" / "results" / "encoding.md"
 
 
-def pass_fail(ok: bool) -> str:
-    return "PASS" if ok else "FAIL"
-
-
-def write_outputs(result: dict, output: Path, render) -> None:
-    """Record the load average at the end, write ``output`` (markdown by ``render``) and the JSON beside it."""
-    result["environment"]["machine"]["load_average_end"] = list(os.getloadavg())
-    md = write_text(output, render(result))
-    js = write_json(Path(output).with_suffix(".json"), result)
-    print(f"wrote {md} and {js}")
 TARGET_RATIO = 1.0  # layerwise sentences/s divided by sentence-transformers sentences/s
 
 

@@ -52,6 +52,14 @@ def build_tiny_mpnet(folder: Path, *, seed: int = 0) -> Path:
     return folder
 
 
+@pytest.fixture()
+def env(tmp_path, monkeypatch):
+    """A fresh $LAYERWISE_HOME under the test's tmp_path, and no $LAYERWISE_DATA: nothing outside the test leaks in."""
+    monkeypatch.setenv("LAYERWISE_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("LAYERWISE_DATA", raising=False)
+    return tmp_path
+
+
 @pytest.fixture(scope="session")
 def tiny_bert(tmp_path_factory) -> Path:
     return build_tiny_bert(tmp_path_factory.mktemp("models") / "tiny-bert")

@@ -18,13 +18,6 @@ RELIABILITY_GROUP = "Options and data"
 
 
 @pytest.fixture()
-def env(tmp_path, monkeypatch):
-    monkeypatch.setenv("LAYERWISE_HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("LAYERWISE_DATA", raising=False)
-    return tmp_path
-
-
-@pytest.fixture()
 def data(env):
     return write_senteval(write_stsb(env / "data", n_pairs=20))
 

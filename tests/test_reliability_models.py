@@ -17,13 +17,6 @@ RELIABILITY_GROUP = "Model files"
 
 
 @pytest.fixture()
-def env(tmp_path, monkeypatch):
-    monkeypatch.setenv("LAYERWISE_HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("LAYERWISE_DATA", raising=False)
-    return tmp_path
-
-
-@pytest.fixture()
 def model(tiny_bert, env):
     """A copy of the tiny BERT that a test may damage."""
     return shutil.copytree(tiny_bert, env / "model")

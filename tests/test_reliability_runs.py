@@ -27,13 +27,6 @@ class Killed(BaseException):
 
 
 @pytest.fixture()
-def env(tmp_path, monkeypatch):
-    monkeypatch.setenv("LAYERWISE_HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("LAYERWISE_DATA", raising=False)
-    return tmp_path
-
-
-@pytest.fixture()
 def data(env):
     """STS-B (dev for the evaluations) and a sentence file to train on."""
     folder = write_stsb(env / "data", n_pairs=12)
