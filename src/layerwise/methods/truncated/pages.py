@@ -6,8 +6,8 @@
 ``mlm``).
 
 Order of work (so that a cut-off run leaves a useful partial page): the frontier and throughput of every model (minutes),
-then TMFT seed 0 at every depth of the first model, the second model's depths, the WS and MLM pre-steps, the other
-seeds, the epoch check and last LC-TMFT on the subset the first model's full-depth frontier chose on dev.
+then TMFT seed 0 at every depth of the first model, LC-TMFT on the subset the first model's full-depth frontier chose
+on dev, the WS and MLM pre-steps, the other seeds, the epoch check, and last the second model's depths (the costliest).
 """
 
 from __future__ import annotations
@@ -69,15 +69,15 @@ class TMFTPageConfig:
         """Every TMFT run in the order it is computed; ``lc_layers`` (the frontier's choice) adds LC-TMFT."""
         m, out = self.minilm, []
         out += [self.base(m, (d,), "none", self.seeds[0]) for d in self.minilm_depths]
-        if self.mpnet:
-            out += [self.base(self.mpnet, (d,), "none", s) for s in self.mpnet_seeds for d in self.mpnet_depths]
+        if self.lc_tmft and lc_layers is not None:
+            out += [self.base(m, lc_layers, "none", s) for s in self.lc_seeds]
         out += [self.base(m, (d,), p, s) for p in self.pre_steps if p != "none" for s in self.pre_step_seeds
                 for d in self.minilm_depths]
         out += [self.base(m, (d,), "none", s) for s in self.seeds[1:] for d in self.minilm_depths]
         out += [self.base(m, (d,), "none", self.seeds[0], self.check_epochs) for d in self.check_depths
                 if self.check_epochs != self.epochs]
-        if self.lc_tmft and lc_layers is not None:
-            out += [self.base(m, lc_layers, "none", s) for s in self.lc_seeds]
+        if self.mpnet:  # last: the costliest runs (about 4x the first model's time per layer on CPU)
+            out += [self.base(self.mpnet, (d,), "none", s) for s in self.mpnet_seeds for d in self.mpnet_depths]
         return list(dict.fromkeys(out))
 
 
