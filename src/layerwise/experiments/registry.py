@@ -81,4 +81,5 @@ _DECLARING_MODULES: tuple[str, ...] = (  # each method's pages module
     "layerwise.methods.lattemix.pages",
     "layerwise.methods.multitask.pages",
     "layerwise.methods.truncated.pages",
+    "layerwise.export.pages",
 )
