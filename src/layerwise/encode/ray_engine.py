@@ -21,8 +21,10 @@ from __future__ import annotations
 import logging
 import os
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from layerwise.encode.corpus import EncodeResult
 from layerwise.encode.embedders import EmbedderConfig
@@ -146,13 +148,15 @@ def _run(ray, source: CorpusSource, n: int, tmp: Path, embedder: EmbedderConfig,
 
 
 def encode_corpus_ray(source: CorpusSource, output_dir: str | os.PathLike, embedder: EmbedderConfig, *,
-                      config: RayEncodeConfig = RayEncodeConfig(), overwrite: bool = False,
+                      config: RayEncodeConfig | None = None, overwrite: bool = False,
                       show_progress: bool | None = None, command: list[str] | None = None) -> EncodeResult:
     """Embed every text of ``source`` into Parquet shards in the folder ``output_dir`` (see the module docstring).
 
+    ``config``: where and how wide (default :class:`RayEncodeConfig`: a local instance, one actor per CPU less one).
     Returns an :class:`~layerwise.encode.corpus.EncodeResult` whose ``output`` is the folder;
     :func:`~layerwise.encode.load_embeddings` gives back ids and vectors (n, d) in corpus order.
     """
+    config = RayEncodeConfig() if config is None else config
     output = check_output_folder(output_dir, overwrite=overwrite)
     n = scan_corpus(source)  # a bad file stops here, before Ray starts or a model loads
     ray = require_ray()
@@ -162,12 +166,9 @@ def encode_corpus_ray(source: CorpusSource, output_dir: str | os.PathLike, embed
     del local
     t0 = time.perf_counter()
     started = _start(ray, config.address)
-    context = ray.data.DataContext.get_current()
-    saved = context.execution_options.preserve_order, context.enable_progress_bars
-    context.execution_options.preserve_order = True  # shards in corpus order too (the loader sorts on row anyway)
-    context.enable_progress_bars = logger.isEnabledFor(logging.INFO) if show_progress is None else show_progress
     try:
-        with atomic_folder(output, replaceable=is_shard_folder) as tmp:
+        with _data_context(ray, logger.isEnabledFor(logging.INFO) if show_progress is None else show_progress), \
+                atomic_folder(output, replaceable=is_shard_folder) as tmp:
             actors = _run(ray, source, n, tmp, embedder, config)
             written = _count_rows(tmp)
             if written != n:
@@ -176,10 +177,22 @@ def encode_corpus_ray(source: CorpusSource, output_dir: str | os.PathLike, embed
                                  "engine": {"name": "ray", "actors": actors, "ray": ray.__version__},
                                  "command": command})
     finally:
-        context.execution_options.preserve_order, context.enable_progress_bars = saved
         if started:
             ray.shutdown()
     return EncodeResult(str(output), None, n, dim, time.perf_counter() - t0)
+
+
+@contextmanager
+def _data_context(ray, show_progress: bool) -> Iterator[None]:
+    """Ray Data keeps the block order (shards in corpus order; the loader sorts on row anyway), progress bars as
+    asked; the caller's settings are put back after."""
+    context = ray.data.DataContext.get_current()
+    saved = context.execution_options.preserve_order, context.enable_progress_bars
+    context.execution_options.preserve_order, context.enable_progress_bars = True, bool(show_progress)
+    try:
+        yield
+    finally:
+        context.execution_options.preserve_order, context.enable_progress_bars = saved
 
 
 def _count_rows(folder: Path) -> int:
