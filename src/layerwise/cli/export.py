@@ -168,6 +168,9 @@ def _run_encode_ray(args, command) -> int:
     from layerwise.encode.ray_engine import RayEncodeConfig, encode_corpus_ray, require_ray
     from layerwise.encode.shards import check_output_folder
 
+    if args.device != "cpu":
+        raise UsageError(f"with --engine ray the actors' device follows --gpus-per-actor (cuda when above 0), not "
+                         f"--device {args.device}: leave --device out")
     source = CorpusSource(args.corpus, column=args.column, id_column=args.id_column)
     check_output_folder(args.out, overwrite=args.overwrite)
     require_ray()

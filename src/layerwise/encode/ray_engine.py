@@ -4,12 +4,13 @@ The corpus is checked first, in this process, by the same reader as the local pa
 (:func:`~layerwise.encode.readers.scan_corpus`), and the embedder is built once here to validate the options and
 record the model's identity. The rows are then read in chunks of ``rows_per_block`` (one Ray block each; by
 default about four per actor, so the pool shares the work), put in the object store one at a time (this process
-holds one chunk), with columns ``row`` (the corpus row from 0), ``id`` and ``text``. ``map_batches`` runs them through a fixed pool of ``actors`` actors (``ActorPoolStrategy(size=...)``),
-each of which builds its embedder ONCE from a small picklable
-:class:`~layerwise.encode.embedders.EmbedderConfig`, and ``write_parquet`` writes the shards into a temporary sibling
-of OUTPUT that is renamed into place with its manifest when complete (:mod:`layerwise.encode.shards` says what the
-folder holds and loads it in corpus order). Each vector equals the local path's (:func:`encode_corpus`) to float
-rounding: a text's vector does not depend on the other texts of its batch.
+holds one chunk), with columns ``row`` (the corpus row from 0), ``id`` and ``text``. ``map_batches`` runs them
+through a fixed pool of ``actors`` actors (``ActorPoolStrategy(size=...)``), each of which builds its embedder ONCE
+from a small picklable :class:`~layerwise.encode.embedders.EmbedderConfig`; ``write_parquet`` writes the shards into a
+temporary sibling of OUTPUT that is renamed into place with its manifest when complete
+(:mod:`layerwise.encode.shards` says what the folder holds and loads it in corpus order). Each vector equals the
+local path's (:func:`~layerwise.encode.corpus.encode_corpus`) to float rounding: a text's vector does not depend on
+the other texts of its batch.
 
 Ray is started (a local instance with this machine's CPUs, or ``ray.init(address=...)`` for a cluster) only when it
 is not already initialised, and shut down only when it was started here. On a cluster OUTPUT must be a path that
@@ -125,7 +126,8 @@ def _start(ray, address: str | None) -> bool:
         logger.info("using the Ray instance already initialised in this process")
         return False
     if address is None:
-        ray.init(address="local", num_cpus=os.cpu_count() or 1, include_dashboard=False,
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        ray.init(address="local", num_cpus=cpus, include_dashboard=False,
                  logging_level=logging.WARNING)
     else:
         ray.init(address=address, logging_level=logging.WARNING)
