@@ -120,22 +120,24 @@ def test_default_actor_count_leaves_a_cpu_for_the_writes():
     assert actor_count(RayEncodeConfig(actors=3), {"CPU": 2.0}) == 3
 
 
-def test_encode_command_with_the_ray_engine(tmp_path, tiny_bert, ray_instance, capsys, monkeypatch):
+def test_encode_command_with_the_ray_engine_and_an_exported_folder(tmp_path, tiny_bert, ray_instance, capsys,
+                                                                   monkeypatch):
     from layerwise.cli import main
+    from layerwise.export import SubsetExport, export_layer_subset
 
     source = _corpus(tmp_path)
+    folder = export_layer_subset(SubsetExport(model=str(tiny_bert), layers=(0, 2), max_length=32), tmp_path / "exp")
     out = tmp_path / "shards"
     out.mkdir()
     write_manifest(out, {"n": 1, "dim": 1})  # an earlier run of ours: replaced with --overwrite
     (out / "old.parquet").write_text("stale")
-    args = ["encode", source.path, str(out), "--column", "body", "--id-column", "key", "--model", str(tiny_bert),
-            "--layers", "1", "--pooling", "cls", "--max-length", "32", "--no-cache", "-q", "--engine", "ray"]
+    args = ["encode", source.path, str(out), "--column", "body", "--id-column", "key", "--folder", str(folder),
+            "--batch-size", "4", "-q", "--engine", "ray"]
     assert main([*args, "--overwrite"]) == 0
     assert "25 texts x 32 dims" in capsys.readouterr().out
     ids, vectors = load_embeddings(out)
     assert ids == IDS and not (out / "old.parquet").exists()
-    np.testing.assert_allclose(vectors, _config(tiny_bert, PoolingSpec("cls", (1,))).build().encode(TEXTS),
-                               atol=1e-6)
+    np.testing.assert_allclose(vectors, _config(tiny_bert).build().encode(TEXTS), atol=1e-5)  # as in test_encode
     assert json.loads((out / MANIFEST).read_text())["engine"]["actors"] == 1  # 2 CPUs: one left for the writes
     assert main(args) == 2
     assert "pass --overwrite" in capsys.readouterr().err
