@@ -110,6 +110,8 @@ def test_output_folders_are_refused_before_any_work(tmp_path, tiny_bert, monkeyp
     assert not (tmp_path / "new").exists()
     with pytest.raises(UsageError, match="actors must be at least 1"):
         RayEncodeConfig(actors=0)
+    with pytest.raises(ValueError, match="needs a model or a folder, not both or neither"):
+        EmbedderConfig(model=str(tiny_bert), folder=str(tiny_bert))
 
 
 def test_default_actor_count_leaves_a_cpu_for_the_writes():
