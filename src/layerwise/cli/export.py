@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from layerwise.cli._checks import layer_list, max_length, positive_int
+from layerwise.cli._checks import layer_list, max_length, nonnegative_float, positive_float, positive_int
 from layerwise.encoders.registry import BUILTIN_MODELS, DEFAULT_MODEL
 from layerwise.errors import UsageError
 
@@ -33,9 +33,11 @@ def add_parsers(sub) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace DEST if it holds an earlier export")
     p.set_defaults(handler=run_export)
 
-    e = sub.add_parser("encode", help="embed a corpus (.txt, .jsonl, .csv/.tsv, .parquet) into .npy or .parquet")
+    e = sub.add_parser("encode", help="embed a corpus (.txt, .jsonl, .csv/.tsv, .parquet) into .npy or .parquet, or "
+                                      "into a folder of Parquet shards on Ray (--engine ray)")
     e.add_argument("corpus", help="one text per line (.txt), JSON lines (.jsonl), CSV/TSV or Parquet with a column")
-    e.add_argument("out", metavar="OUTPUT", help="OUTPUT.npy (+ OUTPUT.ids.txt) or OUTPUT.parquet (id, embedding)")
+    e.add_argument("out", metavar="OUTPUT", help="OUTPUT.npy (+ OUTPUT.ids.txt) or OUTPUT.parquet (id, embedding); "
+                                                 "with --engine ray a folder of Parquet shards (row, id, embedding)")
     e.add_argument("--column", default="text", help="the text column or field (default: text)")
     e.add_argument("--id-column", default=None, help="the id column or field (default: the row number from 0)")
     src = e.add_mutually_exclusive_group()
@@ -47,7 +49,9 @@ def add_parsers(sub) -> None:
     e.add_argument("--head", action="store_true", help="LC + MLP through the checkpoint's pooler head")
     e.add_argument("--trust-remote-code", action="store_true",
                    help="with --folder: allow a layerwise module class in it (a trained pooler export)")
-    e.add_argument("--chunk-size", type=positive_int, default=4096, help="texts read, encoded and written at once")
+    e.add_argument("--chunk-size", type=positive_int, default=None,
+                   help="texts read, encoded and written at once (default 4096; with --engine ray the rows per Ray "
+                        "block, default about 4 blocks per actor, at most 4096)")
     e.add_argument("--batch-size", type=positive_int, default=64)
     e.add_argument("--max-length", type=max_length, default=256)
     e.add_argument("--device", default="cpu")
@@ -57,7 +61,25 @@ def add_parsers(sub) -> None:
     e.add_argument("--no-cache", action="store_true", help="read and write no cache (no resume)")
     e.add_argument("--overwrite", action="store_true", help="replace OUTPUT if it exists")
     e.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    _add_ray_options(e)
     e.set_defaults(handler=run_encode)
+
+
+def _add_ray_options(e) -> None:
+    e.add_argument("--engine", default="local", choices=["local", "ray"],
+                   help="local: this process, chunk by chunk, through the layer cache (default); ray: Ray Data with "
+                        "a pool of actors holding the model, Parquet shards out (pip install \"layerwise[ray]\")")
+    e.add_argument("--address", default=None,
+                   help="--engine ray: the Ray cluster to use (e.g. auto, or ray://HEAD:10001 after `ray start "
+                        "--head`); default: a local Ray instance with this machine's CPUs")
+    e.add_argument("--actors", type=positive_int, default=None,
+                   help="--engine ray: actors holding the model (default: one per GPU with --gpus-per-actor, else "
+                        "one per CPU less one, since actors that reserve every CPU starve Ray's write tasks: 1 on a "
+                        "2-core machine)")
+    e.add_argument("--cpus-per-actor", type=positive_float, default=1.0,
+                   help="--engine ray: CPUs reserved per actor (its torch threads; fractions allowed)")
+    e.add_argument("--gpus-per-actor", type=nonnegative_float, default=0.0,
+                   help="--engine ray: GPUs per actor (> 0 runs the model on cuda)")
 
 
 def run_export(args, command) -> int:
@@ -102,22 +124,20 @@ def _export_lattemix(args):
                            include_special=args.include_special, overwrite=args.overwrite)
 
 
-def _embedder(args):
-    from layerwise.encode import FolderEmbedder, PoolingSpec, SpecEmbedder
-    from layerwise.encoders.layer_encoder import LayerEncoder
+def _embedder_config(args):
+    from layerwise.encode import EmbedderConfig, PoolingSpec
 
     if args.folder is not None:
         tweaked = [f for f, on in (("--layers", args.layers != (-1,)), ("--pooling", args.pooling != "mean"),
                                    ("--head", args.head)) if on]
         if tweaked:
             raise UsageError(f"--folder {args.folder} holds its own pooling; leave out {', '.join(tweaked)}")
-        return FolderEmbedder(args.folder, batch_size=args.batch_size, device=args.device,
+        return EmbedderConfig(folder=args.folder, batch_size=args.batch_size, device=args.device,
                               trust_remote_code=args.trust_remote_code)
-    spec = PoolingSpec(kind=args.pooling, layers=args.layers, head=args.head)
-    encoder = LayerEncoder(args.model or DEFAULT_MODEL, max_length=args.max_length, batch_size=args.batch_size,
-                           device=args.device, dtype=args.dtype, cache_dir=False if args.no_cache else args.cache_dir,
-                           show_progress=False)
-    return SpecEmbedder(encoder, spec)
+    return EmbedderConfig(model=args.model or DEFAULT_MODEL,
+                          pooling=PoolingSpec(kind=args.pooling, layers=args.layers, head=args.head),
+                          max_length=args.max_length, batch_size=args.batch_size, device=args.device,
+                          dtype=args.dtype, cache_dir=False if args.no_cache else args.cache_dir)
 
 
 def run_encode(args, command) -> int:
@@ -126,13 +146,40 @@ def run_encode(args, command) -> int:
 
     if args.trust_remote_code and args.folder is None:
         raise UsageError("--trust-remote-code applies to --folder only; leave it out")
+    if args.engine == "ray":
+        return _run_encode_ray(args, command)
+    ray_only = [f for f, on in (("--address", args.address is not None), ("--actors", args.actors is not None),
+                                ("--cpus-per-actor", args.cpus_per_actor != 1.0),
+                                ("--gpus-per-actor", args.gpus_per_actor != 0.0)) if on]
+    if ray_only:
+        raise UsageError(f"{', '.join(ray_only)} apply to --engine ray only; add --engine ray or leave them out")
     source = CorpusSource(args.corpus, column=args.column, id_column=args.id_column)
     check_output(args.out, overwrite=args.overwrite)
     n = scan_corpus(source)  # a bad file stops here, before the model loads
-    result = encode_corpus(source, args.out, _embedder(args), chunk_size=args.chunk_size, overwrite=args.overwrite,
-                           show_progress=not args.quiet)
+    result = encode_corpus(source, args.out, _embedder_config(args).build(), chunk_size=args.chunk_size or 4096,
+                           overwrite=args.overwrite, show_progress=not args.quiet)
     ids = f" + ids {result.ids}" if result.ids else ""
     print(f"wrote {result.output}{ids}: {n} texts x {result.dim} dims in {result.seconds:.1f} s")
+    return 0
+
+
+def _run_encode_ray(args, command) -> int:
+    from layerwise.encode import CorpusSource
+    from layerwise.encode.ray_engine import RayEncodeConfig, encode_corpus_ray, require_ray
+    from layerwise.encode.shards import check_output_folder
+
+    if args.device != "cpu":
+        raise UsageError(f"with --engine ray the actors' device follows --gpus-per-actor (cuda when above 0), not "
+                         f"--device {args.device}: leave --device out")
+    source = CorpusSource(args.corpus, column=args.column, id_column=args.id_column)
+    check_output_folder(args.out, overwrite=args.overwrite)
+    require_ray()
+    config = RayEncodeConfig(address=args.address, actors=args.actors, cpus_per_actor=args.cpus_per_actor,
+                             gpus_per_actor=args.gpus_per_actor, rows_per_block=args.chunk_size)
+    result = encode_corpus_ray(source, args.out, _embedder_config(args), config=config, overwrite=args.overwrite,
+                               show_progress=not args.quiet, command=command)
+    print(f"wrote {result.output} (Parquet shards): {result.n} texts x {result.dim} dims in {result.seconds:.1f} s; "
+          "load it with layerwise.encode.load_embeddings")
     return 0
 
 

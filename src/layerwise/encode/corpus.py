@@ -63,10 +63,18 @@ def encode_corpus(source: CorpusSource, output: str | os.PathLike, embedder, *, 
 
 
 def load_embeddings(output: str | os.PathLike):
-    """``(ids, vectors)`` of a file written by :func:`encode_corpus` (vectors (n, d) float32)."""
+    """``(ids, vectors)`` in corpus order (vectors (n, d) float32) of what ``layerwise encode`` wrote.
+
+    ``output``: a ``.npy`` (ids beside it) or ``.parquet`` file from :func:`encode_corpus`, or the folder of Parquet
+    shards from :func:`~layerwise.encode.ray_engine.encode_corpus_ray` (read with pyarrow; Ray is not needed).
+    """
     import numpy as np
 
     output = Path(output)
+    if output.is_dir():
+        from layerwise.encode.shards import load_shard_folder
+
+        return load_shard_folder(output)
     if output.suffix.lower() == ".npy":
         return ids_path(output).read_text(encoding="utf-8").splitlines(), np.load(output)
     from layerwise.encode.readers import require_pyarrow

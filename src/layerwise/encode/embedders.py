@@ -3,7 +3,8 @@
 :class:`PoolingSpec` names any layerwise pooling (a layer subset's mean or CLS, LC + MLP through the pooler head, or
 the model's pooler output); :class:`SpecEmbedder` computes it from a :class:`~layerwise.LayerEncoder`'s layer stack,
 so every chunk goes through the layer cache (a second run reads what the first one encoded).
-:class:`FolderEmbedder` runs an exported sentence-transformers folder.
+:class:`FolderEmbedder` runs an exported sentence-transformers folder. :class:`EmbedderConfig` is a small JSON-able
+description of either, from which a process (a Ray actor, say) builds its own embedder.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import numpy as np
 
 from layerwise.layers import LayerStack
 
-__all__ = ["SPEC_KINDS", "FolderEmbedder", "PoolingSpec", "SpecEmbedder"]
+__all__ = ["SPEC_KINDS", "EmbedderConfig", "FolderEmbedder", "PoolingSpec", "SpecEmbedder"]
 
 SPEC_KINDS = ("mean", "cls", "pooler")
 
@@ -94,3 +95,44 @@ class FolderEmbedder:
     def encode(self, texts: list[str]) -> np.ndarray:
         return self.model.encode(list(texts), batch_size=self.batch_size, convert_to_numpy=True,
                                  show_progress_bar=False).astype(np.float32)
+
+
+@dataclass(frozen=True)
+class EmbedderConfig:
+    """What to build an embedder from: a model pooled by ``pooling``, or an exported ``folder`` (one of the two).
+
+    Small and picklable, so a worker process builds its own embedder from it (:meth:`build`).
+    """
+
+    model: str | None = None  # built-in name or Hugging Face folder (with ``pooling``); None with ``folder``
+    pooling: PoolingSpec = PoolingSpec()  # the pooling of ``model``'s layer stack (unused with ``folder``)
+    folder: str | None = None  # an exported sentence-transformers folder (its own pooling)
+    max_length: int = 256  # tokens per text (``model`` only; a folder records its own)
+    batch_size: int = 64  # texts per forward pass
+    device: str = "cpu"
+    dtype: str = "float32"  # ``model`` only
+    cache_dir: str | bool | None = False  # ``model``'s layer cache: False none, None the default, or a folder
+    trust_remote_code: bool = False  # ``folder`` only: allow a layerwise module class in it
+
+    def __post_init__(self) -> None:
+        if (self.model is None) == (self.folder is None):
+            raise ValueError(f"an EmbedderConfig needs a model or a folder, not both or neither (model={self.model!r}, "
+                             f"folder={self.folder!r})")
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "pooling": self.pooling.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "EmbedderConfig":
+        return cls(**{**d, "pooling": PoolingSpec.from_dict(d["pooling"])})
+
+    def build(self, *, show_progress: bool = False):
+        """A :class:`SpecEmbedder` (``model``) or a :class:`FolderEmbedder` (``folder``)."""
+        if self.folder is not None:
+            return FolderEmbedder(self.folder, batch_size=self.batch_size, device=self.device,
+                                  trust_remote_code=self.trust_remote_code)
+        from layerwise.encoders.layer_encoder import LayerEncoder
+
+        encoder = LayerEncoder(self.model, max_length=self.max_length, batch_size=self.batch_size, device=self.device,
+                               dtype=self.dtype, cache_dir=self.cache_dir, show_progress=show_progress)
+        return SpecEmbedder(encoder, self.pooling)
