@@ -6,6 +6,7 @@ from layerwise.cli._checks import max_length, nonnegative_int, positive_float, p
 from layerwise.encoders.registry import DEFAULT_MODEL
 from layerwise.methods.layer_attention.train import OBJECTIVES
 from layerwise.modules.poolers import POOLER_KINDS
+from layerwise.training.distributed import is_main
 
 
 def add_parsers(sub) -> None:
@@ -77,6 +78,8 @@ def _run(args, command) -> int:
         data = DataSources(train_data=args.train_data, data_dir=args.data_dir)
         result = run_train(args.model, cfg, args.output, pooler=args.pooler, data=data,
                            max_length=args.max_length, resume=args.resume, overwrite=args.overwrite)
+        if not is_main():  # under torchrun: every process trained, rank 0 writes and prints
+            return 0
         result.environment = environment(command)
         path = write_json(Path(args.output) / "train.json", result.to_dict())
         h = result.history

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from layerwise.encoders.registry import BUILTIN_MODELS, DEFAULT_MODEL
 from layerwise.methods.multitask.config import SCHEDULES
+from layerwise.training.distributed import is_main
 
 OVERRIDES = ("epochs", "schedule", "batch_size", "lr", "max_length", "limit", "eval_limit")
 
@@ -77,6 +78,8 @@ def run(args, command) -> int:
     out = Path(args.output)
     results = run_parts(configs, args.seeds, ResultsStore(out / "state"), model=args.model, checkpoints=out / "runs",
                         data_dir=args.data_dir, command=command, overwrite=args.overwrite)
+    if not is_main():  # under torchrun: every process trained, rank 0 writes and prints
+        return 0
     page = MultitaskPage(TITLE, args.model, results, [f"- command: `{run_record(command)['command']}`"])
     paths = [write_text(out / "multitask.md", render_markdown(page)),
              write_json(out / "multitask.json", {**summary(page), "runs": [r.to_payload() for r in results]})]

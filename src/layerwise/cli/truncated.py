@@ -13,6 +13,7 @@ from layerwise.cli._checks import max_length, nonnegative_int, positive_float, p
 from layerwise.data.wordsim import DEFAULT_WORDSIM, WORDSIM_FILES
 from layerwise.encoders.registry import BUILTIN_MODELS, DEFAULT_MODEL
 from layerwise.methods.truncated.config import PRE_STEPS
+from layerwise.training.distributed import is_main
 
 
 def add_parsers(sub) -> None:
@@ -132,6 +133,8 @@ def run_tmft_command(args, command) -> int:
     out = Path(args.output)
     results = run_runs(configs, ResultsStore(out / "state"), checkpoints=out / "runs", data_dir=args.data_dir,
                        command=command, page="tmft-runs", show_progress=False if args.quiet else None)
+    if not is_main():  # under torchrun: every process trained, rank 0 writes and prints
+        return 0
     env = environment(command)
     paths = [write_json(out / "tmft.json", runs_summary(results, env)),
              write_text(out / "tmft.md", runs_markdown(results, env["command"])),
