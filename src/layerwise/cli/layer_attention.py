@@ -19,7 +19,9 @@ def add_parsers(sub) -> None:
                         "SNLI dev+test triplets from --data-dir")
     p.add_argument("--data-dir", default=None, help="data folder (default: $LAYERWISE_DATA)")
     p.add_argument("--steps", type=positive_int, default=500)
-    p.add_argument("--batch-size", type=positive_int, default=64)
+    p.add_argument("--batch-size", type=positive_int, default=64,
+                   help="examples per step (default: 64); under torchrun the global batch, split over the processes, "
+                        "with the in-batch negatives gathered from all of them")
     p.add_argument("--lr", type=positive_float, default=3e-5)
     p.add_argument("--pooler-lr", type=positive_float, default=1e-3)
     p.add_argument("--warmup-steps", type=nonnegative_int, default=50)

@@ -25,7 +25,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--epochs", type=int, default=None, help="epochs over the task data (default: 10, the report's)")
     p.add_argument("--schedule", default=None, choices=SCHEDULES,
                    help="batch order within an epoch (default: task_by_task, the report's)")
-    p.add_argument("--batch-size", type=int, default=None, help="default: 32 (the report's)")
+    p.add_argument("--batch-size", type=int, default=None, help="default: 32 (the report's); under torchrun the global batch, split over the "
+                                                    "processes")
     p.add_argument("--lr", type=float, default=None, help="encoder and head learning rate (default: 2e-5)")
     p.add_argument("--max-length", type=int, default=None, help="tokens per sentence (default: 128)")
     p.add_argument("--limit", type=int, default=None, help="at most this many training examples per task")

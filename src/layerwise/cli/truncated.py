@@ -77,7 +77,8 @@ def _add_tmft(sub) -> None:
                    help="none; ws (word-similarity fine-tuning first); mlm (MLM domain adaptation first)")
     p.add_argument("--seeds", type=seed, nargs="+", default=[0])
     p.add_argument("--epochs", type=positive_int, default=10, help="passes over STS-B train (default: 10, the paper)")
-    p.add_argument("--batch-size", type=positive_int, default=32)
+    p.add_argument("--batch-size", type=positive_int, default=32,
+                   help="pairs per step (default: 32); under torchrun the global batch, split over the processes")
     p.add_argument("--lr", type=positive_float, default=2e-5)
     p.add_argument("--max-length", type=max_length, default=128, help="tokens per sentence (default: 128)")
     p.add_argument("--train-limit", type=positive_int, default=None, help="first n STS-B train pairs (quick checks)")
