@@ -17,8 +17,10 @@ WORDS = (
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
-def build_tiny_bert(folder: Path, *, num_hidden_layers: int = 2, seed: int = 0) -> Path:
-    """A random BERT (hidden 32, 4 heads) with a word-level tokenizer, saved as a Hugging Face folder."""
+def build_tiny_bert(folder: Path, *, num_hidden_layers: int = 2, seed: int = 0, dropout: float = 0.1) -> Path:
+    """A random BERT (hidden 32, 4 heads) with a word-level tokenizer, saved as a Hugging Face folder.
+
+    ``dropout``: hidden and attention dropout (0 makes training deterministic in the batch split, for DDP tests)."""
     import torch
     from transformers import BertConfig, BertModel, BertTokenizerFast
 
@@ -30,6 +32,7 @@ def build_tiny_bert(folder: Path, *, num_hidden_layers: int = 2, seed: int = 0) 
     cfg = BertConfig(
         vocab_size=len(tok), hidden_size=32, num_hidden_layers=num_hidden_layers,
         num_attention_heads=4, intermediate_size=37, max_position_embeddings=64,
+        hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout,
     )
     BertModel(cfg).eval().save_pretrained(folder)
     return folder

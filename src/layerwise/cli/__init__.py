@@ -9,7 +9,9 @@ Exit codes: 0 done; 2 a user error (bad option, path, data or model file), print
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import os
 import sys
 
 from layerwise.cache import CacheCorruptError
@@ -20,6 +22,7 @@ from layerwise.errors import LayerwiseError
 __all__ = ["EXIT_BUG", "EXIT_INTERRUPTED", "EXIT_USAGE", "USER_ERRORS", "build_parser", "main"]
 
 _COMMAND_MODULES = (lc, lattemix, layer_attention, multitask, truncated, export, models, results)
+TRAINING_COMMANDS = ("train", "tmft", "multitask")  # the commands that run as N processes under torchrun (DDP)
 
 EXIT_BUG = 1
 EXIT_USAGE = 2
@@ -85,7 +88,10 @@ def main(argv: list[str] | None = None) -> int:
     command = ["layerwise", *(sys.argv[1:] if argv is None else argv)]
     try:
         preflight(args)
-        return args.handler(args, command)
+        with contextlib.ExitStack() as stack:
+            if _join_processes(args):  # under torchrun, rank > 0: no output but warnings and errors
+                stack.enter_context(contextlib.redirect_stdout(stack.enter_context(open(os.devnull, "w"))))
+            return args.handler(args, command)
     except KeyboardInterrupt:
         if args.debug:
             raise
@@ -102,6 +108,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"layerwise: internal error ({type(exc).__name__}: {_one_line(exc)}); this is a bug, "
               "rerun with --debug for the traceback", file=sys.stderr)
         return EXIT_BUG
+
+
+def _join_processes(args) -> bool:
+    """Under torchrun, join the process group (gloo: the commands train on CPU); True on the ranks that stay quiet."""
+    from layerwise.training import distributed
+
+    if not distributed.launched():
+        return False
+    if args.command not in TRAINING_COMMANDS:
+        raise ValueError(f"`layerwise {args.command}` does not train: run it without torchrun (only "
+                         f"{', '.join(TRAINING_COMMANDS)} run as several processes)")
+    distributed.setup("cpu")
+    if distributed.is_main():
+        return False
+    logging.getLogger().setLevel(logging.WARNING)
+    args.quiet = True  # no progress bars either
+    return True
 
 
 def _one_line(exc: BaseException) -> str:

@@ -6,6 +6,7 @@ from layerwise.cli._checks import max_length, nonnegative_int, positive_float, p
 from layerwise.encoders.registry import DEFAULT_MODEL
 from layerwise.methods.layer_attention.train import OBJECTIVES
 from layerwise.modules.poolers import POOLER_KINDS
+from layerwise.training.distributed import is_main
 
 
 def add_parsers(sub) -> None:
@@ -18,7 +19,9 @@ def add_parsers(sub) -> None:
                         "SNLI dev+test triplets from --data-dir")
     p.add_argument("--data-dir", default=None, help="data folder (default: $LAYERWISE_DATA)")
     p.add_argument("--steps", type=positive_int, default=500)
-    p.add_argument("--batch-size", type=positive_int, default=64)
+    p.add_argument("--batch-size", type=positive_int, default=64,
+                   help="examples per step (default: 64); under torchrun the global batch, split over the processes, "
+                        "with the in-batch negatives gathered from all of them")
     p.add_argument("--lr", type=positive_float, default=3e-5)
     p.add_argument("--pooler-lr", type=positive_float, default=1e-3)
     p.add_argument("--warmup-steps", type=nonnegative_int, default=50)
@@ -77,6 +80,8 @@ def _run(args, command) -> int:
         data = DataSources(train_data=args.train_data, data_dir=args.data_dir)
         result = run_train(args.model, cfg, args.output, pooler=args.pooler, data=data,
                            max_length=args.max_length, resume=args.resume, overwrite=args.overwrite)
+        if not is_main():  # under torchrun: every process trained, rank 0 writes and prints
+            return 0
         result.environment = environment(command)
         path = write_json(Path(args.output) / "train.json", result.to_dict())
         h = result.history

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from layerwise.encoders.registry import BUILTIN_MODELS, DEFAULT_MODEL
 from layerwise.methods.multitask.config import SCHEDULES
+from layerwise.training.distributed import is_main
 
 OVERRIDES = ("epochs", "schedule", "batch_size", "lr", "max_length", "limit", "eval_limit")
 
@@ -24,7 +25,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--epochs", type=int, default=None, help="epochs over the task data (default: 10, the report's)")
     p.add_argument("--schedule", default=None, choices=SCHEDULES,
                    help="batch order within an epoch (default: task_by_task, the report's)")
-    p.add_argument("--batch-size", type=int, default=None, help="default: 32 (the report's)")
+    p.add_argument("--batch-size", type=int, default=None, help="default: 32 (the report's); under torchrun the global batch, split over the "
+                                                    "processes")
     p.add_argument("--lr", type=float, default=None, help="encoder and head learning rate (default: 2e-5)")
     p.add_argument("--max-length", type=int, default=None, help="tokens per sentence (default: 128)")
     p.add_argument("--limit", type=int, default=None, help="at most this many training examples per task")
@@ -77,6 +79,8 @@ def run(args, command) -> int:
     out = Path(args.output)
     results = run_parts(configs, args.seeds, ResultsStore(out / "state"), model=args.model, checkpoints=out / "runs",
                         data_dir=args.data_dir, command=command, overwrite=args.overwrite)
+    if not is_main():  # under torchrun: every process trained, rank 0 writes and prints
+        return 0
     page = MultitaskPage(TITLE, args.model, results, [f"- command: `{run_record(command)['command']}`"])
     paths = [write_text(out / "multitask.md", render_markdown(page)),
              write_json(out / "multitask.json", {**summary(page), "runs": [r.to_payload() for r in results]})]

@@ -13,6 +13,7 @@ from layerwise.cli._checks import max_length, nonnegative_int, positive_float, p
 from layerwise.data.wordsim import DEFAULT_WORDSIM, WORDSIM_FILES
 from layerwise.encoders.registry import BUILTIN_MODELS, DEFAULT_MODEL
 from layerwise.methods.truncated.config import PRE_STEPS
+from layerwise.training.distributed import is_main
 
 
 def add_parsers(sub) -> None:
@@ -76,7 +77,8 @@ def _add_tmft(sub) -> None:
                    help="none; ws (word-similarity fine-tuning first); mlm (MLM domain adaptation first)")
     p.add_argument("--seeds", type=seed, nargs="+", default=[0])
     p.add_argument("--epochs", type=positive_int, default=10, help="passes over STS-B train (default: 10, the paper)")
-    p.add_argument("--batch-size", type=positive_int, default=32)
+    p.add_argument("--batch-size", type=positive_int, default=32,
+                   help="pairs per step (default: 32); under torchrun the global batch, split over the processes")
     p.add_argument("--lr", type=positive_float, default=2e-5)
     p.add_argument("--max-length", type=max_length, default=128, help="tokens per sentence (default: 128)")
     p.add_argument("--train-limit", type=positive_int, default=None, help="first n STS-B train pairs (quick checks)")
@@ -132,6 +134,8 @@ def run_tmft_command(args, command) -> int:
     out = Path(args.output)
     results = run_runs(configs, ResultsStore(out / "state"), checkpoints=out / "runs", data_dir=args.data_dir,
                        command=command, page="tmft-runs", show_progress=False if args.quiet else None)
+    if not is_main():  # under torchrun: every process trained, rank 0 writes and prints
+        return 0
     env = environment(command)
     paths = [write_json(out / "tmft.json", runs_summary(results, env)),
              write_text(out / "tmft.md", runs_markdown(results, env["command"])),

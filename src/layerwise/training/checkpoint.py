@@ -3,7 +3,8 @@
 A checkpoint folder (``OUTPUT/last``) holds the trained module in its own format (what ``task.save`` writes) and
 
     trainer_state.safetensors   optimizer tensors ("optimizer.<param>.<key>"), RNG states ("rng.torch",
-                                "rng.cuda.<i>") and the task's own tensors ("task.<name>": generators, orders)
+                                "rng.cuda.<i>"; under DDP also "rng.torch.rank<r>" of every rank r > 0) and the
+                                task's own tensors ("task.<name>": generators, orders)
     trainer_state.json          format version, step, best score, history, the schedule, the optimizer's
                                 param-group settings and non-tensor state, and the run fingerprint
 
@@ -25,6 +26,7 @@ import torch
 from layerwise.errors import ModelFilesError
 from layerwise.files import atomic_folder, recover_folder, remove_stale
 from layerwise.modules.base import load_state_file, save_state_file
+from layerwise.training.distributed import rank
 
 logger = logging.getLogger(__name__)
 
@@ -134,11 +136,16 @@ def _rng_tensors() -> dict[str, torch.Tensor]:
     return out
 
 
-def save_checkpoint(folder, task, optimizer, state: TrainerState, *, schedule: dict) -> Path:
-    """Write the module, the optimizer, RNG and task tensors and ``state`` into ``folder`` atomically."""
+def save_checkpoint(folder, task, optimizer, state: TrainerState, *, schedule: dict,
+                    rank_rngs: dict[int, torch.Tensor] | None = None) -> Path:
+    """Write the module, the optimizer, RNG and task tensors and ``state`` into ``folder`` atomically.
+
+    ``rank_rngs``: the torch RNG state of every rank of a DDP run (rank -> state), so that each rank resumes its own.
+    """
     folder = Path(folder)
     opt_tensors, opt_meta = _optimizer_parts(optimizer)
-    tensors = {**opt_tensors, **_rng_tensors(), **{f"task.{k}": v for k, v in task.state_tensors().items()}}
+    ranks = {f"rng.torch.rank{r}": s for r, s in (rank_rngs or {}).items() if r > 0}
+    tensors = {**opt_tensors, **_rng_tensors(), **ranks, **{f"task.{k}": v for k, v in task.state_tensors().items()}}
     meta = {"format_version": FORMAT_VERSION, **asdict(state), "schedule": schedule, "optimizer": opt_meta}
     with atomic_folder(folder, replaceable=lambda p: (p / STATE_JSON).is_file()) as tmp:
         task.save(tmp)
@@ -185,7 +192,7 @@ def load_checkpoint(folder, task, optimizer, fingerprint: dict) -> TrainerState:
         for idx, values in meta["optimizer"]["scalars"].items():
             state.setdefault(int(idx), {}).update(values)
         optimizer.load_state_dict({"state": state, "param_groups": meta["optimizer"]["param_groups"]})
-    torch.set_rng_state(tensors["rng.torch"])
+    torch.set_rng_state(tensors.get(f"rng.torch.rank{rank()}", tensors["rng.torch"]))  # rank 0: "rng.torch"
     cuda = [tensors[f"rng.cuda.{i}"] for i in range(torch.cuda.device_count()) if f"rng.cuda.{i}" in tensors]
     if cuda:
         torch.cuda.set_rng_state_all(cuda)

@@ -13,6 +13,7 @@ bit for bit. A fresh run seeds torch with ``config.seed`` first; build the task'
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from pathlib import Path
 import torch
 
 from layerwise._progress import progress
+from layerwise.training import distributed
 from layerwise.training.checkpoint import TrainerState, load_checkpoint, prepare_output, save_checkpoint
 from layerwise.training.config import TrainingConfig
 from layerwise.training.schedule import lr_factor
@@ -103,8 +105,13 @@ def _optimizer(task: TrainingTask, config: TrainingConfig):
     return opt, [g["lr"] for g in groups]
 
 
-def _step(task, opt, base_lrs, config: TrainingConfig, step: int, history: dict) -> None:
-    """One optimisation step: schedule, accumulated backward passes, clipping, AdamW; the losses go to history."""
+def _step(task, opt, base_lrs, config: TrainingConfig, step: int, history: dict, ddp=None) -> None:
+    """One optimisation step: schedule, accumulated backward passes, clipping, AdamW; the losses go to history.
+
+    With ``ddp`` (a :func:`~layerwise.training.distributed.data_parallel` wrapper) the micro-batches run through it:
+    gradients are averaged over the ranks at the last one only (``no_sync`` before), and the logged values are
+    averaged over the ranks, so rank 0's history is that of one process with the global batch.
+    """
     factor = lr_factor(step, warmup_steps=config.warmup_steps, total_steps=config.steps, decay=config.decay)
     if opt is not None:
         for g, lr in zip(opt.param_groups, base_lrs):
@@ -112,9 +119,11 @@ def _step(task, opt, base_lrs, config: TrainingConfig, step: int, history: dict)
         opt.zero_grad(set_to_none=True)
     sums: dict[str, float] = {}
     for micro in range(config.grad_accumulation):
-        out = task.loss(step, micro)
-        if opt is not None:
-            (out["loss"] / config.grad_accumulation).backward()
+        last = micro == config.grad_accumulation - 1
+        with contextlib.nullcontext() if ddp is None or last else ddp.no_sync():
+            out = task.loss(step, micro) if ddp is None else ddp(step, micro)
+            if opt is not None:
+                (out["loss"] / config.grad_accumulation).backward()
         for key, value in out.items():
             sums[key] = sums.get(key, 0.0) + float(value.detach() if isinstance(value, torch.Tensor) else value)
     if opt is not None:
@@ -123,21 +132,45 @@ def _step(task, opt, base_lrs, config: TrainingConfig, step: int, history: dict)
             torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm)
         opt.step()
     history["step"].append(step + 1)
-    for key, total in sums.items():
-        history.setdefault(key, []).append(total / config.grad_accumulation)
+    for key, mean in distributed.mean_across({k: total / config.grad_accumulation for k, total in sums.items()}).items():
+        history.setdefault(key, []).append(mean)
 
 
 def _evaluate(task, out: Path | None, state: TrainerState, memory: dict) -> None:
-    score = task.evaluate()
+    """Score the task (rank 0 scores, every rank gets its score, so the best/last decision is the same everywhere)."""
+    score = distributed.run_on_main(task.evaluate)
     if score is None:
         return
     state.history["dev"].append([state.step, score])
     if state.best is None or score > state.best:
         state.best = score
         if out is not None:
-            task.save(out / "best")
+            if distributed.is_main():
+                task.save(out / "best")
         else:
             memory["best"] = {k: v.detach().clone() for k, v in task.module.state_dict().items()}
+
+
+def _checkpoint(out: Path, task, opt, state: TrainerState, schedule: dict) -> None:
+    """``out/last`` (written by rank 0, with every rank's RNG state)."""
+    rank_rngs = distributed.rng_states()
+    if distributed.is_main():
+        save_checkpoint(out / "last", task, opt, state, schedule=schedule, rank_rngs=rank_rngs)
+
+
+def _start(task, config: TrainingConfig, output_dir, resume: bool, overwrite: bool):
+    """Check the output (rank 0), move the module, seed, build the optimizer and load ``last/`` when resuming."""
+    distributed.setup(config.device)
+    out = distributed.run_on_main(prepare_output, output_dir, resume=resume, overwrite=overwrite)
+    if config.device is not None or config.dtype is not None:
+        task.module.to(device=config.device, dtype=DTYPES[config.dtype] if config.dtype else None)
+    state = TrainerState(fingerprint={**task.fingerprint(), "loop": config.to_dict()} if out else {})
+    seed_everything(distributed.rank_seed(config.seed))
+    opt, base_lrs = _optimizer(task, config)
+    if resume:
+        state = load_checkpoint(out / "last", task, opt, state.fingerprint)
+    ddp = distributed.data_parallel(task) if distributed.is_distributed() and opt is not None else None
+    return out, state, opt, base_lrs, ddp
 
 
 def train(task: TrainingTask, config: TrainingConfig, *, output_dir=None, resume: bool = False,
@@ -148,26 +181,19 @@ def train(task: TrainingTask, config: TrainingConfig, *, output_dir=None, resume
     With ``output_dir``: checkpoints in ``last/`` and ``best/``; ``resume`` continues from ``last/`` (refused when
     the fingerprint differs), ``overwrite`` starts again. ``restore_best`` loads the best dev state at the end.
     """
-    out = prepare_output(output_dir, resume=resume, overwrite=overwrite)
-    if config.device is not None or config.dtype is not None:
-        task.module.to(device=config.device, dtype=DTYPES[config.dtype] if config.dtype else None)
-    state = TrainerState(fingerprint={**task.fingerprint(), "loop": config.to_dict()} if out else {})
-    seed_everything(config.seed)
-    opt, base_lrs = _optimizer(task, config)
-    if resume:
-        state = load_checkpoint(out / "last", task, opt, state.fingerprint)
+    out, state, opt, base_lrs, ddp = _start(task, config, output_dir, resume, overwrite)
     start = state.step
     stop = config.steps if max_steps_this_run is None else min(config.steps, start + max_steps_this_run)
     schedule = {"kind": "linear_warmup", "warmup_steps": config.warmup_steps, "total_steps": config.steps,
                 "decay": config.decay, "base_lrs": base_lrs}
-    show = logger.isEnabledFor(logging.INFO) if show_progress is None else show_progress
+    show = (logger.isEnabledFor(logging.INFO) if show_progress is None else show_progress) and distributed.is_main()
     memory: dict = {}
     t0, train_seconds = time.perf_counter(), 0.0
     task.module.train()
     with progress(total=config.steps, initial=start, desc=task.description, unit="step", disable=not show) as bar:
         for step in range(start, stop):
             t_step = time.perf_counter()
-            _step(task, opt, base_lrs, config, step, state.history)
+            _step(task, opt, base_lrs, config, step, state.history, ddp)
             train_seconds += time.perf_counter() - t_step
             state.step = step + 1
             bar.update(1)
@@ -176,9 +202,11 @@ def train(task: TrainingTask, config: TrainingConfig, *, output_dir=None, resume
                 _evaluate(task, out, state, memory)
                 task.module.train()
                 if out is not None:
-                    save_checkpoint(out / "last", task, opt, state, schedule=schedule)
+                    _checkpoint(out, task, opt, state, schedule)
     if out is not None and stop < config.steps and stop > start:
-        save_checkpoint(out / "last", task, opt, state, schedule=schedule)
+        _checkpoint(out, task, opt, state, schedule)
+    distributed.release(ddp)  # a later train() of the same module (the next phase) wraps it anew
+    distributed.barrier()  # rank 0's files are complete before any rank reads them
     if restore_best and state.best is not None and out is not None:
         task.load_weights(out / "best")
     elif restore_best and state.best is not None:

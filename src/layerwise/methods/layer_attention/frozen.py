@@ -22,6 +22,7 @@ from layerwise.losses.contrastive import objective_loss
 from layerwise.methods.layer_attention.train import ContrastiveConfig, batch_indices, run_history
 from layerwise.modules.poolers import LayerPooler
 from layerwise.training import TrainingTask, tensors_sha256, train
+from layerwise.training.distributed import gather_rows, shard
 
 logger = logging.getLogger(__name__)
 
@@ -107,9 +108,10 @@ class FrozenPoolerTask(TrainingTask):
 
     def loss(self, step: int, micro: int) -> dict:
         c = self.config
-        idx = torch.as_tensor(batch_indices(len(self.views[0]), c.batch_size, c.seed, step * c.grad_accumulation + micro))
+        batch = batch_indices(len(self.views[0]), c.batch_size, c.seed, step * c.grad_accumulation + micro)
+        idx = torch.as_tensor(shard(batch))  # this process's rows; the negatives are gathered from every process
         device = next(self.module.parameters(), self.views[0].cls).device
-        z = [self.module(v.cls[idx].to(device), v.mean[idx].to(device)) for v in self.views]
+        z = [gather_rows(self.module(v.cls[idx].to(device), v.mean[idx].to(device)), len(batch)) for v in self.views]
         return {"loss": objective_loss(c.objective, z, c.temperature)}
 
     def evaluate(self) -> float | None:

@@ -20,6 +20,7 @@ from layerwise.methods.layer_attention.results import (
 )
 from layerwise.methods.layer_attention.train import ContrastiveConfig, nli_triplets, train_contrastive
 from layerwise.training import prepare_output, seed_everything
+from layerwise.training.distributed import run_on_main
 
 logger = logging.getLogger(__name__)
 
@@ -74,13 +75,13 @@ def run_train(model: str, config: ContrastiveConfig, output, *, pooler: str = "l
     ``last/``, ``best/`` and ``train.json``).
     """
     if not overwrite or resume:  # refuse an existing run, a resume with nothing to resume, or both flags, first
-        prepare_output(output, resume=resume, overwrite=overwrite)
+        run_on_main(prepare_output, output, resume=resume, overwrite=overwrite)  # under torchrun: rank 0 checks
     examples, source = load_training_examples(config.objective, data.train_data, data_dir=data.data_dir)
     dev = load_sts("stsb", data_dir=data.data_dir, split="dev")
     seed_everything(config.seed)
     sm = SentenceModel.from_pretrained(model, pooler=pooler, max_length=max_length)
     if overwrite:  # everything loaded: only now remove the earlier run's own outputs
-        prepare_output(output, resume=resume, overwrite=True)
+        run_on_main(prepare_output, output, resume=resume, overwrite=True)
     hist = train_contrastive(sm, examples, config, output, dev=dev, resume=resume)
     return TrainResult(model=str(model), pooler=pooler, training_data=source, n_examples=len(examples),
                        dev=f"STS-B dev ({len(dev)} pairs)", history=TrainHistory.from_dict(hist), output=str(output))

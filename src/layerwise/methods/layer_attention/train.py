@@ -4,6 +4,8 @@ A thin adapter over the one training loop (``layerwise.training``): AdamW with a
 ``pooler_lr``, encoder at ``lr``), linear warm-up then linear decay, clipping, gradient accumulation, STS dev
 evaluation every ``eval_every`` steps keeping ``best/``, checkpoints in ``last/`` and exact resume.
 Batch ``b`` (``b = step * grad_accumulation + micro``) is a pure function of (seed, b): see :func:`batch_indices`.
+Under DDP (``torchrun``) each process encodes its rows of the batch and the embeddings of every process are gathered
+(with their gradients) before the loss, so the in-batch negatives are those of the whole batch, as in one process.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from layerwise.encoders.trainable import SentenceModel
 from layerwise.losses.contrastive import OBJECTIVES, objective_loss
 from layerwise.training import TrainingConfig, TrainingRun, TrainingTask, tensors_sha256, train
 from layerwise.training.batches import batch_indices
+from layerwise.training.distributed import gather_rows, shard
 
 __all__ = ["OBJECTIVES", "ContrastiveConfig", "ContrastiveTask", "batch_indices", "nli_triplets", "run_history",
            "train_contrastive"]
@@ -87,10 +90,12 @@ class ContrastiveTask(TrainingTask):
 
     def loss(self, step: int, micro: int) -> dict:
         c = self.config
-        idx = batch_indices(len(self.examples), c.batch_size, c.seed, step * c.grad_accumulation + micro)
+        batch = batch_indices(len(self.examples), c.batch_size, c.seed, step * c.grad_accumulation + micro)
+        idx = shard(batch)  # this process's rows; the in-batch negatives are gathered from every process
         views = example_views(c.objective, [self.examples[i] for i in idx])
         z = self.module([t for v in views for t in v])  # one forward: independent dropout masks per copy
-        return {"loss": objective_loss(c.objective, list(z.split(len(idx))), c.temperature)}
+        parts = [gather_rows(part, len(batch)) for part in z.split(len(idx))]  # each (batch_size, d)
+        return {"loss": objective_loss(c.objective, parts, c.temperature)}
 
     def evaluate(self) -> float | None:
         from layerwise.evaluation.sts import sts_scores

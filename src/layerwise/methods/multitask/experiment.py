@@ -16,6 +16,7 @@ from layerwise.experiments.store import Part, ResultsStore, model_key
 from layerwise.methods.multitask.config import MultitaskConfig
 from layerwise.methods.multitask.data import load_multitask_data
 from layerwise.methods.multitask.run import ExperimentResult, run_experiment
+from layerwise.training.distributed import run_on_main
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ def run_parts(configs: list[MultitaskConfig], seeds, store: ResultsStore, *, mod
                 result = run_experiment(config, seed, folder, model_name=model, data=data, resume=not overwrite,
                                         overwrite=overwrite)
                 part = Part(PAGE_NAME, name, key, result.to_payload(), runs=[run_record(command)])
-                store.save(part)
+                run_on_main(store.save, part)  # under torchrun every process trained; rank 0 writes
                 logger.info("%s: test overall %.4f", name, result.test.overall)
             results.append(ExperimentResult.from_payload(part.payload))
     return results

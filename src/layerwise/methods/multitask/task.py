@@ -11,6 +11,10 @@ orders them (step s -> one task's batch), with the task's loss:
 ``no_grad`` and no other weight is given to the optimizer, so everything but the SST head stays bit-identical.
 Its dev score is the mean of its tasks' terms of the overall score. :class:`NLIPhase` pre-finetunes the encoder
 on SNLI with one of the objectives of :mod:`layerwise.losses.nli` (no dev score: its last state is kept).
+
+Under DDP (``torchrun``) each process takes its rows of a batch (:func:`layerwise.training.distributed.shard`):
+mean losses are weighted by the process's share (``scale_mean``), the NLI contrastive loss gathers the embeddings
+of every process first, so both equal the one-process loss of the whole batch.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from layerwise.methods.multitask.evaluate import evaluate_split, task_score
 from layerwise.methods.multitask.schedule import BatchPlan
 from layerwise.modules.heads import TransformerClassificationHead
 from layerwise.training import TrainingTask, tensors_sha256
+from layerwise.training.distributed import gather_rows, scale_mean, shard
 
 __all__ = ["NLIPhase", "TaskPhase", "task_loss"]
 
@@ -78,9 +83,9 @@ class TaskPhase(TrainingTask):
 
     def loss(self, step: int, micro: int) -> dict:
         task, idx = self.plan.batch(step)
-        batch = self.data.task(task).train.take(idx)
+        batch = self.data.task(task).train.take(shard(idx))  # this process's rows (all of them in one process)
         if not self.frozen_encoder:
-            return {"loss": task_loss(self.module, task, batch)}
+            return {"loss": scale_mean(task_loss(self.module, task, batch), len(idx))}
         self.module.encoder.eval()
         with torch.no_grad():
             mean, tokens, mask = self.module.encode_texts(batch.sentences)
@@ -89,7 +94,8 @@ class TaskPhase(TrainingTask):
             logits = head(tokens, mask)
         else:
             logits = head(self.module.embed("sst", mean))
-        return {"loss": F.cross_entropy(logits, torch.as_tensor(batch.labels, device=logits.device))}
+        loss = F.cross_entropy(logits, torch.as_tensor(batch.labels, device=logits.device))
+        return {"loss": scale_mean(loss, len(idx))}
 
     def evaluate(self) -> float | None:
         scores = evaluate_split(self.module, self.data, "dev", tasks=self.tasks, batch_size=self.config.batch_size)
@@ -116,16 +122,19 @@ class NLIPhase(TrainingTask):
         return [{"name": "encoder", "params": list(self.module.encoder.parameters()), "lr": self.config.lr}]
 
     def loss(self, step: int, micro: int) -> dict:
-        _, idx = self.plan.batch(step)
-        c = self.config
+        _, batch_idx = self.plan.batch(step)
+        idx, n, c = shard(batch_idx), len(batch_idx), self.config  # this process's rows of the n-row batch
         if c.nli == "regression":
             batch = self.data.nli_pairs.take(idx)
             z = self.module.sentence_embeddings(batch.first + batch.second)
             targets = torch.as_tensor(batch.targets, dtype=z.dtype, device=z.device)
-            return {"loss": nli_loss("regression", list(z.split(len(idx))), targets=targets)}
+            return {"loss": scale_mean(nli_loss("regression", list(z.split(len(idx))), targets=targets), n)}
         rows = [self.data.nli_triplets[i] for i in idx]
         z = self.module.sentence_embeddings([t for col in zip(*rows, strict=True) for t in col])
-        return {"loss": nli_loss(c.nli, list(z.split(len(idx))), temperature=c.temperature, margin=c.margin)}
+        if c.nli == "contrastive":  # in-batch negatives: the views of the whole batch, gathered from every process
+            views = [gather_rows(v, n) for v in z.split(len(idx))]
+            return {"loss": nli_loss(c.nli, views, temperature=c.temperature, margin=c.margin)}
+        return {"loss": scale_mean(nli_loss(c.nli, list(z.split(len(idx))), margin=c.margin), n)}
 
     def fingerprint(self) -> dict:
         return {"model": _model_fingerprint(self.module), "data": self.data.checksums(),

@@ -26,6 +26,7 @@ from layerwise.experiments.store import Part, ResultsStore, model_key
 from layerwise.methods.truncated.analysis import Frontier, Throughput, throughput, zero_training_frontier
 from layerwise.methods.truncated.config import TMFTConfig
 from layerwise.methods.truncated.run import TMFTResult, mlm_sentences, run_tmft, stsb_pairs, wordsim_pairs
+from layerwise.training.distributed import run_on_main
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +82,7 @@ def run_runs(configs: list[TMFTConfig], store: ResultsStore, *, checkpoints, dat
             result = run_tmft(config, data_dir=data_dir, output=checkpoints, show_progress=show_progress)
             payload = {**result.to_dict(), "wall_seconds": time.perf_counter() - t0}
             part = Part(page, name, key, payload, runs=[run_record(command)])
-            store.save(part)
+            run_on_main(store.save, part)  # under torchrun every process trained; rank 0 writes
             logger.info("%s: test Spearman %.2f", name, result.test_spearman)
         results.append(result_from_payload(part.payload))
     return results

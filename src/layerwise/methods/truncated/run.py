@@ -5,6 +5,7 @@ Everything trains through :func:`layerwise.training.train`, so each stage checkp
 folder) and a killed run continues where it stopped (same model, data and settings, or it is refused).
 The MLM stage does not depend on the layer, so its adapted encoder is kept once per model, seed and MLM settings
 (``output/mlm/<model>-seed<k>-<digest>/encoder``) and shared by every depth.
+Under ``torchrun`` every process runs this code and trains; only rank 0 writes the kept model and the MLM encoder.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from layerwise.methods.truncated.model import TruncatedModel
 from layerwise.methods.truncated.tasks import MaskedLMTask, PairRegressionTask, PairSet, pair_spearman
 from layerwise.training import TrainingConfig, seed_everything, steps_per_epoch, train
 from layerwise.training.checkpoint import STATE_JSON
+from layerwise.training.distributed import run_on_main
 
 logger = logging.getLogger(__name__)
 
@@ -142,9 +144,13 @@ def _mlm_encoder(config: TMFTConfig, data_dir, output: Path, show_progress) -> t
     run = train(task, loop, output_dir=root / "train", resume=(root / "train" / "last" / STATE_JSON).is_file(),
                 overwrite=not (root / "train" / "last" / STATE_JSON).is_file(), show_progress=show_progress)
     info["final_loss"] = float(np.mean(run.loss[-10:]))
-    mlm.base_model.save_pretrained(root / "encoder")
-    tok.save_pretrained(root / "encoder")
+    run_on_main(_save_encoder, mlm, tok, root / "encoder")  # rank 0 writes; every process then reads it
     return root / "encoder", info
+
+
+def _save_encoder(mlm, tokenizer, folder: Path) -> None:
+    mlm.base_model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
 
 
 def run_folder(config: TMFTConfig, output: str | Path) -> Path:
@@ -177,7 +183,7 @@ def run_tmft(config: TMFTConfig, *, data_dir=None, output: str | Path = "runs/tm
                               dev=dev_set, description=f"tmft sts L{config.layers}")
     run = _train(task, loop, folder / "sts", show_progress)
     scores = sts_scores(model.encode(list(test.sentences1)), model.encode(list(test.sentences2)), test.scores)
-    saved = model.save(folder / "model", provenance={"config": config.to_dict(), "model": model_key(identity)})
+    saved = run_on_main(model.save, folder / "model", provenance={"config": config.to_dict(), "model": model_key(identity)})
     return TMFTResult(
         config=config.to_dict(), model=model_key(identity), parameters=model.n_parameters(),
         full_parameters=_full_parameters(config.model), dev_spearman=float(run.best_dev),

@@ -8,6 +8,9 @@
   15 % of the tokens are selected, 80 % of those become [MASK], 10 % a random token, 10 % stay
   (``DataCollatorForLanguageModeling``). The masks come from torch's global RNG, which the loop saves.
 Batches are a pure function of (seed, batch number) (:func:`layerwise.training.batch_indices`), so resume is exact.
+Under DDP (``torchrun``) each process takes its rows of the batch (:func:`layerwise.training.distributed.shard`): the
+pair loss, a mean over pairs, is then exactly the one-process loss; the MLM loss is each process's mean over its own
+masked tokens (the masks differ from one process's anyway: each process draws them from its own RNG stream).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import torch
 from layerwise.data.checksum import content_checksum
 from layerwise.methods.truncated.config import MLMConfig
 from layerwise.training import TrainingTask, batch_indices, tensors_sha256
+from layerwise.training.distributed import scale_mean, shard
 
 __all__ = ["MaskedLMTask", "PairSet", "PairRegressionTask"]
 
@@ -69,13 +73,13 @@ class PairRegressionTask(TrainingTask):
 
     def loss(self, step: int, micro: int) -> dict:
         b = step * self.grad_accumulation + micro
-        idx = batch_indices(len(self.train_pairs), self.batch_size, self.seed, b)
-        p = self.train_pairs
+        batch = batch_indices(len(self.train_pairs), self.batch_size, self.seed, b)
+        idx, p = shard(batch), self.train_pairs  # this process's rows (all of them in one process)
         z = self.module([p.texts1[i] for i in idx] + [p.texts2[i] for i in idx])  # one forward for both sides
         u, v = z.split(len(idx))
         cos = torch.nn.functional.cosine_similarity(u, v, dim=-1)
         target = torch.as_tensor(p.targets[idx], dtype=cos.dtype, device=cos.device)
-        return {"loss": torch.nn.functional.mse_loss(cos, target)}
+        return {"loss": scale_mean(torch.nn.functional.mse_loss(cos, target), len(batch))}
 
     def evaluate(self) -> float | None:
         return None if self.dev is None else pair_spearman(self.module, self.dev)
@@ -116,7 +120,7 @@ class MaskedLMTask(TrainingTask):
 
     def loss(self, step: int, micro: int) -> dict:
         b = step * self.grad_accumulation + micro
-        idx = batch_indices(len(self.sentences), self.batch_size, self.seed, b)
+        idx = shard(batch_indices(len(self.sentences), self.batch_size, self.seed, b))  # this process's rows
         enc = self.tokenizer([self.sentences[i] for i in idx], truncation=True, max_length=self.max_length)
         batch = self.collator([{k: enc[k][j] for k in enc} for j in range(len(idx))])
         device = next(self.module.parameters()).device
