@@ -197,3 +197,20 @@ def test_truncated_model_at_depth_zero_equals_hidden_state_zero(tiny_bert):
     want = LayerEncoder(str(tiny_bert), max_length=16, cache_dir=False, show_progress=False).encode(texts).mean[:, 0]
     got = TruncatedModel.from_pretrained(str(tiny_bert), (0,), max_length=16).encode(texts)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_default_plan_runs_the_second_model_last_at_its_own_epochs_and_checks_two_epoch_counts():
+    from layerwise.methods.truncated.pages import page_config
+    from layerwise.methods.truncated.report import epochs_of
+
+    page = page_config()
+    configs = page.configs((0, 6))
+    mpnet = [c for c in configs if c.model == page.mpnet]
+    assert [c.layers for c in mpnet] == [(d,) for d in page.mpnet_depths]
+    assert {c.epochs for c in mpnet} == {page.mpnet_epochs} and configs[-len(mpnet):] == mpnet
+    checks = {(c.layers, c.epochs) for c in configs if c.model == page.minilm and c.epochs != page.epochs}
+    assert checks == {((d,), e) for d in page.check_depths for e in page.check_epochs if e != page.epochs}
+    assert len(configs) == len(set(configs))
+    settings = {"epochs": 3, "mpnet": "all-mpnet-base-v2", "mpnet_epochs": 1}
+    assert epochs_of(settings, "all-mpnet-base-v2") == 1 and epochs_of(settings, "all-MiniLM-L6-v2") == 3
+    assert page_config({"check_epochs": 5}).check_epochs == (5,)

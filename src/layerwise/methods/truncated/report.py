@@ -73,9 +73,17 @@ def groups(page: TMFTPage) -> list[Group]:
     return group_results(page.results)
 
 
+def epochs_of(settings: dict, model: str) -> int:
+    """The main epoch count of ``model``'s runs: ``mpnet_epochs`` for the second model, else ``epochs``."""
+    second = settings.get("mpnet")
+    if second and Path(second).name == Path(model).name and settings.get("mpnet_epochs"):
+        return int(settings["mpnet_epochs"])
+    return int(settings["epochs"])
+
+
 def _curves(page: TMFTPage) -> list[Group]:
-    """Single-layer groups at the page's main epoch count (the per-layer curves)."""
-    return [g for g in groups(page) if len(g.layers) == 1 and g.epochs == page.settings["epochs"]]
+    """Single-layer groups at each model's main epoch count (the per-layer curves)."""
+    return [g for g in groups(page) if len(g.layers) == 1 and g.epochs == epochs_of(page.settings, g.model)]
 
 
 def _find(gs: list[Group], model: str, pre: str, layers: tuple[int, ...], epochs: int) -> Group | None:
@@ -108,7 +116,7 @@ def _layer_table(page: TMFTPage, model: str, depths: list[int]) -> list[str]:
     lines = [f"### {model}", "", "| depth | parameters | " + " | ".join(LABELS[p] for p in pres)
              + " | untrained, state l alone | frontier (no training) |", "|---|---|" + "---|" * (len(pres) + 2)]
     for d in depths:
-        gs = [_find(curves, model, p, (d,), page.settings["epochs"]) for p in pres]
+        gs = [_find(curves, model, p, (d,), epochs_of(page.settings, model)) for p in pres]
         params = next((g.parameters for g in gs if g), fr.row(d).parameters if fr else None)
         cells = [g.cell() if g else "not run yet" for g in gs]
         fcells = [f"{fr.row(d).single_test_spearman:.2f}", f"{fr.row(d).test_spearman:.2f} ({','.join(map(str, fr.row(d).layers))})"] \
@@ -140,7 +148,7 @@ def _frontier_table(page: TMFTPage) -> list[str]:
     curves = _curves(page)
     for model, fr in page.frontiers.items():
         for r in fr.rows:
-            g = _find(curves, model, "none", (r.depth,), page.settings["epochs"])
+            g = _find(curves, model, "none", (r.depth,), epochs_of(page.settings, model))
             tm = g.mean_std()[0] if g else None
             gain = tm - r.single_test_spearman if tm is not None else None
             share = f"{(r.test_spearman - r.single_test_spearman) / gain:.0%}" if gain and gain > 0 else "n/a"
@@ -173,22 +181,21 @@ def _lc_lines(page: TMFTPage) -> list[str]:
 
 def _epoch_check(page: TMFTPage) -> list[str]:
     s, model = page.settings, _models(page)[0][0]
-    if s["check_epochs"] == s["epochs"]:
+    counts = [s["epochs"], *[e for e in s["check_epochs"] if e != s["epochs"]]]
+    if len(counts) == 1:
         return [f"Every run used {s['epochs']} epochs; no check needed.", ""]
-    lines = [f"| depth | {s['epochs']} epochs | {s['check_epochs']} epochs |", "|---|---|---|"]
-    pairs = []
+    lines = ["| depth | " + " | ".join(f"{e} epoch{'s' * (e != 1)}" for e in counts) + " |", "|---|" + "---|" * len(counts)]
+    found = {}
     for d in s["check_depths"]:
-        a = _find(groups(page), model, "none", (d,), s["epochs"])
-        b = _find(groups(page), model, "none", (d,), s["check_epochs"])
-        lines.append(f"| {d} | {a.cell() if a else 'not run yet'} | {b.cell() if b else 'not run yet'} |")
-        if a and b:
-            pairs.append((d, a.mean_std()[0], b.mean_std()[0]))
-    if len(pairs) >= 2:
-        short = [d for d, _, _ in sorted(pairs, key=lambda p: -p[1])]
-        long = [d for d, _, _ in sorted(pairs, key=lambda p: -p[2])]
-        verdict = "the same" if short == long else "different"
-        lines += ["", f"Ranking of depths by test Spearman: {short} at {s['epochs']} epochs, {long} at "
-                  f"{s['check_epochs']}: {verdict}."]
+        gs = [_find(groups(page), model, "none", (d,), e) for e in counts]
+        lines.append(f"| {d} | " + " | ".join(g.cell() if g else "not run yet" for g in gs) + " |")
+        found[d] = gs
+    done = [d for d, gs in found.items() if all(gs)]
+    if len(done) >= 2:
+        ranks = {e: [d for d in sorted(done, key=lambda d: -found[d][i].mean_std()[0])] for i, e in enumerate(counts)}
+        same = len({tuple(r) for r in ranks.values()}) == 1
+        lines += ["", "Ranking of depths by test Spearman: " + ", ".join(f"{r} at {e} epochs" for e, r in ranks.items())
+                  + f": {'the same' if same else 'DIFFERENT'}."]
     return lines + [""]
 
 
@@ -257,7 +264,10 @@ def render_markdown(page: TMFTPage) -> str:
              "TMFT (Rep, Dukić, Šnajder, Findings of EMNLP 2024) cuts the encoder at hidden state l (0 = embedding "
              "output) and fine-tunes it on STS-B train with mean pooling; the checkpoint with the best STS-B dev "
              "Spearman is kept. Scores: STS-B test Spearman x100, mean ± sample std over seeds (number of seeds).",
-             "", f"Epochs: {s['epochs']} (the paper: 10; the epoch check below compares {s['check_epochs']} epochs on "
+             "", f"Epochs: {s['epochs']} for {Path(s['minilm']).name}"
+             + (f", {s['mpnet_epochs']} for {Path(s['mpnet']).name} (its runs cost about 4x per layer on CPU)"
+                if s["mpnet"] else "")
+             + f" (the paper: 10; the epoch check below compares {[s['epochs'], *s['check_epochs']]} epochs on "
              f"depths {list(s['check_depths'])}). Per-run settings overridden: {dict(s['overrides']) or 'none'}.", "",
              "## Test Spearman per depth", ""]
     for model, depths in _models(page):
