@@ -24,8 +24,8 @@ from pathlib import Path
 
 import torch
 
-from _bench import REPO, write_outputs
-from layerwise.reports import command_line, environment, git_state, run_section
+from _bench import REPO, finish, start_environment
+from layerwise.reports import run_section
 
 DEFAULT_OUTPUT = REPO / "docs" / "results" / "ddp.md"
 
@@ -83,17 +83,10 @@ def main(argv=None) -> int:
     ap.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
     args = ap.parse_args(argv)
     t_start = time.perf_counter()
-    env = environment(command_line())
-    env["machine"]["torch_threads"] = torch.get_num_threads()
-    env["machine"]["load_average_start"] = list(os.getloadavg())
-    env["git"] = git_state(REPO)
+    env = start_environment()
     with tempfile.TemporaryDirectory() as tmp:
         runs = [_run(args, Path(tmp) / f"p{n}", n) for n in (1, 2)]
-    result = {"environment": env, "parameters": {k: (str(v) if isinstance(v, Path) else v)
-                                                 for k, v in vars(args).items() if k != "output"},
-              "runs": runs, "total_seconds": time.perf_counter() - t_start}
-    write_outputs(result, args.output, render)
-    return 0
+    return finish(args, env, t_start, render, runs=runs)
 
 
 if __name__ == "__main__":

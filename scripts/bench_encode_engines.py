@@ -21,14 +21,13 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
 
-from _bench import REPO, write_outputs
+from _bench import REPO, finish, start_environment
 from bench_encode import stsb_sentences
 from layerwise.encode import EmbedderConfig, RayEncodeConfig, encode_corpus, encode_corpus_ray, load_embeddings
 from layerwise.encode.embedders import PoolingSpec
 from layerwise.encode.readers import CorpusSource
-from layerwise.reports import command_line, environment, git_state, run_section
+from layerwise.reports import run_section
 
 DEFAULT_OUTPUT = REPO / "docs" / "results" / "encode-engines.md"
 
@@ -96,10 +95,7 @@ def main(argv=None) -> int:
     ap.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
     args = ap.parse_args(argv)
     t_start = time.perf_counter()
-    env = environment(command_line())
-    env["machine"]["torch_threads"] = torch.get_num_threads()
-    env["machine"]["load_average_start"] = list(os.getloadavg())
-    env["git"] = git_state(REPO)
+    env = start_environment()
     sentences = stsb_sentences(args.n_sentences)
     embedder = EmbedderConfig(model=args.model, pooling=PoolingSpec("mean", tuple(map(int, args.layers.split(",")))),
                               max_length=args.max_length, batch_size=args.batch_size, cache_dir=False)
@@ -116,11 +112,7 @@ def main(argv=None) -> int:
             _, vectors = load_embeddings(r.pop("output"))
             r["max_abs_difference"] = float(np.abs(vectors - reference).max())
             print(f"{r['engine']}: {r['seconds']:.1f} s, max abs difference {r['max_abs_difference']:.1e}")
-    result = {"environment": env, "parameters": {k: (str(v) if isinstance(v, Path) else v)
-                                                 for k, v in vars(args).items() if k != "output"},
-              "n_sentences": len(sentences), "runs": runs, "total_seconds": time.perf_counter() - t_start}
-    write_outputs(result, args.output, render)
-    return 0
+    return finish(args, env, t_start, render, n_sentences=len(sentences), runs=runs)
 
 
 if __name__ == "__main__":
