@@ -59,21 +59,68 @@ def _settings_line(config: dict) -> str:
     return ", ".join(f"{k} {config[k]}" for k in keys)
 
 
+def _score_table(page: MultitaskPage, split: str) -> list[str]:
+    lines = ["| experiment | seeds | " + " | ".join(HEADERS[s] for s in SCORES) + " | training time (min, per run) |",
+             "|---|---|" + "---|" * (len(SCORES) + 1)]
+    for name in page.experiments():
+        runs = page.of(name)
+        cells = [_cell([getattr(r, split).to_dict()[s] for r in runs]) for s in SCORES]
+        minutes = _mean_std([r.seconds / 60 for r in runs])[0]
+        lines.append(f"| {name} | {len(runs)} | " + " | ".join(cells) + f" | {minutes:.1f} |")
+    return lines
+
+
+def _findings(page: MultitaskPage) -> list[str]:
+    from layerwise.methods.multitask.findings import judge
+
+    runs = {name: page.of(name) for name in page.experiments()}
+    verdicts = judge(runs)
+    if not verdicts:
+        return ["No pair of experiments to compare is stored yet.", ""]
+    noise = verdicts[0].noise
+    lines = ["Test scores (checkpoint chosen on dev), mean over seeds; difference = experiment - the run it changes. "
+             + ("Seed spread of each score: the largest sample std over seeds among the experiments run with several "
+                "seeds (" + ", ".join(f"{HEADERS[k]} {v:.3f}" for k, v in noise.items()) + "); a claim whose every "
+                "targeted difference is no larger than its score's spread is \"within the seed spread\"."
+                if noise is not None else "Only one seed per experiment is stored: the differences are single runs."),
+             "", "| idea | experiment vs reference | seeds | targeted scores: difference | overall: difference | "
+             "verdict |", "|---|---|---|---|---|---|"]
+    for v in verdicts:
+        c = v.claim
+        target = ", ".join(f"{HEADERS[s]} {v.differences[s]:+.3f}" for s in c.scores)
+        lines.append(f"| {c.idea} | {c.experiment} vs {c.reference} | {v.seeds[0]} vs {v.seeds[1]} | {target} | "
+                     f"{v.differences['overall']:+.3f} | {v.word} |")
+    best = max(page.experiments(), key=lambda n: _mean_std([r.dev.overall for r in page.of(n)])[0])
+    lines += ["", f"Best experiment by dev overall here: **{best}** (the report's best: NLI_TRIPLET)."]
+    return lines + [""]
+
+
+def _layer_lines(page: MultitaskPage) -> list[str]:
+    from layerwise.methods.multitask.findings import layer_centres
+
+    lines = ["", "## Learned layer weights (+MIX rows)", "", "![per-task layer weights](multitask-layers.png)", "",
+             "Where each task reads from: the weighted mean hidden-state index of its softmax weights (0 = embedding "
+             "output), mean over seeds.", "", "| experiment | SST | PARA | STS |", "|---|---|---|---|"]
+    for name in page.experiments():
+        mine = [r for r in page.of(name) if r.layer_weights]
+        if mine:
+            centres = [layer_centres(r.layer_weights) for r in mine]
+            cells = [f"{np.mean([c[t] for c in centres]):.2f}" if t in centres[0] else "" for t in ("sst", "para", "sts")]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def render_markdown(page: MultitaskPage) -> str:
     lines = [f"# {page.title}", "", f"Model: `{page.model}`. Scores as fractions; overall = "
              "(SST acc + PARA acc + (STS Pearson + 1) / 2) / 3. Mean over seeds (± sample std when several).", ""]
     if page.results:
         lines += [f"Settings of the first run: {_settings_line(page.results[0].config)}.", ""]
-    lines += ["## Test (checkpoint chosen on dev)", "",
-              "| experiment | seeds | dev overall | " + " | ".join(HEADERS[s] for s in SCORES) + " |",
-              "|---|---|---|" + "---|" * len(SCORES)]
-    for name in page.experiments():
-        runs = page.of(name)
-        cells = [_cell([r.test.to_dict()[s] for r in runs]) for s in SCORES]
-        lines.append(f"| {name} | {len(runs)} | {_cell([r.dev.overall for r in runs])} | " + " | ".join(cells) + " |")
+    lines += ["## Test (checkpoint chosen on dev)", "", *_score_table(page, "test"), "",
+              "## Dev (the selection split)", "", *_score_table(page, "dev"), "",
+              "## Which of the report's findings hold here", "", *_findings(page)]
     subsets = [r for r in page.results if r.subsets]
     if subsets:
-        lines += ["", "## Layer subsets chosen on the frozen encoder (+SUBSET rows)", "",
+        lines += ["## Layer subsets chosen on the frozen encoder (+SUBSET rows)", "",
                   "| experiment | seed | SST | PARA | STS |", "|---|---|---|---|---|"]
         for r in subsets:
             cells = [",".join(map(str, r.subsets[t]["layers"])) for t in ("sst", "para", "sts")]
@@ -81,10 +128,14 @@ def render_markdown(page: MultitaskPage) -> str:
         lines += ["", "Hidden state 0 is the embedding output, L the last layer. STS: exact subset search on STS-B "
                   "train; SST and PARA: ridge screen on an 80/20 split of their training data."]
     if any(r.layer_weights for r in page.results):
-        lines += ["", "## Learned layer weights (+MIX rows)", "", "![per-task layer weights](multitask-layers.png)"]
+        lines += _layer_lines(page)
     lines += ["", "## Data", "", *[f"- {n}" for n in DATA_NOTES],
               "- The report (Lee, CS224N) reached dev overall 0.784 with NLI_TRIPLET vs 0.596 for BASELINE on its "
               "own data; the numbers above are not comparable with those."]
+    if page.results:
+        total = sum(r.seconds for r in page.results)
+        lines += ["", "## Time", "", f"- {len(page.results)} runs, {total / 3600:.2f} h of training and evaluation in "
+                  "all (sum of the runs' wall-clock time; the device is in the provenance below)."]
     if page.missing:
         lines += ["", "## Not run yet", "", *[f"- {m}" for m in page.missing]]
     if page.provenance:

@@ -1,0 +1,50 @@
+"""The multi-task page's verdicts on the report's findings, from hand-made scores."""
+
+from __future__ import annotations
+
+import pytest
+
+from layerwise.methods.multitask.evaluate import TaskScores
+from layerwise.methods.multitask.findings import CLAIMS, judge, layer_centres, noise_level
+from layerwise.methods.multitask.report import MultitaskPage, render_markdown
+from layerwise.methods.multitask.run import ExperimentResult
+
+
+def _run(name, seed, sst, para, sts, weights=None):
+    scores = TaskScores(sst, para, sts, sts)
+    return ExperimentResult(config={"name": name, "epochs": 1, "batch_size": 32, "lr": 2e-5, "mix_lr": 1e-3,
+                                    "dropout": 0.1, "schedule": "task_by_task", "max_length": 128, "limit": None,
+                                    "eval_limit": None},
+                            seed=seed, model="m", dev=scores, test=scores, phases=[], layer_weights=weights or {},
+                            seconds=120.0)
+
+
+def test_verdicts_follow_the_signs_and_the_seed_spread():
+    runs = {"BASELINE": [_run("BASELINE", 0, 0.50, 0.70, 0.80), _run("BASELINE", 1, 0.52, 0.70, 0.80)],
+            "SHARED": [_run("SHARED", 0, 0.50, 0.75, 0.85)],  # PARA and STS both up by more than the spread
+            "FREEZE_SST": [_run("FREEZE_SST", 0, 0.40, 0.70, 0.80)],  # SST down
+            "SST_TO_STS": [_run("SST_TO_STS", 0, 0.515, 0.70, 0.80)]}  # SST +0.005 < its spread 0.014
+    noise = noise_level(runs)
+    assert noise["sst_acc"] == pytest.approx(0.02 / 2 ** 0.5) and noise["para_acc"] == 0.0
+    verdicts = {v.claim.experiment: v for v in judge(runs)}
+    assert set(verdicts) == {"SHARED", "FREEZE_SST", "SST_TO_STS"}  # the others lack one side
+    assert verdicts["SHARED"].word == "holds"
+    assert verdicts["SHARED"].differences["para_acc"] == pytest.approx(0.75 - 0.70)
+    assert verdicts["FREEZE_SST"].word == "does not hold"
+    assert verdicts["FREEZE_SST"].differences["sst_acc"] == pytest.approx(0.40 - 0.51)
+    assert verdicts["SST_TO_STS"].word == "within the seed spread"
+    assert verdicts["SHARED"].seeds == (1, 2)
+    mixed = judge({"BASELINE": runs["BASELINE"][:1], "SHARED": [_run("SHARED", 0, 0.5, 0.75, 0.70)]})
+    assert mixed[0].word == "mixed" and mixed[0].noise is None  # one seed each: no spread measured
+
+
+def test_layer_centres_and_the_rendered_page():
+    w = {"sst": [0.0, 0.0, 1.0], "sts": [0.5, 0.5, 0.0]}
+    assert layer_centres(w) == {"sst": pytest.approx(2.0), "sts": pytest.approx(0.5)}
+    results = [_run("BASELINE", 0, 0.5, 0.7, 0.8), _run("BASELINE+MIX", 0, 0.55, 0.7, 0.82, weights=w)]
+    md = render_markdown(MultitaskPage("t", "m", results))
+    assert "## Dev (the selection split)" in md and "## Which of the report's findings hold here" in md
+    assert "| BASELINE+MIX | 2.00 |  | 0.50 |" in md
+    assert "Best experiment by dev overall here: **BASELINE+MIX**" in md
+    assert "2 runs, 0.07 h" in md
+    assert all(c.experiment != c.reference for c in CLAIMS)
