@@ -78,3 +78,29 @@ def test_cli_multitask_writes_results_and_resumes(tiny_bert, tmp_path, capsys):
     assert capsys.readouterr().out.splitlines()[:3] == first.splitlines()[:3]
     assert main(["multitask", "--model", str(tiny_bert)]) == 2
     assert "name at least one experiment" in capsys.readouterr().err
+
+
+def test_page_runs_more_seeds_for_the_best_experiment_once_every_first_seed_is_stored(tiny_bert, tmp_path):
+    from layerwise.methods.multitask.pages import best_experiment, page_config
+
+    data = write_multitask(tmp_path / "data", n=20)
+    store = ResultsStore(tmp_path / "state")
+    options = {"experiments": ["BASELINE", "STS_PARA_HEAD_MOD"], "seeds": [0], "more_seeds": [1],
+               "more_seeds_for": ["best"], "model": str(tiny_bert), "overrides": TINY,
+               "checkpoints": str(tmp_path / "runs")}
+    ctx = PageContext(store=store, output=tmp_path / "out", data_dir=str(data), options=options)
+    get_page("multitask").run(ctx)
+    parts = {p.name: p for p in store.parts("multitask")}
+    dev = {n: parts[f"{n}-seed0"].payload["dev"]["overall"] for n in options["experiments"]}
+    best = max(dev, key=dev.get)
+    assert sorted(parts) == sorted([f"{n}-seed0" for n in dev] + [f"{best}-seed1"])
+    from layerwise.methods.multitask.run import ExperimentResult
+
+    results = [ExperimentResult.from_payload(p.payload) for p in parts.values()]
+    assert best_experiment(page_config(options), results) == best
+    assert best_experiment(page_config(options), results[:1]) is None  # not every first seed: unknown
+    get_page("multitask").render(ctx)
+    md = (tmp_path / "out" / "multitask.md").read_text()
+    assert f"Best experiment by dev overall here: **{best}**" in md and "## Not run yet" not in md
+    with pytest.raises(ValueError, match="not among the page's experiments"):
+        page_config({**options, "more_seeds_for": ["SHARED"]})

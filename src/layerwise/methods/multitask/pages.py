@@ -22,6 +22,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["PAGE", "PageConfig", "page_config", "render", "run"]
 
 NAME = PAGE_NAME
+BEST = "best"  # in PageConfig.more_seeds_for: the experiment with the best dev overall score
 TITLE = "Multi-task fine-tuning: SST, Quora paraphrase and STS heads on one encoder, with a layer mix per task"
 
 
@@ -29,13 +30,22 @@ TITLE = "Multi-task fine-tuning: SST, Quora paraphrase and STS heads on one enco
 class PageConfig:
     experiments: tuple[str, ...] = (*EXPERIMENTS, "BASELINE+MIX", "STS_PARA_HEAD_MOD+MIX", "NLI_TRIPLET+MIX",
                                     "BASELINE+SUBSET", "STS_PARA_HEAD_MOD+SUBSET")  # the nine, then layer-wise rows
-    seeds: tuple[int, ...] = (0,)
+    seeds: tuple[int, ...] = (0,)  # every experiment
+    more_seeds: tuple[int, ...] = (1,)  # also for the experiments in more_seeds_for
+    more_seeds_for: tuple[str, ...] = ("BASELINE", "BASELINE+MIX", BEST)  # BEST: the best dev overall at `seeds`
     model: str = DEFAULT_MODEL
-    overrides: tuple[tuple[str, object], ...] = ()  # MultitaskConfig fields for every experiment (the report's: none)
+    # MultitaskConfig fields for every experiment. The report: 10 epochs over all the training data; a CPU budget
+    # here (2 cores, no GPU lent): 1 epoch over a seeded sample of at most 4,000 training examples per task.
+    overrides: tuple[tuple[str, object], ...] = (("epochs", 1), ("limit", 4000))
     checkpoints: str = "runs/multitask"  # trained model folders (large; not in the repo, not keyed)
 
     def configs(self) -> list[MultitaskConfig]:
         return [get_experiment(name, **dict(self.overrides)) for name in self.experiments]
+
+    def extra(self, best: str | None) -> list[MultitaskConfig]:
+        """The experiments run with ``more_seeds`` too (``BEST`` resolved to ``best``; left out while unknown)."""
+        names = [best if n == BEST else n for n in self.more_seeds_for]
+        return [get_experiment(n, **dict(self.overrides)) for n in dict.fromkeys(names) if n in self.experiments]
 
 
 def page_config(options: dict | None = None) -> PageConfig:
@@ -45,7 +55,7 @@ def page_config(options: dict | None = None) -> PageConfig:
     bad = sorted(set(options) - known)
     if bad:
         raise ValueError(f"unknown multitask page options {bad}; valid: {', '.join(sorted(known))}")
-    over = dict(options.get("overrides", {}))
+    over = {**dict(PageConfig.overrides), **dict(options.get("overrides", {}))}
     valid = {f.name for f in fields(MultitaskConfig)} - {"name"}
     if set(over) - valid:
         raise ValueError(f"unknown MultitaskConfig overrides {sorted(set(over) - valid)}; valid: {sorted(valid)}")
@@ -53,16 +63,34 @@ def page_config(options: dict | None = None) -> PageConfig:
     options = {k: tuple(v) if isinstance(v, list) else v for k, v in options.items()}
     page = PageConfig(**options)
     page.configs()  # unknown experiment names fail here, before any work
+    stray = [n for n in page.more_seeds_for if n != BEST and n not in page.experiments]
+    if stray and "more_seeds_for" in options:  # the default list is cut to the page's experiments (extra())
+        raise ValueError(f"more_seeds_for names {stray}, which are not among the page's experiments; valid: "
+                         f"{', '.join(page.experiments)} or {BEST!r}")
     return page
 
 
+def best_experiment(page: PageConfig, results) -> str | None:
+    """The experiment with the best mean dev overall score over ``page.seeds`` (None until every one is stored)."""
+    import numpy as np
+
+    done = {n: [r.dev.overall for r in results if r.config["name"] == n] for n in page.experiments}
+    if any(len(v) < len(page.seeds) for v in done.values()):
+        return None
+    return max(page.experiments, key=lambda n: float(np.mean(done[n])))
+
+
 def run(ctx: PageContext) -> None:
-    """Train and score every (experiment, seed) the store lacks; each part is saved as soon as it is done."""
+    """Train and score every (experiment, seed) the store lacks, then the extra seeds (the best experiment's once
+    every experiment has its first seeds); each part is saved as soon as it is done."""
     from layerwise.methods.multitask.experiment import run_parts
 
     page = page_config(ctx.options)
-    run_parts(page.configs(), page.seeds, ctx.store, model=page.model, checkpoints=page.checkpoints,
-              data_dir=ctx.data_dir, command=ctx.command)
+    common = dict(model=page.model, checkpoints=page.checkpoints, data_dir=ctx.data_dir, command=ctx.command)
+    results = run_parts(page.configs(), page.seeds, ctx.store, **common)
+    more = [s for s in page.more_seeds if s not in page.seeds]
+    if more:
+        run_parts(page.extra(best_experiment(page, results)), more, ctx.store, **common)
 
 
 def load_page(ctx: PageContext):
@@ -71,6 +99,14 @@ def load_page(ctx: PageContext):
 
     page = page_config(ctx.options)
     results, used, missing = stored_results(ctx.store, list(page.experiments), page.seeds)
+    more = [s for s in page.more_seeds if s not in page.seeds]
+    best = best_experiment(page, results)
+    if more:
+        extra = stored_results(ctx.store, [c.name for c in page.extra(best)], more)
+        results, used, missing = results + extra[0], used + extra[1], missing + extra[2]
+        if best is None and BEST in page.more_seeds_for:
+            missing.append(f"seeds {more} of the best experiment (chosen once every experiment has seeds {page.seeds})")
+    results.sort(key=lambda r: (list(page.experiments).index(r.config["name"]), r.seed))
     model = results[0].model if results else page.model
     return MultitaskPage(TITLE, model, results, provenance_lines(used), missing)
 
@@ -94,7 +130,8 @@ PAGE = register(ResultsPage(
     title=TITLE,
     models=(PageConfig.model,),
     data=("sst5", "quora", "stsb", "snli_devtest"),
-    grid={"experiments": PageConfig.experiments, "seeds": PageConfig.seeds},
+    grid={"experiments": PageConfig.experiments, "seeds": PageConfig.seeds, "more_seeds": PageConfig.more_seeds,
+          "more_seeds_for": PageConfig.more_seeds_for, "overrides": dict(PageConfig.overrides)},
     settings={"config": MultitaskConfig().to_dict(), "checkpoint": "best dev overall score, evaluated every epoch"},
     run=run,
     render=render,
