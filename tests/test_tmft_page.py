@@ -111,6 +111,8 @@ def test_page_runs_resumes_and_renders(tiny_bert, data_dir, tmp_path, monkeypatc
     key = parts[f"run-{name}-ws-L2-seed0-ep1"].key
     assert key["config"]["epochs"] == 1 and key["model"]["weights_sha256"] and set(key["data"]) == {"stsb", "wordsim"}
     assert all(p.payload["wall_seconds"] > 0 for p in parts.values())
+    assert all(p.payload["cpu_seconds"] > 0 and len(p.payload["load_average_at_end"]) == 3
+               for name, p in parts.items() if name.startswith("run-"))
     monkeypatch.setattr(experiment, "run_tmft", lambda *a, **k: (_ for _ in ()).throw(AssertionError("recomputed")))
     monkeypatch.setattr(experiment, "throughput", lambda *a, **k: (_ for _ in ()).throw(AssertionError("timed")))
     page.run(ctx)  # everything stored: nothing trains or times again
@@ -124,6 +126,7 @@ def test_page_runs_resumes_and_renders(tiny_bert, data_dir, tmp_path, monkeypatc
     line = next(s for s in md.splitlines() if s.startswith("| 2 |"))
     assert f"{np.mean(tests):.2f} ± {np.std(tests, ddof=1):.2f} (2)" in line
     assert "## Not run yet" not in md and "ELECTRA" in md and "Ranking of depths" in md
+    assert "| run | wall (min) | CPU/wall |" in md and "not recorded" not in md
     changed = _options(tiny_bert, tmp_path, minilm_depths=[0, 1, 2])  # a depth not run: listed, not invented
     page.render(PageContext(store=store, output=out, data_dir=str(data_dir), options=changed))
     md = (out / "tmft.md").read_text()

@@ -17,6 +17,7 @@ Each payload records the wall seconds its part took (``wall_seconds``), which th
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -78,9 +79,13 @@ def run_runs(configs: list[TMFTConfig], store: ResultsStore, *, checkpoints, dat
         name = run_part_name(config)
         part = store.load(page, name, key)
         if part is None:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             result = run_tmft(config, data_dir=data_dir, output=checkpoints, show_progress=show_progress)
-            payload = {**result.to_dict(), "wall_seconds": time.perf_counter() - t0}
+            # CPU seconds of this process (every thread) against wall seconds: about the thread count when the run
+            # had the cores to itself, less when other jobs shared them
+            payload = {**result.to_dict(), "wall_seconds": time.perf_counter() - t0,
+                       "cpu_seconds": time.process_time() - c0,
+                       "load_average_at_end": [round(x, 2) for x in os.getloadavg()]}
             part = Part(page, name, key, payload, runs=[run_record(command)])
             run_on_main(store.save, part)  # under torchrun every process trained; rank 0 writes
             logger.info("%s: test Spearman %.2f", name, result.test_spearman)

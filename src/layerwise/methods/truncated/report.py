@@ -31,6 +31,7 @@ class TMFTPage:
     provenance: list[str] = field(default_factory=list)
     wall_seconds: dict[str, float] = field(default_factory=dict)  # part name -> wall seconds it took
     speed_load: dict[str, list | None] = field(default_factory=dict)  # model -> load average when timed (1, 5, 15 min)
+    run_loads: dict[str, tuple] = field(default_factory=dict)  # part name -> (load at start, at end, CPU seconds)
 
 
 @dataclass(frozen=True)
@@ -255,6 +256,17 @@ def _time_lines(page: TMFTPage) -> list[str]:
                          "rate (10-epoch runs take longer)")
         elif todo:
             lines.append(f"- {model}: {len(todo)} TMFT run(s) not run yet; no timing stored yet to estimate them")
+    if page.run_loads:
+        lines += ["", "Time of each run. *CPU/wall*: the run's CPU seconds (all its threads) over its wall seconds, "
+                  "about the thread count when it had the cores to itself and lower when other jobs shared them "
+                  "(then its wall time is longer than its own cost); the 1-minute load average at its start and end "
+                  "(2 CPUs). Runs before this column was added have no record.", "",
+                  "| run | wall (min) | CPU/wall | load at start | load at end |", "|---|---|---|---|---|"]
+        fmt = lambda x: "not recorded" if x is None else f"{x:.1f}"  # noqa: E731
+        for name, (start, end, cpu) in page.run_loads.items():
+            wall = page.wall_seconds.get(name, 0.0)
+            ratio = cpu / wall if cpu is not None and wall > 0 else None
+            lines.append(f"| {name} | {wall / 60:.1f} | {fmt(ratio)} | {fmt(start)} | {fmt(end)} |")
     return lines
 
 
