@@ -114,7 +114,14 @@ def render_markdown(page: MultitaskPage) -> str:
     lines = [f"# {page.title}", "", f"Model: `{page.model}`. Scores as fractions; overall = "
              "(SST acc + PARA acc + (STS Pearson + 1) / 2) / 3. Mean over seeds (± sample std when several).", ""]
     if page.results:
-        lines += [f"Settings of the first run: {_settings_line(page.results[0].config)}.", ""]
+        c = page.results[0].config
+        lines += [f"Settings of the first run: {_settings_line(c)}.", ""]
+        if c["epochs"] != 10 or c["limit"] is not None:
+            lines += [f"**Smaller than the report's training:** {c['epochs']} epoch(s) over "
+                      + ("all" if c["limit"] is None else f"a seeded sample of at most {c['limit']:,}")
+                      + " training examples per task (NLI pre-finetuning included), against the report's 10 epochs "
+                      "over all of them: a CPU budget (2 cores, no GPU lent). Differences that need longer training "
+                      "to appear may not show here.", ""]
     lines += ["## Test (checkpoint chosen on dev)", "", *_score_table(page, "test"), "",
               "## Dev (the selection split)", "", *_score_table(page, "dev"), "",
               "## Which of the report's findings hold here", "", *_findings(page)]
