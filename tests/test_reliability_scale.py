@@ -1,0 +1,82 @@
+"""Bad input to the production commands (export, encode on Ray, training under torchrun), as a user gives it: a
+one-line error or a refusal before any model loads or any engine starts, and nothing of the user's touched.
+Each test asserts the behaviour, then records it (``case`` fixture) for docs/reliability.md."""
+
+from __future__ import annotations
+
+import pytest
+
+RELIABILITY_GROUP = "Export and scale-out"
+
+
+@pytest.fixture()
+def corpus(env):
+    path = env / "corpus.txt"
+    path.write_text("a first text\nanother one\n", encoding="utf-8")
+    return path
+
+
+def _no_model_load(monkeypatch):
+    from layerwise.encoders import layer_encoder
+
+    def boom(*a, **k):
+        raise AssertionError("a model was loaded before the arguments were checked")
+
+    monkeypatch.setattr(layer_encoder, "_load", boom)
+
+
+@pytest.mark.reliability("Export and scale-out")
+def test_ray_output_named_like_a_file_is_refused(tiny_bert, corpus, env, case, capsys, monkeypatch):
+    _no_model_load(monkeypatch)
+    case.cli_error(["encode", corpus, env / "vectors.npy", "--engine", "ray", "--model", tiny_bert, "-q"], capsys,
+                   what="encode --engine ray into OUTPUT.npy (Ray writes a folder of shards)",
+                   match=("vectors.npy", "folder"))
+
+
+@pytest.mark.reliability("Export and scale-out")
+def test_ray_never_replaces_a_folder_it_did_not_write(tiny_bert, corpus, env, case, capsys, monkeypatch):
+    _no_model_load(monkeypatch)
+    mine = env / "my-data"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me", encoding="utf-8")
+    case.cli_error(["encode", corpus, mine, "--engine", "ray", "--model", tiny_bert, "--overwrite", "-q"], capsys,
+                   what="encode --engine ray --overwrite into a non-empty folder layerwise did not write",
+                   match=("did not write", "never replaced"), outcome="refusal")
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"] and (mine / "notes.txt").read_text() == "keep me"
+
+
+@pytest.mark.reliability("Export and scale-out")
+def test_ray_options_without_the_ray_engine(tiny_bert, corpus, env, case, capsys, monkeypatch):
+    _no_model_load(monkeypatch)
+    case.cli_error(["encode", corpus, env / "v.npy", "--model", tiny_bert, "--actors", "4", "-q"], capsys,
+                   what="encode --actors 4 with the local engine", match=("--actors", "--engine ray"))
+
+
+@pytest.mark.reliability("Export and scale-out")
+def test_a_command_that_does_not_train_refuses_torchrun(tiny_bert, env, case, capsys, monkeypatch):
+    _no_model_load(monkeypatch)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
+    case.cli_error(["search", "--model", tiny_bert, "--output", env / "o", "-q"], capsys,
+                   what="search started under torchrun with 2 processes (only train, tmft, multitask run as DDP)",
+                   match=("does not train", "without torchrun"))
+
+
+@pytest.mark.reliability("Export and scale-out")
+def test_export_from_a_file_that_is_not_a_search_result(tiny_bert, env, case, capsys):
+    bad = env / "results.json"
+    bad.write_text("{not json", encoding="utf-8")
+    case.cli_error(["export", tiny_bert, env / "out", "--from", bad], capsys,
+                   what="export --from a file that is not JSON", match=("--from", "layerwise search"))
+    assert not (env / "out").exists()
+
+
+@pytest.mark.reliability("Export and scale-out")
+def test_export_never_replaces_a_folder_it_did_not_write(tiny_bert, env, case, capsys):
+    mine = env / "my-model"
+    mine.mkdir()
+    (mine / "weights.bin").write_bytes(b"mine")
+    case.cli_error(["export", tiny_bert, mine, "--layers", "0,2", "--overwrite"], capsys,
+                   what="export --overwrite into a folder that holds no earlier export", match=(str(mine),),
+                   outcome="refusal")
+    assert [p.name for p in mine.iterdir()] == ["weights.bin"]
