@@ -80,3 +80,26 @@ def test_export_never_replaces_a_folder_it_did_not_write(tiny_bert, env, case, c
                    what="export --overwrite into a folder that holds no earlier export", match=(str(mine),),
                    outcome="refusal")
     assert [p.name for p in mine.iterdir()] == ["weights.bin"]
+
+
+@pytest.mark.reliability("Export and scale-out")
+@pytest.mark.parametrize("command", ["tmft", "multitask"])
+def test_training_on_a_gpu_that_is_not_there(command, tiny_bert, env, case, capsys, monkeypatch):
+    import torch
+
+    _no_model_load(monkeypatch)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    case.cli_error([command, "--model", tiny_bert, "--device", "cuda", "--output", env / "o", "-q"], capsys,
+                   what=f"{command} --device cuda on a machine without a GPU", match=("--device cuda", "--device cpu"))
+
+
+def test_local_device_gives_each_torchrun_process_its_gpu(monkeypatch):
+    import torch
+
+    from layerwise.training.distributed import local_device
+
+    assert local_device(None) == torch.device("cpu") and local_device("cpu") == torch.device("cpu")
+    assert local_device("cuda:1") == torch.device("cuda", 1)
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setenv("LOCAL_RANK", "3")
+    assert local_device("cuda") == torch.device("cuda", 3)

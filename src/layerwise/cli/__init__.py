@@ -119,7 +119,7 @@ def _join_processes(args) -> bool:
     if args.command not in TRAINING_COMMANDS:
         raise ValueError(f"`layerwise {args.command}` does not train: run it without torchrun (only "
                          f"{', '.join(TRAINING_COMMANDS)} run as several processes)")
-    distributed.setup("cpu")
+    distributed.setup(getattr(args, "device", None) or "cpu")
     if distributed.is_main():
         return False
     logging.getLogger().setLevel(logging.WARNING)

@@ -40,6 +40,9 @@ def add_parsers(sub) -> None:
                         "(default: runs/multitask)")
     p.add_argument("--overwrite", action="store_true",
                    help="start cut-off runs again instead of resuming them (finished results in state/ are kept)")
+    p.add_argument("--device", default="cpu",
+                   help="where the model trains: cpu (default), cuda, cuda:N; under torchrun, cuda gives each process "
+                        "its LOCAL_RANK GPU (NCCL)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars, only the results")
     p.set_defaults(handler=run)
 
@@ -78,7 +81,7 @@ def run(args, command) -> int:
         hf_logging.disable_progress_bar()  # the command line's choice, not the library's
     out = Path(args.output)
     results = run_parts(configs, args.seeds, ResultsStore(out / "state"), model=args.model, checkpoints=out / "runs",
-                        data_dir=args.data_dir, command=command, overwrite=args.overwrite)
+                        data_dir=args.data_dir, command=command, overwrite=args.overwrite, device=args.device)
     if not is_main():  # under torchrun: every process trained, rank 0 writes and prints
         return 0
     page = MultitaskPage(TITLE, args.model, results, [f"- command: `{run_record(command)['command']}`"])

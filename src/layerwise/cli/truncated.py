@@ -89,6 +89,9 @@ def _add_tmft(sub) -> None:
                    help="data folder holding sts/STSB, wordsim/, nli/, unlabeled/ (default: $LAYERWISE_DATA)")
     p.add_argument("--output", default="runs/tmft",
                    help="folder for tmft.{md,json}, tmft-layers.png, state/ and runs/ (default: runs/tmft)")
+    p.add_argument("--device", default="cpu",
+                   help="where the model trains: cpu (default), cuda, cuda:N; under torchrun, cuda gives each process "
+                        "its LOCAL_RANK GPU (NCCL)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars, only the results")
     p.set_defaults(handler=run_tmft_command)
 
@@ -133,7 +136,8 @@ def run_tmft_command(args, command) -> int:
         hf_logging.disable_progress_bar()  # the command line's choice, not the library's
     out = Path(args.output)
     results = run_runs(configs, ResultsStore(out / "state"), checkpoints=out / "runs", data_dir=args.data_dir,
-                       command=command, page="tmft-runs", show_progress=False if args.quiet else None)
+                       command=command, page="tmft-runs", show_progress=False if args.quiet else None,
+                       device=args.device)
     if not is_main():  # under torchrun: every process trained, rank 0 writes and prints
         return 0
     env = environment(command)

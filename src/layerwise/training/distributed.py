@@ -46,6 +46,14 @@ def launched() -> bool:
     return _env_int("WORLD_SIZE", 1) > 1
 
 
+def local_device(device: str | torch.device | None = None) -> torch.device:
+    """The device this process trains on: ``device`` (None: cpu), with "cuda" under torchrun meaning GPU LOCAL_RANK."""
+    dev = torch.device(device or "cpu")
+    if dev.type == "cuda" and dev.index is None:
+        return torch.device("cuda", _env_int("LOCAL_RANK", 0) if launched() else torch.cuda.current_device())
+    return dev
+
+
 def setup(device: str | torch.device | None = None) -> bool:
     """Join the torchrun process group once (a no-op when not launched or already joined); True when distributed.
 

@@ -41,9 +41,10 @@ def _key(model: dict, data, config: MultitaskConfig, seed: int) -> dict:
 
 
 def run_parts(configs: list[MultitaskConfig], seeds, store: ResultsStore, *, model: str, checkpoints, data_dir=None,
-              command=(), overwrite: bool = False) -> list[ExperimentResult]:
+              command=(), overwrite: bool = False, device: str | None = None) -> list[ExperimentResult]:
     """Every (config, seed) result: from ``store`` where its key is stored, else trained (resuming from its
-    checkpoints) and saved at once. ``overwrite`` starts cut-off runs again instead of resuming them."""
+    checkpoints) on ``device`` (None: cpu) and saved at once. ``overwrite`` starts cut-off runs again instead of
+    resuming them."""
     results = []
     mk = None
     for config in configs:
@@ -55,7 +56,7 @@ def run_parts(configs: list[MultitaskConfig], seeds, store: ResultsStore, *, mod
             if part is None:
                 folder = Path(checkpoints) / config.name / f"seed{seed}"
                 result = run_experiment(config, seed, folder, model_name=model, data=data, resume=not overwrite,
-                                        overwrite=overwrite)
+                                        overwrite=overwrite, device=device)
                 part = Part(PAGE_NAME, name, key, result.to_payload(), runs=[run_record(command)])
                 run_on_main(store.save, part)  # under torchrun every process trained; rank 0 writes
                 logger.info("%s: test overall %.4f", name, result.test.overall)

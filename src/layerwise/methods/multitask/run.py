@@ -28,6 +28,7 @@ from layerwise.methods.multitask.schedule import BatchPlan
 from layerwise.methods.multitask.task import NLIPhase, TaskPhase
 from layerwise.training import TrainingConfig, seed_everything, train
 from layerwise.training.checkpoint import STATE_JSON
+from layerwise.training.distributed import local_device
 
 logger = logging.getLogger(__name__)
 
@@ -135,8 +136,12 @@ def _run_phase(model, data, config, seed, spec, folder: Path, control: dict) -> 
 
 
 def run_experiment(config: MultitaskConfig, seed: int, output_dir, *, model_name: str, data, resume: bool = False,
-                   overwrite: bool = False, max_steps_per_phase: int | None = None) -> ExperimentResult | None:
+                   overwrite: bool = False, max_steps_per_phase: int | None = None,
+                   device: str | None = None) -> ExperimentResult | None:
     """Train ``config`` with ``seed`` into ``output_dir`` and score the best model on dev and test.
+
+    ``device``: where the model trains (None: cpu; "cuda" under torchrun: each process its LOCAL_RANK GPU); not a
+    setting of the run (not in its results key).
 
     ``resume`` continues each phase from its ``last/`` (refused when model, data or settings differ); ``overwrite``
     starts again. ``max_steps_per_phase`` stops early (as an interruption would) and returns None.
@@ -144,7 +149,7 @@ def run_experiment(config: MultitaskConfig, seed: int, output_dir, *, model_name
     t0 = time.perf_counter()
     out = Path(output_dir)
     seed_everything(seed)  # before the heads are built: one seed, one initialisation
-    model = build_model(model_name, config, data.n_classes)
+    model = build_model(model_name, config, data.n_classes).to(local_device(device))
     subsets = {}
     if config.layers == "subset":
         from layerwise.methods.multitask.layer_choice import choose_subsets

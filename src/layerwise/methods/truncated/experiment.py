@@ -66,7 +66,7 @@ def result_from_payload(payload: dict) -> TMFTResult:
 
 
 def run_runs(configs: list[TMFTConfig], store: ResultsStore, *, checkpoints, data_dir=None, command=(),
-             page: str = PAGE_NAME, show_progress: bool | None = None) -> list[TMFTResult]:
+             page: str = PAGE_NAME, show_progress: bool | None = None, device: str | None = None) -> list[TMFTResult]:
     """Every config's result: from ``store`` where its key is stored, else trained (resuming) and saved at once."""
     results, identities = [], {}
     keys = []
@@ -80,11 +80,12 @@ def run_runs(configs: list[TMFTConfig], store: ResultsStore, *, checkpoints, dat
         part = store.load(page, name, key)
         if part is None:
             t0, c0 = time.perf_counter(), time.process_time()
-            result = run_tmft(config, data_dir=data_dir, output=checkpoints, show_progress=show_progress)
+            result = run_tmft(config, data_dir=data_dir, output=checkpoints, show_progress=show_progress,
+                              device=device)
             # CPU seconds of this process (every thread) against wall seconds: about the thread count when the run
             # had the cores to itself, less when other jobs shared them
             payload = {**result.to_dict(), "wall_seconds": time.perf_counter() - t0,
-                       "cpu_seconds": time.process_time() - c0,
+                       "cpu_seconds": time.process_time() - c0, "device": device or "cpu",
                        "load_average_at_end": [round(x, 2) for x in os.getloadavg()]}
             part = Part(page, name, key, payload, runs=[run_record(command)])
             run_on_main(store.save, part)  # under torchrun every process trained; rank 0 writes

@@ -23,7 +23,7 @@ from layerwise.methods.truncated.model import TruncatedModel
 from layerwise.methods.truncated.tasks import MaskedLMTask, PairRegressionTask, PairSet, pair_spearman
 from layerwise.training import TrainingConfig, seed_everything, steps_per_epoch, train
 from layerwise.training.checkpoint import STATE_JSON
-from layerwise.training.distributed import run_on_main
+from layerwise.training.distributed import local_device, run_on_main
 
 logger = logging.getLogger(__name__)
 
@@ -118,7 +118,7 @@ def _ws_step(model: TruncatedModel, config: TMFTConfig, data_dir, folder: Path, 
             "data": content_checksum([tr, dev, test])}
 
 
-def _mlm_encoder(config: TMFTConfig, data_dir, output: Path, show_progress) -> tuple[Path, dict]:
+def _mlm_encoder(config: TMFTConfig, data_dir, output: Path, show_progress, device=None) -> tuple[Path, dict]:
     """The MLM-adapted encoder folder of (model, seed), trained once and reused for every depth."""
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
@@ -136,7 +136,7 @@ def _mlm_encoder(config: TMFTConfig, data_dir, output: Path, show_progress) -> t
         return root / "encoder", info
     path = resolve_model(config.model).path
     seed_everything(config.seed)  # the fresh head's initialisation
-    mlm = AutoModelForMaskedLM.from_pretrained(path, local_files_only=True)
+    mlm = AutoModelForMaskedLM.from_pretrained(path, local_files_only=True).to(local_device(device))
     tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
     loop = TrainingConfig(steps=info["steps"], grad_accumulation=m.grad_accumulation, weight_decay=config.weight_decay,
                           max_grad_norm=config.max_grad_norm, seed=config.seed)
@@ -159,8 +159,12 @@ def run_folder(config: TMFTConfig, output: str | Path) -> Path:
 
 
 def run_tmft(config: TMFTConfig, *, data_dir=None, output: str | Path = "runs/tmft",
-             show_progress: bool | None = None) -> TMFTResult:
-    """Run ``config``; checkpoints and the kept model go under ``output`` (see the module docstring)."""
+             show_progress: bool | None = None, device: str | None = None) -> TMFTResult:
+    """Run ``config``; checkpoints and the kept model go under ``output`` (see the module docstring).
+
+    ``device``: where the model trains (None: cpu; "cuda" under torchrun: each process its LOCAL_RANK GPU). It is
+    not a setting of the run (not in its folder name or results key): the same run on another device.
+    """
     from layerwise.encoders import LayerEncoder
     from layerwise.evaluation.sts import sts_scores
     from layerwise.experiments.store import model_key
@@ -171,9 +175,10 @@ def run_tmft(config: TMFTConfig, *, data_dir=None, output: str | Path = "runs/tm
     identity = LayerEncoder(config.model, cache_dir=False, show_progress=False).identity
     start, pre = config.model, None
     if config.pre_step == "mlm":
-        start, pre = _mlm_encoder(config, data_dir, output, show_progress)
+        start, pre = _mlm_encoder(config, data_dir, output, show_progress, device)
     seed_everything(config.seed)
     model = TruncatedModel.from_pretrained(str(start), config.layers, max_length=config.max_length)
+    model.to(local_device(device))
     if config.pre_step == "ws":
         pre = _ws_step(model, config, data_dir, folder / "ws", show_progress)
     per_epoch = steps_per_epoch(len(train_set), config.batch_size)
