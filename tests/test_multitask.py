@@ -14,7 +14,7 @@ from layerwise.methods.multitask.config import MultitaskConfig, get_experiment, 
 from layerwise.methods.multitask.data import load_multitask_data
 from layerwise.methods.multitask.evaluate import overall_score
 from layerwise.methods.multitask.model import MultitaskModel
-from layerwise.methods.multitask.run import build_model, run_experiment
+from layerwise.methods.multitask.run import RunControl, build_model, run_experiment
 from layerwise.methods.multitask.schedule import BatchPlan
 
 TINY = {"epochs": 1, "batch_size": 8, "max_length": 16, "lr": 1e-3}
@@ -166,8 +166,8 @@ def test_resume_equals_a_straight_run(tiny_bert, data_dir, tmp_path):
     data = load_multitask_data(config, data_dir)
     straight = run_experiment(config, 0, tmp_path / "a", model_name=str(tiny_bert), data=data)
     assert run_experiment(config, 0, tmp_path / "b", model_name=str(tiny_bert), data=data,
-                          max_steps_per_phase=1) is None
-    resumed = run_experiment(config, 0, tmp_path / "b", model_name=str(tiny_bert), data=data, resume=True)
+                          control=RunControl(max_steps_per_phase=1)) is None
+    resumed = run_experiment(config, 0, tmp_path / "b", model_name=str(tiny_bert), data=data, control=RunControl(resume=True))
     assert resumed.dev == straight.dev and resumed.test == straight.test
     assert [p.epoch_loss for p in resumed.phases] == [p.epoch_loss for p in straight.phases]
     a = MultitaskModel.load(straight.model_dir).state_dict()
@@ -222,10 +222,10 @@ def test_resume_with_other_settings_is_refused(tiny_bert, data_dir, tmp_path):
     config = get_experiment("BASELINE", **TINY, limit=12)
     data = load_multitask_data(config, data_dir)
     assert run_experiment(config, 0, tmp_path / "r", model_name=str(tiny_bert), data=data,
-                          max_steps_per_phase=1) is None
+                          control=RunControl(max_steps_per_phase=1)) is None
     other = get_experiment("BASELINE", **{**TINY, "lr": 5e-4}, limit=12)
     with pytest.raises(ValueError, match="cannot resume .* settings.config.lr"):
-        run_experiment(other, 0, tmp_path / "r", model_name=str(tiny_bert), data=data, resume=True)
+        run_experiment(other, 0, tmp_path / "r", model_name=str(tiny_bert), data=data, control=RunControl(resume=True))
 
 
 def test_freeze_sst_with_a_mix_gives_the_token_head_no_mix(tiny_bert, data_dir):

@@ -72,6 +72,7 @@ def run(args, command) -> int:
     from layerwise.methods.multitask.experiment import run_parts
     from layerwise.methods.multitask.pages import TITLE
     from layerwise.methods.multitask.report import MultitaskPage, draw_layer_weights, render_markdown, summary
+    from layerwise.methods.multitask.run import RunControl
     from layerwise.reports import write_json, write_text
 
     configs = configs_from_args(args)  # every config checked before any work
@@ -81,7 +82,8 @@ def run(args, command) -> int:
         hf_logging.disable_progress_bar()  # the command line's choice, not the library's
     out = Path(args.output)
     results = run_parts(configs, args.seeds, ResultsStore(out / "state"), model=args.model, checkpoints=out / "runs",
-                        data_dir=args.data_dir, command=command, overwrite=args.overwrite, device=args.device)
+                        data_dir=args.data_dir, command=command,
+                        control=RunControl(overwrite=args.overwrite, device=args.device))
     if not is_main():  # under torchrun: every process trained, rank 0 writes and prints
         return 0
     page = MultitaskPage(TITLE, args.model, results, [f"- command: `{run_record(command)['command']}`"])

@@ -9,13 +9,14 @@ seed. A part whose key is stored is never recomputed; a run that was cut off res
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 
 from layerwise.experiments.page_parts import run_record
 from layerwise.experiments.store import Part, ResultsStore, model_key
 from layerwise.methods.multitask.config import MultitaskConfig
 from layerwise.methods.multitask.data import load_multitask_data
-from layerwise.methods.multitask.run import ExperimentResult, run_experiment
+from layerwise.methods.multitask.run import ExperimentResult, RunControl, run_experiment
 from layerwise.training.distributed import run_on_main
 
 logger = logging.getLogger(__name__)
@@ -41,10 +42,14 @@ def _key(model: dict, data, config: MultitaskConfig, seed: int) -> dict:
 
 
 def run_parts(configs: list[MultitaskConfig], seeds, store: ResultsStore, *, model: str, checkpoints, data_dir=None,
-              command=(), overwrite: bool = False, device: str | None = None) -> list[ExperimentResult]:
-    """Every (config, seed) result: from ``store`` where its key is stored, else trained (resuming from its
-    checkpoints) on ``device`` (None: cpu) and saved at once. ``overwrite`` starts cut-off runs again instead of
-    resuming them."""
+              command=(), control: RunControl | None = None) -> list[ExperimentResult]:
+    """Every (config, seed) result: from ``store`` where its key is stored, else trained and saved at once.
+
+    ``control`` (:class:`~layerwise.methods.multitask.run.RunControl`): by default a cut-off run resumes from its
+    checkpoints; ``overwrite=True`` starts it again instead; ``device`` is where the models train (None: cpu).
+    """
+    control = control or RunControl()
+    control = replace(control, resume=not control.overwrite)
     results = []
     mk = None
     for config in configs:
@@ -55,8 +60,7 @@ def run_parts(configs: list[MultitaskConfig], seeds, store: ResultsStore, *, mod
             part = store.load(PAGE_NAME, name, key)
             if part is None:
                 folder = Path(checkpoints) / config.name / f"seed{seed}"
-                result = run_experiment(config, seed, folder, model_name=model, data=data, resume=not overwrite,
-                                        overwrite=overwrite, device=device)
+                result = run_experiment(config, seed, folder, model_name=model, data=data, control=control)
                 part = Part(PAGE_NAME, name, key, result.to_payload(), runs=[run_record(command)])
                 run_on_main(store.save, part)  # under torchrun every process trained; rank 0 writes
                 logger.info("%s: test overall %.4f", name, result.test.overall)

@@ -32,7 +32,18 @@ from layerwise.training.distributed import local_device
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ExperimentResult", "PhaseSummary", "build_model", "phases", "run_experiment", "set_prototypes"]
+__all__ = ["ExperimentResult", "PhaseSummary", "RunControl", "build_model", "phases", "run_experiment",
+           "set_prototypes"]
+
+
+@dataclass(frozen=True)
+class RunControl:
+    """How a run goes, apart from its settings (none of this is in its results key)."""
+
+    resume: bool = False  # continue each phase from its last/ (refused when model, data or settings differ)
+    overwrite: bool = False  # start again over an earlier run's checkpoints
+    max_steps_per_phase: int | None = None  # stop early, as an interruption would (run_experiment returns None)
+    device: str | None = None  # where the model trains (None: cpu; "cuda" under torchrun: GPU LOCAL_RANK)
 
 
 @dataclass
@@ -118,8 +129,8 @@ def phases(config: MultitaskConfig, data, seed: int) -> list[tuple[str, tuple[st
     return out
 
 
-def _run_phase(model, data, config, seed, spec, folder: Path, control: dict) -> PhaseSummary:
-    """One phase with the training loop; ``control`` = {"resume", "overwrite", "max_steps"}."""
+def _run_phase(model, data, config, seed, spec, folder: Path, control: RunControl) -> PhaseSummary:
+    """One phase with the training loop."""
     name, tasks, plan, epochs = spec
     if name == "nli":
         task = NLIPhase(model, data, config, plan)
@@ -127,29 +138,25 @@ def _run_phase(model, data, config, seed, spec, folder: Path, control: dict) -> 
         task = TaskPhase(model, data, tasks, config, plan, frozen_encoder=name == "sst_head", name=name)
     per = plan.steps_per_epoch
     loop = TrainingConfig(steps=epochs * per, decay="constant", eval_every=per, seed=seed)
-    cont = control["resume"] and (folder / "last" / STATE_JSON).is_file()
-    run = train(task, loop, output_dir=folder, resume=cont, overwrite=control["overwrite"] and not cont,
-                restore_best=name != "nli", max_steps_this_run=control["max_steps"])
+    cont = control.resume and (folder / "last" / STATE_JSON).is_file()
+    run = train(task, loop, output_dir=folder, resume=cont, overwrite=control.overwrite and not cont,
+                restore_best=name != "nli", max_steps_this_run=control.max_steps_per_phase)
     losses = np.asarray(run.loss)
     epoch_loss = [float(losses[e * per:(e + 1) * per].mean()) for e in range(len(losses) // per)]
     return PhaseSummary(name, loop.steps, per, epoch_loss, run.dev, run.best_dev, run.seconds)
 
 
-def run_experiment(config: MultitaskConfig, seed: int, output_dir, *, model_name: str, data, resume: bool = False,
-                   overwrite: bool = False, max_steps_per_phase: int | None = None,
-                   device: str | None = None) -> ExperimentResult | None:
+def run_experiment(config: MultitaskConfig, seed: int, output_dir, *, model_name: str, data,
+                   control: RunControl | None = None) -> ExperimentResult | None:
     """Train ``config`` with ``seed`` into ``output_dir`` and score the best model on dev and test.
 
-    ``device``: where the model trains (None: cpu; "cuda" under torchrun: each process its LOCAL_RANK GPU); not a
-    setting of the run (not in its results key).
-
-    ``resume`` continues each phase from its ``last/`` (refused when model, data or settings differ); ``overwrite``
-    starts again. ``max_steps_per_phase`` stops early (as an interruption would) and returns None.
+    ``control`` (:class:`RunControl`): resume, start again, stop early (then None is returned), the device.
     """
+    control = control or RunControl()
     t0 = time.perf_counter()
     out = Path(output_dir)
     seed_everything(seed)  # before the heads are built: one seed, one initialisation
-    model = build_model(model_name, config, data.n_classes).to(local_device(device))
+    model = build_model(model_name, config, data.n_classes).to(local_device(control.device))
     subsets = {}
     if config.layers == "subset":
         from layerwise.methods.multitask.layer_choice import choose_subsets
@@ -160,7 +167,6 @@ def run_experiment(config: MultitaskConfig, seed: int, output_dir, *, model_name
         set_prototypes(model, data, config.sst_prototypes, config.split_seed)
     summaries = []
     for spec in phases(config, data, seed):
-        control = {"resume": resume, "overwrite": overwrite, "max_steps": max_steps_per_phase}
         summaries.append(_run_phase(model, data, config, seed, spec, out / spec[0], control))
         if summaries[-1].steps > sum(1 for _ in summaries[-1].epoch_loss) * summaries[-1].steps_per_epoch:
             return None  # stopped early

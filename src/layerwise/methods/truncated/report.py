@@ -223,22 +223,47 @@ def _speed_table(page: TMFTPage) -> list[str]:
 
 
 def _verdict(page: TMFTPage) -> list[str]:
-    """Where truncation helps: depths whose TMFT test score reaches the full-depth TMFT score, per model."""
+    """Where truncation helps, per model: each truncated depth's TMFT score against the full-depth TMFT score and
+    against the untrained full model, with what it saves (parameters, measured speed); then what the pre-steps add."""
     lines = []
     for model, depths in _models(page):
         gs = {g.depth: g for g in _curves(page) if g.model == model and g.pre_step == "none"}
-        top = max(depths)
-        if top not in gs or len(gs) < 2:
-            lines.append(f"- {model}: not enough runs yet to say.")
+        top, fr, speed = max(depths), page.frontiers.get(model), page.throughputs.get(model)
+        if top not in gs or len(gs) < 2 or fr is None:
+            lines += [f"- {model}: not enough runs yet to say.", ""]
             continue
-        full = gs[top].mean_std()[0]
-        helps = [d for d in sorted(gs) if d < top and gs[d].mean_std()[0] >= full]
-        close = [d for d in sorted(gs) if d < top and full - 1.0 <= gs[d].mean_std()[0] < full]
-        worse = [d for d in sorted(gs) if d < top and gs[d].mean_std()[0] < full - 1.0]
-        lines.append(f"- {model} (full depth {top}: test {full:.2f}): truncated depths at or above the full model: "
-                     f"{helps or 'none'}; within 1 point below: {close or 'none'}; more than 1 point below: "
-                     f"{worse or 'none'}.")
+        full, untrained = gs[top].mean_std()[0], fr.row(top).single_test_spearman
+        rates = {r.depth: r.sentences_per_second for r in speed.rows} if speed else {}
+        lines += [f"**{model}** (TMFT at full depth {top}: {full:.2f}; the full model untrained: {untrained:.2f})", "",
+                  "| depth | parameters (share) | speed-up | TMFT test | vs TMFT at full depth | vs untrained full model |",
+                  "|---|---|---|---|---|---|"]
+        for d in sorted(x for x in gs if x < top):
+            score, g = gs[d].mean_std()[0], gs[d]
+            up = f"{rates[d] / rates[top]:.2f}x" if d in rates and top in rates else "not timed"
+            lines.append(f"| {d} | {g.parameters:,} ({g.parameters / g.results[0].full_parameters:.0%}) | {up} | "
+                         f"{score:.2f} | {score - full:+.2f} | {score - untrained:+.2f} |")
+        wins = [d for d in gs if d < top and gs[d].mean_std()[0] >= untrained]
+        lines += ["", f"- Truncated depths that reach the full model *without any training* ({untrained:.2f}): "
+                  + (f"{sorted(wins)}: there truncation saves compute at no loss." if wins else
+                     "none. On this sentence-trained model a truncated, fine-tuned encoder is smaller and faster but "
+                     "scores below simply using the whole model as it is; truncation is a trade of quality for "
+                     "speed here, not a gain (unlike the paper's ELECTRA, whose last layer was not trained for "
+                     "sentences)."),
+                  f"- Truncated depths at or above TMFT at full depth: "
+                  f"{sorted(d for d in gs if d < top and gs[d].mean_std()[0] >= full) or 'none'}."]
+        lines += _pre_step_lines(page, model, gs) + [""]
     return lines
+
+
+def _pre_step_lines(page: TMFTPage, model: str, plain: dict) -> list[str]:
+    out = []
+    for pre in [p for p in page.settings["pre_steps"] if p != "none"]:
+        gs = {g.depth: g for g in _curves(page) if g.model == model and g.pre_step == pre}
+        both = sorted(d for d in gs if d in plain)
+        if both:
+            diffs = ", ".join(f"{d}: {gs[d].mean_std()[0] - plain[d].mean_std()[0]:+.2f}" for d in both)
+            out.append(f"- {LABELS[pre]} against plain TMFT, per depth: {diffs}.")
+    return out
 
 
 def _time_lines(page: TMFTPage) -> list[str]:
