@@ -104,3 +104,15 @@ def test_page_runs_more_seeds_for_the_best_experiment_once_every_first_seed_is_s
     assert f"Best experiment by dev overall here: **{best}**" in md and "## Not run yet" not in md
     with pytest.raises(ValueError, match="not among the page's experiments"):
         page_config({**options, "more_seeds_for": ["SHARED"]})
+
+
+def test_run_order_trains_baseline_and_its_mix_first_and_keeps_every_experiment_once():
+    from layerwise.methods.multitask.pages import page_config
+
+    page = page_config()
+    order = [c.name for c in page.run_order()]
+    assert order[:2] == ["BASELINE", "BASELINE+MIX"]
+    assert sorted(order) == sorted(page.experiments)
+    assert [c.name for c in page.configs()] == list(page.experiments)  # the page's rows keep their order
+    only = page_config({"experiments": ["SHARED", "BASELINE+MIX"]})
+    assert [c.name for c in only.run_order()] == ["BASELINE+MIX", "SHARED"]

@@ -42,6 +42,13 @@ class PageConfig:
     def configs(self) -> list[MultitaskConfig]:
         return [get_experiment(name, **dict(self.overrides)) for name in self.experiments]
 
+    def run_order(self) -> list[MultitaskConfig]:
+        """:meth:`configs` in the order they are trained: BASELINE and BASELINE+MIX first (the layer-mix question
+        needs both, and a cut-off run then leaves that comparison on the page), the rest in page order."""
+        first = [n for n in ("BASELINE", "BASELINE+MIX") if n in self.experiments]
+        names = first + [n for n in self.experiments if n not in first]
+        return [get_experiment(name, **dict(self.overrides)) for name in names]
+
     def extra(self, best: str | None) -> list[MultitaskConfig]:
         """The experiments run with ``more_seeds`` too (``BEST`` resolved to ``best``; left out while unknown)."""
         names = [best if n == BEST else n for n in self.more_seeds_for]
@@ -81,13 +88,13 @@ def best_experiment(page: PageConfig, results) -> str | None:
 
 
 def run(ctx: PageContext) -> None:
-    """Train and score every (experiment, seed) the store lacks, then the extra seeds (the best experiment's once
-    every experiment has its first seeds); each part is saved as soon as it is done."""
+    """Train and score every (experiment, seed) the store lacks (in :meth:`PageConfig.run_order`), then the extra
+    seeds (the best experiment's once every experiment has its first seeds); each part is saved as soon as done."""
     from layerwise.methods.multitask.experiment import run_parts
 
     page = page_config(ctx.options)
     common = dict(model=page.model, checkpoints=page.checkpoints, data_dir=ctx.data_dir, command=ctx.command)
-    results = run_parts(page.configs(), page.seeds, ctx.store, **common)
+    results = run_parts(page.run_order(), page.seeds, ctx.store, **common)
     more = [s for s in page.more_seeds if s not in page.seeds]
     if more:
         run_parts(page.extra(best_experiment(page, results)), more, ctx.store, **common)

@@ -292,6 +292,7 @@ def _time_lines(page: TMFTPage) -> list[str]:
             wall = page.wall_seconds.get(name, 0.0)
             ratio = cpu / wall if cpu is not None and wall > 0 else None
             lines.append(f"| {name} | {wall / 60:.1f} | {fmt(ratio)} | {fmt(start)} | {fmt(end)} |")
+        lines.append("")  # the provenance list that follows is not part of the table
     return lines
 
 
