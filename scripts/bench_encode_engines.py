@@ -36,7 +36,7 @@ def _local(source: CorpusSource, out: Path, embedder: EmbedderConfig) -> dict:
     t0 = time.perf_counter()
     built = embedder.build()
     load = time.perf_counter() - t0
-    encode_corpus(source, out / "local.npy", built, show_progress=False)
+    encode_corpus(source, out / "local.npy", built, show_progress=False, resume=False)  # as Ray: no resume journal
     return {"seconds": time.perf_counter() - t0, "model_load_seconds": load, "output": out / "local.npy"}
 
 

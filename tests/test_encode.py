@@ -1,4 +1,4 @@
-"""`layerwise encode`: every input format, .npy and Parquet output, resume through the layer cache, bad files."""
+"""`layerwise encode`: every input format, .npy and Parquet output, resume (journal and layer cache), bad files."""
 
 import csv
 import json
@@ -8,6 +8,7 @@ import pytest
 
 from conftest import SENTENCES
 from layerwise.encode import CorpusSource, PoolingSpec, SpecEmbedder, encode_corpus, load_embeddings
+from layerwise.encode.journal import MANIFEST, work_folders
 from layerwise.errors import UsageError
 
 TEXTS = [f"{a} {b}" for a in SENTENCES[:5] for b in SENTENCES[5:10]]  # 25 distinct texts
@@ -93,7 +94,9 @@ def test_lc_mlp_and_pooler_specs_match_the_pooling_functions(tmp_path, tiny_bert
     assert PoolingSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
 
 
-def test_an_interrupted_run_resumes_from_the_layer_cache(tmp_path, tiny_bert, home, monkeypatch):
+@pytest.mark.parametrize(("cache", "resume"), [(None, False), (False, True)], ids=["layer-cache", "journal"])
+def test_an_interrupted_spec_run_resumes_from_the_layer_cache_or_the_journal(tmp_path, tiny_bert, home, monkeypatch,
+                                                                             cache, resume):
     from layerwise.encoders.layer_encoder import LayerEncoder
 
     spec = PoolingSpec("mean", (1, 2))
@@ -111,14 +114,179 @@ def test_an_interrupted_run_resumes_from_the_layer_cache(tmp_path, tiny_bert, ho
     monkeypatch.setattr(LayerEncoder, "_encode_unique", counting)
     stop_after = 2
     with pytest.raises(KeyboardInterrupt):
-        encode_corpus(source, out, _embedder(tiny_bert, spec), chunk_size=10)
+        encode_corpus(source, out, _embedder(tiny_bert, spec, cache), chunk_size=10, resume=resume)
     assert not out.exists() and not list(tmp_path.glob(".out.npy.tmp-*"))  # nothing partial is left
+    assert len(work_folders(out)) == int(resume)  # the journal, only when resuming through it
     assert encoded == [10, 10, 5]
     encoded.clear()
     stop_after = None
-    encode_corpus(source, out, _embedder(tiny_bert, spec), chunk_size=10)
-    assert encoded == [5]  # the two finished chunks come from the cache
+    encode_corpus(source, out, _embedder(tiny_bert, spec, cache), chunk_size=10, resume=resume)
+    assert encoded == [5]  # the two finished chunks come from the layer cache or from the journal
     np.testing.assert_allclose(load_embeddings(out)[1], _reference(tiny_bert, TEXTS, spec), atol=1e-6)
+    assert work_folders(out) == []
+
+
+@pytest.fixture(scope="module")
+def exported(tiny_bert, tmp_path_factory):
+    """Two sentence-transformers exports of the tiny BERT: hidden states (0, 2) and (0, 1)."""
+    from layerwise.export import SubsetExport, export_layer_subset
+
+    root = tmp_path_factory.mktemp("exports")
+    return [export_layer_subset(SubsetExport(model=str(tiny_bert), layers=layers, max_length=32), root / name)
+            for name, layers in (("a", (0, 2)), ("b", (0, 1)))]
+
+
+@pytest.fixture()
+def folder_calls(monkeypatch):
+    """Chunk sizes FolderEmbedder.encode was called with; ``calls.stop_after = k`` raises Ctrl-C on call k + 1."""
+    from layerwise.encode import FolderEmbedder
+
+    class Calls(list):
+        stop_after = None
+
+    calls, real = Calls(), FolderEmbedder.encode
+
+    def counting(self, texts):
+        calls.append(len(texts))
+        if calls.stop_after is not None and len(calls) > calls.stop_after:
+            raise KeyboardInterrupt
+        return real(self, texts)
+
+    monkeypatch.setattr(FolderEmbedder, "encode", counting)
+    return calls
+
+
+def _interrupted(source, out, folder, calls, stop_after, chunk_size=6):
+    """Run ``encode_corpus`` with ``folder`` until Ctrl-C after ``stop_after`` chunks; returns its work folder."""
+    from layerwise.encode import FolderEmbedder
+
+    calls.stop_after = stop_after
+    with pytest.raises(KeyboardInterrupt):
+        encode_corpus(source, out, FolderEmbedder(folder), chunk_size=chunk_size)
+    calls.stop_after = None
+    calls.clear()
+    (work,) = [f for f in work_folders(out) if (f / MANIFEST).is_file()]
+    assert len(list(work.glob("chunk-*.npy"))) == stop_after
+    return work
+
+
+def _straight(source, out, folder, chunk_size=6):
+    from layerwise.encode import FolderEmbedder
+
+    return encode_corpus(source, out, FolderEmbedder(folder), chunk_size=chunk_size, resume=False)
+
+
+@pytest.mark.parametrize("suffix", [".npy", ".parquet"])
+def test_an_interrupted_folder_run_encodes_only_the_missing_chunks(tmp_path, exported, folder_calls, suffix):
+    if suffix == ".parquet":
+        pytest.importorskip("pyarrow")
+    source, _ = _write(tmp_path, "jsonl", TEXTS)  # 25 texts: chunks of 6, 6, 6, 6, 1
+    straight, out = tmp_path / f"straight{suffix}", tmp_path / f"out{suffix}"
+    _straight(source, straight, exported[0])
+    folder_calls.clear()
+    _interrupted(source, out, exported[0], folder_calls, stop_after=2)
+    assert not out.exists()
+    from layerwise.encode import FolderEmbedder
+
+    encode_corpus(source, out, FolderEmbedder(exported[0]), chunk_size=6)
+    assert folder_calls == [6, 6, 1]  # chunks 2, 3 and 4 only
+    assert work_folders(out) == []
+    if suffix == ".npy":  # byte for byte what a straight run writes
+        assert out.read_bytes() == straight.read_bytes()
+        assert (tmp_path / "out.ids.txt").read_bytes() == (tmp_path / "straight.ids.txt").read_bytes()
+    (ids, vectors), (want_ids, want) = load_embeddings(out), load_embeddings(straight)
+    assert ids == want_ids
+    np.testing.assert_array_equal(vectors, want)
+
+
+@pytest.mark.parametrize("change", ["corpus", "chunk-size", "folder"])
+def test_a_run_with_other_settings_reuses_no_chunk(tmp_path, exported, folder_calls, change):
+    from layerwise.encode import FolderEmbedder
+
+    source, _ = _write(tmp_path, "txt", TEXTS)
+    out = tmp_path / "out.npy"
+    stale = _interrupted(source, out, exported[0], folder_calls, stop_after=3)
+    texts, chunk_size, folder = TEXTS, 6, exported[0]
+    if change == "corpus":
+        texts = [TEXTS[0] + " ?", *TEXTS[1:]]
+        source, _ = _write(tmp_path, "txt", texts)
+    elif change == "chunk-size":
+        chunk_size = 10
+    else:
+        folder = exported[1]
+    encode_corpus(source, out, FolderEmbedder(folder), chunk_size=chunk_size)
+    assert sum(folder_calls) == 25  # every text encoded again
+    assert not stale.exists() and work_folders(out) == []  # the stale folder carried the manifest: removed
+    _straight(source, tmp_path / "straight.npy", folder, chunk_size)
+    assert out.read_bytes() == (tmp_path / "straight.npy").read_bytes()
+
+
+def test_a_damaged_chunk_is_encoded_again(tmp_path, exported, folder_calls):
+    from layerwise.encode import FolderEmbedder
+
+    source, _ = _write(tmp_path, "txt", TEXTS)
+    out = tmp_path / "out.npy"
+    work = _interrupted(source, out, exported[0], folder_calls, stop_after=4)
+    chunk = (work / "chunk-000001.npy").read_bytes()
+    (work / "chunk-000001.npy").write_bytes(chunk[:len(chunk) // 2])  # truncated
+    np.save(work / "chunk-000002.npy", np.zeros((5, 32), dtype=np.float32))  # a wrong shape
+    (work / "chunk-000003.ids.txt").write_text("x\n" * 6)  # other ids
+    encode_corpus(source, out, FolderEmbedder(exported[0]), chunk_size=6)
+    assert folder_calls == [6, 6, 6, 1]  # chunks 1, 2, 3 again, and 4; chunk 0 read back
+    _straight(source, tmp_path / "straight.npy", exported[0])
+    assert out.read_bytes() == (tmp_path / "straight.npy").read_bytes()
+
+
+def test_files_the_tool_did_not_write_are_never_removed(tmp_path, exported, folder_calls):
+    from layerwise.encode import FolderEmbedder
+
+    source, _ = _write(tmp_path, "txt", TEXTS)
+    out = tmp_path / "out.npy"
+    (tmp_path / ".out.npy.partial-mine").mkdir()
+    (tmp_path / ".out.npy.partial-mine" / "notes.txt").write_text("mine")
+    (tmp_path / ".out.npy.partial-file").write_text("mine too")
+    work = _interrupted(source, out, exported[0], folder_calls, stop_after=1)
+    (work / "notes.txt").write_text("put here by hand")
+    (work / ".chunk-000001.npy.k2x_9q.tmp").write_bytes(b"half")  # what a kill in an atomic write leaves: ours
+    encode_corpus(source, out, FolderEmbedder(exported[0]), chunk_size=6)
+    assert [p.name for p in work.iterdir()] == ["notes.txt"]  # our files gone, the foreign one kept
+    assert (tmp_path / ".out.npy.partial-mine" / "notes.txt").read_text() == "mine"
+    assert (tmp_path / ".out.npy.partial-file").read_text() == "mine too"
+    with pytest.raises(UsageError, match="did not write it .* move it away"):  # our folder's name, not our folder
+        encode_corpus(source, out, FolderEmbedder(exported[0]), chunk_size=6, overwrite=True)
+    assert [p.name for p in work.iterdir()] == ["notes.txt"]
+
+
+def test_encode_command_resumes_a_folder_run_and_no_cache_keeps_nothing(tmp_path, exported, folder_calls, home,
+                                                                         capsys):
+    from layerwise.cli import main
+
+    source, _ = _write(tmp_path, "txt", TEXTS)
+    args = ["encode", source.path, str(tmp_path / "v.npy"), "--folder", str(exported[0]), "--chunk-size", "10", "-q"]
+    folder_calls.stop_after = 1
+    assert main(args) == 130
+    assert "continues where it stopped" in capsys.readouterr().err
+    folder_calls.stop_after = None
+    folder_calls.clear()
+    assert main(args) == 0
+    assert folder_calls == [10, 5] and work_folders(tmp_path / "v.npy") == []
+    folder_calls.stop_after = 1
+    assert main([*args, "--no-cache", "--overwrite"]) == 130
+    assert work_folders(tmp_path / "v.npy") == []  # nothing kept: the next run starts over
+    assert load_embeddings(tmp_path / "v.npy")[0] == [str(i) for i in range(25)]  # the finished output untouched
+
+
+def test_the_corpus_checksum_covers_the_rows_read_not_the_file(tmp_path):
+    from layerwise.encode.readers import check_corpus
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    jsonl, _ = _write(tmp_path / "a", "jsonl", TEXTS)
+    csv_file, _ = _write(tmp_path / "b", "csv", TEXTS)
+    assert check_corpus(jsonl) == check_corpus(csv_file)  # the same ids and texts
+    row_numbers = CorpusSource(jsonl.path, column="body")  # the same texts, ids 0..24 instead of doc-0..doc-24
+    assert check_corpus(jsonl).sha256 != check_corpus(row_numbers).sha256
+    assert check_corpus(jsonl).n == 25
 
 
 @pytest.mark.parametrize(("name", "content", "options", "message"), [

@@ -1,4 +1,4 @@
-"""Results files: atomic JSON/markdown writes, the run's provenance, and plots."""
+"""Results files: atomic JSON/markdown/bytes writes, the run's provenance, and plots."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["command_line", "environment", "fmt", "fmt_git", "git_state", "plot_lines", "plot_per_layer", "run_section",
-           "save_figure", "source_revision", "write_json", "write_text"]
+           "save_figure", "source_revision", "write_bytes", "write_json", "write_text"]
 
 
 def environment(command: list[str] | None = None) -> dict:
@@ -186,8 +186,13 @@ def write_json(path: str | os.PathLike, obj) -> Path:
 
 
 def write_text(path: str | os.PathLike, text: str) -> Path:
+    return write_bytes(path, text.encode())
+
+
+def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    """Write ``data`` atomically: a hidden ``.NAME.*.tmp`` sibling, fsynced, then renamed onto ``path``."""
     path = Path(path)
-    _atomic_write(path, text.encode())
+    _atomic_write(path, data)
     return path
 
 

@@ -43,7 +43,8 @@ def add_parsers(sub) -> None:
     src = e.add_mutually_exclusive_group()
     src.add_argument("--model", default=None,
                      help=f"built-in name or Hugging Face folder, pooled by --layers/--pooling (default: {DEFAULT_MODEL})")
-    src.add_argument("--folder", default=None, help="an exported sentence-transformers folder (not cached)")
+    src.add_argument("--folder", default=None, help="an exported sentence-transformers folder (no layer cache; an "
+                                                    "interrupted run resumes like a --model one)")
     e.add_argument("--layers", type=layer_list, default=(-1,), help="hidden states to average (default: -1, the last)")
     e.add_argument("--pooling", default="mean", choices=["mean", "cls", "pooler"], help="token pooling (default: mean)")
     e.add_argument("--head", action="store_true", help="LC + MLP through the checkpoint's pooler head")
@@ -56,9 +57,10 @@ def add_parsers(sub) -> None:
     e.add_argument("--max-length", type=max_length, default=256)
     e.add_argument("--device", default="cpu")
     e.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
-    e.add_argument("--cache-dir", default=None, help="layer-stack cache (default: $LAYERWISE_HOME/cache); a rerun "
-                                                     "after an interrupt reads the finished chunks from it")
-    e.add_argument("--no-cache", action="store_true", help="read and write no cache (no resume)")
+    e.add_argument("--cache-dir", default=None, help="--model's layer-stack cache (default: $LAYERWISE_HOME/cache)")
+    e.add_argument("--no-cache", action="store_true",
+                   help="keep nothing between runs: no layer cache, and no finished chunks kept beside OUTPUT (by "
+                        "default the same command after an interrupt encodes only the missing chunks)")
     e.add_argument("--overwrite", action="store_true", help="replace OUTPUT if it exists")
     e.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     _add_ray_options(e)
@@ -67,8 +69,9 @@ def add_parsers(sub) -> None:
 
 def _add_ray_options(e) -> None:
     e.add_argument("--engine", default="local", choices=["local", "ray"],
-                   help="local: this process, chunk by chunk, through the layer cache (default); ray: Ray Data with "
-                        "a pool of actors holding the model, Parquet shards out (pip install \"layerwise[ray]\")")
+                   help="local: this process, chunk by chunk, resumable after an interrupt (default); ray: Ray "
+                        "Data with a pool of actors holding the model, Parquet shards out (pip install "
+                        "\"layerwise[ray]\")")
     e.add_argument("--address", default=None,
                    help="--engine ray: the Ray cluster to use (e.g. auto, or ray://HEAD:10001 after `ray start "
                         "--head`); default: a local Ray instance with this machine's CPUs")
@@ -157,7 +160,7 @@ def run_encode(args, command) -> int:
     check_output(args.out, overwrite=args.overwrite)
     n = scan_corpus(source)  # a bad file stops here, before the model loads
     result = encode_corpus(source, args.out, _embedder_config(args).build(), chunk_size=args.chunk_size or 4096,
-                           overwrite=args.overwrite, show_progress=not args.quiet)
+                           overwrite=args.overwrite, show_progress=not args.quiet, resume=not args.no_cache)
     ids = f" + ids {result.ids}" if result.ids else ""
     print(f"wrote {result.output}{ids}: {n} texts x {result.dim} dims in {result.seconds:.1f} s")
     return 0

@@ -1,6 +1,7 @@
 """Embed corpora with any layerwise pooling or an exported folder (``layerwise encode``), and the MTEB wrapper.
 
-``encode_corpus`` runs in this process; ``encode_corpus_ray`` (``--engine ray``) runs on Ray Data, which it imports
+``encode_corpus`` runs in this process, and the same call after an interrupt encodes only the chunks that were not
+finished (:mod:`layerwise.encode.journal`); ``encode_corpus_ray`` (``--engine ray``) runs on Ray Data, which it imports
 only when called (``pip install "layerwise[ray]"``).
 """
 

@@ -1,10 +1,13 @@
 """``encode_corpus``: a corpus file -> an embedding file, chunk by chunk (bounded memory), with a progress bar.
 
-The file is read and checked once before the model runs (:func:`~layerwise.encode.readers.scan_corpus`), then
-read again in chunks of ``chunk_size`` rows; each chunk is embedded and written at once. With a
-:class:`~layerwise.encode.embedders.SpecEmbedder` each chunk goes through the layer cache, so a run that was
-interrupted continues where it stopped: the chunks it finished are read back from the cache, not encoded again.
-The output appears only when complete (:mod:`layerwise.encode.writers`).
+The file is read, checked and hashed once before the model runs (:func:`~layerwise.encode.readers.check_corpus`),
+then read again in chunks of ``chunk_size`` rows; each chunk is embedded, saved in the resume journal and written
+at once. A run that was interrupted continues where it stopped, whichever the embedder (a pooling spec or an
+exported folder): the same call again reads the finished chunks back from the journal, a work folder beside the
+output keyed on the corpus, the embedder and the chunk size (:mod:`layerwise.encode.journal`), and encodes only the
+rest; ``resume=False`` keeps no journal. A :class:`~layerwise.encode.embedders.SpecEmbedder`'s chunks also go
+through its layer cache. The output appears only when complete (:mod:`layerwise.encode.writers`), and the journal is
+then removed.
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from layerwise._progress import progress
-from layerwise.encode.readers import CorpusSource, iter_corpus, scan_corpus
+from layerwise.encode.journal import open_journal
+from layerwise.encode.readers import CorpusSource, check_corpus, iter_corpus
 from layerwise.encode.writers import check_output, ids_path, open_writer
 
 logger = logging.getLogger(__name__)
@@ -36,29 +40,37 @@ class EncodeResult:
 
 
 def encode_corpus(source: CorpusSource, output: str | os.PathLike, embedder, *, chunk_size: int = 4096,
-                  overwrite: bool = False, show_progress: bool | None = None) -> EncodeResult:
+                  overwrite: bool = False, show_progress: bool | None = None, resume: bool = True) -> EncodeResult:
     """Embed every text of ``source`` with ``embedder`` (``encode(texts) -> (n, d)``, ``dim``) into ``output``.
 
-    Returns an :class:`EncodeResult`; the vectors are float32 of shape (n, d), row i = the corpus's row i.
+    ``resume``: keep each finished chunk in a work folder beside ``output`` until it is complete, so that the same
+    call after an interrupt encodes only the missing chunks (needs ``embedder.output_key()``, as the layerwise
+    embedders give). Returns an :class:`EncodeResult`; the vectors are float32 of shape (n, d), row i = the corpus's
+    row i.
     """
     if int(chunk_size) < 1:
         raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
     output = check_output(output, overwrite=overwrite)
-    n = scan_corpus(source)
+    corpus = check_corpus(source)
     t0 = time.perf_counter()
-    writer = open_writer(output, n, embedder.dim)
+    journal = open_journal(output, embedder, corpus, int(chunk_size), resume=resume)
+    writer = open_writer(output, corpus.n, embedder.dim)
     show = logger.isEnabledFor(logging.INFO) if show_progress is None else show_progress
     try:
-        with progress(total=n, desc="encoding corpus", unit="text", disable=not show) as bar:
-            for ids, texts in iter_corpus(source, int(chunk_size)):
-                writer.write(ids, embedder.encode(texts))
+        with progress(total=corpus.n, desc="encoding corpus", unit="text", disable=not show) as bar:
+            for index, (ids, texts) in enumerate(iter_corpus(source, int(chunk_size))):
+                vectors = journal.load(index, ids)
+                if vectors is None:
+                    vectors = journal.save(index, ids, embedder.encode(texts))
+                writer.write(ids, vectors)
                 bar.update(len(ids))
         writer.close()
     except BaseException:
         writer.abort()
         raise
+    journal.finish()
     npy = output.suffix.lower() == ".npy"
-    return EncodeResult(str(output), str(ids_path(output)) if npy else None, n, embedder.dim,
+    return EncodeResult(str(output), str(ids_path(output)) if npy else None, corpus.n, embedder.dim,
                         time.perf_counter() - t0)
 
 

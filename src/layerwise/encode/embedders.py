@@ -3,8 +3,10 @@
 :class:`PoolingSpec` names any layerwise pooling (a layer subset's mean or CLS, LC + MLP through the pooler head, or
 the model's pooler output); :class:`SpecEmbedder` computes it from a :class:`~layerwise.LayerEncoder`'s layer stack,
 so every chunk goes through the layer cache (a second run reads what the first one encoded).
-:class:`FolderEmbedder` runs an exported sentence-transformers folder. :class:`EmbedderConfig` is a small JSON-able
-description of either, from which a process (a Ray actor, say) builds its own embedder.
+:class:`FolderEmbedder` runs an exported sentence-transformers folder. Both give ``output_key()``, every setting that
+changes their vectors, which keys the resume journal of ``layerwise encode`` (:mod:`layerwise.encode.journal`).
+:class:`EmbedderConfig` is a small JSON-able description of either, from which a process (a Ray actor, say) builds
+its own embedder.
 """
 
 from __future__ import annotations
@@ -72,12 +74,17 @@ class SpecEmbedder:
         return {"model": self.encoder.identity.to_dict(), "pooling": self.spec.to_dict(),
                 "max_length": self.encoder.max_length}
 
+    def output_key(self) -> dict:
+        """Every setting that changes the vectors: the encoder's cache key (weights, tokenizer and config sha256, max
+        length, dtype) and the pooling. Batch size and device are left out, as in the layer cache's key."""
+        return {"kind": "spec", "encoder": self.encoder.cache_key(), "pooling": self.spec.to_dict()}
+
     def encode(self, texts: list[str]) -> np.ndarray:
         return self.spec(self.encoder.encode(list(texts)), self.head)
 
 
 class FolderEmbedder:
-    """``encode(texts) -> (n, d)`` with a sentence-transformers folder (an export); not cached."""
+    """``encode(texts) -> (n, d)`` with a sentence-transformers folder (an export); no layer cache."""
 
     def __init__(self, folder: str | os.PathLike, *, batch_size: int = 64, device: str = "cpu",
                  trust_remote_code: bool = False):
@@ -91,6 +98,12 @@ class FolderEmbedder:
 
     def describe(self) -> dict:
         return {"folder": self.folder}
+
+    def output_key(self) -> dict:
+        """What the vectors depend on: every file of the folder (:func:`~layerwise.encoders.registry.folder_sha256`)."""
+        from layerwise.encoders.registry import folder_sha256
+
+        return {"kind": "folder", "folder_sha256": folder_sha256(self.folder), "dim": self.dim}
 
     def encode(self, texts: list[str]) -> np.ndarray:
         return self.model.encode(list(texts), batch_size=self.batch_size, convert_to_numpy=True,

@@ -3,12 +3,15 @@
 Every reader yields ``(ids, texts)`` chunks of at most ``chunk_size`` rows, so memory stays bounded by the chunk.
 :func:`scan_corpus` reads the whole file once before any encoding: a bad row (invalid JSON, a missing column, an
 empty text, an id with a line break) stops the run there, with the file, row and fix named. An id is the row's
-``id_column`` value (as a string) or its row number from 0.
+``id_column`` value (as a string) or its row number from 0. The same pass hashes every row's id and text
+(:func:`check_corpus`): a checksum of what the rows hold (not of the file's bytes, so the text and id columns chosen
+count and unread columns do not), computed streaming, which is what a resume key needs of a corpus too large to hold.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -17,7 +20,8 @@ from typing import Iterator
 
 from layerwise.errors import UsageError
 
-__all__ = ["CORPUS_FORMATS", "CorpusSource", "corpus_format", "iter_corpus", "require_pyarrow", "scan_corpus"]
+__all__ = ["CORPUS_FORMATS", "CorpusScan", "CorpusSource", "check_corpus", "corpus_format", "iter_corpus",
+           "require_pyarrow", "scan_corpus"]
 
 CORPUS_FORMATS = {".txt": "text", ".jsonl": "jsonl", ".csv": "csv", ".tsv": "csv", ".parquet": "parquet"}
 
@@ -123,12 +127,31 @@ def _checked(source: CorpusSource) -> Iterator[tuple[str, str]]:
         yield ident, text
 
 
-def scan_corpus(source: CorpusSource) -> int:
-    """Read every row once and check it (see the module docstring); returns the number of rows."""
-    n = sum(1 for _ in _checked(source))
+@dataclass(frozen=True)
+class CorpusScan:
+    """What one checking pass over a corpus found."""
+
+    n: int  # rows
+    sha256: str  # of every row's id and text in order (each length-prefixed, UTF-8): what the rows hold
+
+
+def check_corpus(source: CorpusSource) -> CorpusScan:
+    """Read every row once, check it (see the module docstring) and hash it; raises UsageError on a bad row."""
+    h, n = hashlib.sha256(), 0
+    for ident, text in _checked(source):  # surrogatepass: JSON allows lone surrogates
+        ident_bytes, text_bytes = (v.encode("utf-8", "surrogatepass") for v in (ident, text))
+        h.update(f"{len(ident_bytes)}:{len(text_bytes)}:".encode())
+        h.update(ident_bytes)
+        h.update(text_bytes)
+        n += 1
     if n == 0:
         raise UsageError(f"corpus {source.path} holds no rows; nothing to encode")
-    return n
+    return CorpusScan(n, h.hexdigest())
+
+
+def scan_corpus(source: CorpusSource) -> int:
+    """Read every row once and check it (see the module docstring); returns the number of rows."""
+    return check_corpus(source).n
 
 
 def iter_corpus(source: CorpusSource, chunk_size: int) -> Iterator[tuple[list[str], list[str]]]:

@@ -38,6 +38,7 @@ __all__ = [
     "assemble_mpnet",
     "config_sha256",
     "files_sha256",
+    "folder_sha256",
     "layerwise_home",
     "resolve_model",
     "check_model_folder",
@@ -165,10 +166,15 @@ def weights_sha256(path: str | os.PathLike) -> str:
         raise ModelNotFoundError(f"no weight files (*.safetensors or *.bin) in {folder}")
     h = hashlib.sha256()
     for f in files:
-        with open(f, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 22), b""):
-                h.update(block)
+        _hash_file(h, f)
     return h.hexdigest()
+
+
+def _hash_file(h, path: Path) -> None:
+    """Feed the bytes of ``path`` into ``h`` in 4 MiB blocks (memory stays flat for any size)."""
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 22), b""):
+            h.update(block)
 
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
@@ -184,10 +190,24 @@ def files_sha256(folder: str | os.PathLike, names) -> str | None:
         return None
     h = hashlib.sha256()
     for name in present:
-        data = (folder / name).read_bytes()
-        h.update(f"{name}\0{len(data)}\0".encode())
-        h.update(data)
+        h.update(f"{name}\0{(folder / name).stat().st_size}\0".encode())
+        _hash_file(h, folder / name)
     return h.hexdigest()
+
+
+def folder_sha256(folder: str | os.PathLike) -> str:
+    """sha256 over every file below ``folder`` (:func:`files_sha256` of their relative paths): a folder model's
+    identity, e.g. an exported sentence-transformers folder (weights, config, tokenizer, modules, in subfolders too).
+
+    Hidden entries (a name starting with ``.``, and all below it) are left out: they hold tool state (``.git``, a
+    hub ``.cache``, an encode work folder written inside the model folder), not the model.
+    """
+    folder = Path(folder)
+    names = [p.relative_to(folder).as_posix() for p in folder.rglob("*")
+             if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts)]
+    if not names:
+        raise ModelNotFoundError(f"{folder} holds no files; pass a model folder")
+    return files_sha256(folder, names)
 
 
 def tokenizer_sha256(path: str | os.PathLike) -> str | None:
