@@ -28,12 +28,18 @@ def test_page_runs_resumes_and_renders(tiny_bert, tmp_path, monkeypatch):
     key = parts["BASELINE-seed1"].key
     assert key["seed"] == 1 and key["config"]["epochs"] == 1 and key["model"]["weights_sha256"]
     assert set(key["data"]) >= {"sst", "para", "sts"}
+    timing = parts["BASELINE-seed0"].payload["timing"]  # how much of the machine the run had, and where it ran
+    assert timing["device"] == "cpu" and timing["wall_seconds"] > 0 and timing["cpu_seconds"] > 0
+    assert len(timing["load_average_at_end"]) == 3
     monkeypatch.setattr(experiment, "run_experiment",
                         lambda *a, **k: (_ for _ in ()).throw(AssertionError("recomputed")))
     page.run(ctx)  # everything stored: nothing trains
     written = page.render(ctx)
     md = (tmp_path / "out" / "multitask.md").read_text()
     assert tmp_path / "out" / "multitask-layers.png" in written
+    assert "device: cpu" in md and "| run | wall (min) | CPU/wall | load at start | load at end |" in md
+    row = next(line for line in md.splitlines() if line.startswith("| BASELINE-seed1 |"))
+    assert "not recorded" not in row  # every column of a run stored with its timing
     summary = json.loads((tmp_path / "out" / "multitask.json").read_text())
     base = summary["experiments"]["BASELINE"]
     tests = [parts[f"BASELINE-seed{s}"].payload["test"]["overall"] for s in (0, 1)]

@@ -18,7 +18,8 @@ from layerwise.experiments.store import Part
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["latest_by_name", "provenance_lines", "run_record", "save_png", "sts_checksum"]
+__all__ = ["RunTimer", "latest_by_name", "provenance_lines", "run_record", "run_time_row", "run_time_table",
+           "save_png", "sts_checksum"]
 
 
 def run_record(command: Sequence[str] = ()) -> dict:
@@ -28,6 +29,44 @@ def run_record(command: Sequence[str] = ()) -> dict:
     env = environment(list(command) if command else None)
     # "t": seconds since the epoch, so that two runs started within one second are still ordered
     return {"started": env["date"], "t": time.time(), "command": env["command"], "environment": env}
+
+
+class RunTimer:
+    """Wall and CPU seconds of one training run, and the load average at its end: how much of the machine it had.
+
+    CPU seconds are this process's (every thread): over wall seconds that is about the thread count when the run had
+    the cores to itself, and less when other jobs shared them (its wall time is then longer than its own cost).
+    """
+
+    def __init__(self):
+        self.t0, self.c0 = time.perf_counter(), time.process_time()
+
+    def record(self) -> dict:
+        return {"wall_seconds": time.perf_counter() - self.t0, "cpu_seconds": time.process_time() - self.c0,
+                "load_average_at_end": [round(x, 2) for x in os.getloadavg()]}
+
+
+def run_time_row(part: Part, timing: dict) -> tuple[float, float | None, float | None, float | None]:
+    """(wall seconds, CPU/wall, 1-minute load at start, at end) of a part's run; ``timing`` holds
+    :meth:`RunTimer.record`'s fields (None where a part stored before they were recorded lacks one)."""
+    wall, cpu = float(timing.get("wall_seconds") or 0.0), timing.get("cpu_seconds")
+    machine = part.runs[-1].get("environment", {}).get("machine", {}) if part.runs else {}
+    start = (machine.get("load_average_1_5_15") or [None])[0]
+    end = (timing.get("load_average_at_end") or [None])[0]
+    return wall, (cpu / wall if cpu is not None and wall > 0 else None), start, end
+
+
+def run_time_table(rows: dict[str, tuple], cpus: int | None = None) -> list[str]:
+    """Markdown lines: each run's wall minutes, CPU/wall and load at start and end (:func:`run_time_row` rows)."""
+    fmt = lambda x: "not recorded" if x is None else f"{x:.1f}"  # noqa: E731
+    lines = ["Time of each run. *CPU/wall*: the run's CPU seconds (all its threads) over its wall seconds, about the "
+             "thread count when it had the cores to itself and lower when other jobs shared them (then its wall time "
+             "is longer than its own cost); the 1-minute load average at its start and end"
+             + (f" ({cpus} CPUs)" if cpus else "") + ". Runs before this column was added have no record.", "",
+             "| run | wall (min) | CPU/wall | load at start | load at end |", "|---|---|---|---|---|"]
+    for name, (wall, ratio, start, end) in rows.items():
+        lines.append(f"| {name} | {wall / 60:.1f} | {fmt(ratio)} | {fmt(start)} | {fmt(end)} |")
+    return lines + [""]  # the blank line ends the table
 
 
 def sts_checksum(d) -> str:

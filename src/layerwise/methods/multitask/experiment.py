@@ -12,7 +12,7 @@ import logging
 from dataclasses import replace
 from pathlib import Path
 
-from layerwise.experiments.page_parts import run_record
+from layerwise.experiments.page_parts import RunTimer, run_record
 from layerwise.experiments.store import Part, ResultsStore, model_key
 from layerwise.methods.multitask.config import MultitaskConfig
 from layerwise.methods.multitask.data import load_multitask_data
@@ -60,8 +60,11 @@ def run_parts(configs: list[MultitaskConfig], seeds, store: ResultsStore, *, mod
             part = store.load(PAGE_NAME, name, key)
             if part is None:
                 folder = Path(checkpoints) / config.name / f"seed{seed}"
+                timer = RunTimer()
                 result = run_experiment(config, seed, folder, model_name=model, data=data, control=control)
-                part = Part(PAGE_NAME, name, key, result.to_payload(), runs=[run_record(command)])
+                timing = {**timer.record(), "device": control.device or "cpu"}  # how much of the machine it had
+                payload = {**result.to_payload(), "timing": timing}
+                part = Part(PAGE_NAME, name, key, payload, runs=[run_record(command)])
                 run_on_main(store.save, part)  # under torchrun every process trained; rank 0 writes
                 logger.info("%s: test overall %.4f", name, result.test.overall)
             results.append(ExperimentResult.from_payload(part.payload))

@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from layerwise.encoders.registry import DEFAULT_MODEL
-from layerwise.experiments.page_parts import provenance_lines, save_png
+from layerwise.experiments.page_parts import provenance_lines, run_time_row, save_png
 from layerwise.experiments.registry import PageContext, ResultsPage, register
 from layerwise.methods.multitask.config import EXPERIMENTS, MultitaskConfig, get_experiment
 from layerwise.methods.multitask.experiment import PAGE_NAME
@@ -115,7 +115,9 @@ def load_page(ctx: PageContext):
             missing.append(f"seeds {more} of the best experiment (chosen once every experiment has seeds {page.seeds})")
     results.sort(key=lambda r: (list(page.experiments).index(r.config["name"]), r.seed))
     model = results[0].model if results else page.model
-    return MultitaskPage(TITLE, model, results, provenance_lines(used), missing)
+    times = {p.name: run_time_row(p, p.payload.get("timing", {})) for p in used}
+    devices = sorted({p.payload.get("timing", {}).get("device", "cpu") for p in used})
+    return MultitaskPage(TITLE, model, results, provenance_lines(used), missing, times, devices)
 
 
 def render(ctx: PageContext) -> list[Path]:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from layerwise.experiments.page_parts import run_time_table
 from layerwise.methods.multitask.data import DATA_NOTES
 from layerwise.methods.multitask.run import ExperimentResult
 
@@ -23,6 +24,8 @@ class MultitaskPage:
     results: list[ExperimentResult]  # every (experiment, seed) shown, in page order
     provenance: list[str] = field(default_factory=list)  # markdown bullet lines
     missing: list[str] = field(default_factory=list)  # parts not computed yet
+    run_times: dict[str, tuple] = field(default_factory=dict)  # part name -> (wall s, CPU/wall, load start, end)
+    devices: list[str] = field(default_factory=list)  # where the runs shown trained ("cpu", "cuda"...)
 
     def experiments(self) -> list[str]:
         return list(dict.fromkeys(r.config["name"] for r in self.results))
@@ -142,7 +145,11 @@ def render_markdown(page: MultitaskPage) -> str:
     if page.results:
         total = sum(r.seconds for r in page.results)
         lines += ["", "## Time", "", f"- {len(page.results)} runs, {total / 3600:.2f} h of training and evaluation in "
-                  "all (sum of the runs' wall-clock time; the device is in the provenance below)."]
+                  f"all (sum of the runs' wall-clock time), device: {', '.join(page.devices) or 'cpu'} (the machine "
+                  "is in the provenance below)" + (": this is what a CPU-only run of these parts costs."
+                                                  if page.devices in ([], ["cpu"]) else "."), ""]
+        if page.run_times:
+            lines += run_time_table(page.run_times, cpus=2)
     if page.missing:
         lines += ["", "## Not run yet", "", *[f"- {m}" for m in page.missing]]
     if page.provenance:

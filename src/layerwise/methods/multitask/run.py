@@ -77,6 +77,7 @@ class ExperimentResult:
 
     @classmethod
     def from_payload(cls, p: dict) -> "ExperimentResult":
+        p = {k: v for k, v in p.items() if k != "timing"}  # a stored part's run timing (see experiment.run_parts)
         return cls(**{**p, "dev": TaskScores.from_dict(p["dev"]), "test": TaskScores.from_dict(p["test"]),
                       "phases": [PhaseSummary(**s) for s in p["phases"]]})
 

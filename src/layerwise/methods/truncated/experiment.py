@@ -17,12 +17,11 @@ Each payload records the wall seconds its part took (``wall_seconds``), which th
 from __future__ import annotations
 
 import logging
-import os
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from layerwise.experiments.page_parts import latest_by_name, run_record
+from layerwise.experiments.page_parts import RunTimer, latest_by_name, run_record
 from layerwise.experiments.store import Part, ResultsStore, model_key
 from layerwise.methods.truncated.analysis import Frontier, Throughput, throughput, zero_training_frontier
 from layerwise.methods.truncated.config import TMFTConfig
@@ -79,14 +78,10 @@ def run_runs(configs: list[TMFTConfig], store: ResultsStore, *, checkpoints, dat
         name = run_part_name(config)
         part = store.load(page, name, key)
         if part is None:
-            t0, c0 = time.perf_counter(), time.process_time()
+            timer = RunTimer()
             result = run_tmft(config, data_dir=data_dir, output=checkpoints, show_progress=show_progress,
                               device=device)
-            # CPU seconds of this process (every thread) against wall seconds: about the thread count when the run
-            # had the cores to itself, less when other jobs shared them
-            payload = {**result.to_dict(), "wall_seconds": time.perf_counter() - t0,
-                       "cpu_seconds": time.process_time() - c0, "device": device or "cpu",
-                       "load_average_at_end": [round(x, 2) for x in os.getloadavg()]}
+            payload = {**result.to_dict(), **timer.record(), "device": device or "cpu"}
             part = Part(page, name, key, payload, runs=[run_record(command)])
             run_on_main(store.save, part)  # under torchrun every process trained; rank 0 writes
             logger.info("%s: test Spearman %.2f", name, result.test_spearman)

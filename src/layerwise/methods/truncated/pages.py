@@ -17,7 +17,7 @@ import logging
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
-from layerwise.experiments.page_parts import provenance_lines, save_png
+from layerwise.experiments.page_parts import provenance_lines, run_time_row, save_png
 from layerwise.experiments.registry import PageContext, ResultsPage, register
 from layerwise.methods.truncated.config import PRE_STEPS, MLMConfig, TMFTConfig, WSConfig
 from layerwise.methods.truncated.experiment import PAGE_NAME
@@ -164,15 +164,11 @@ def load_page(ctx: PageContext):
     if page.lc_tmft and lc is None:
         missing.append(f"LC-TMFT runs of {minilm} (need frontier-{minilm} for the subset)")
     seconds = {p.name: float(p.payload.get("wall_seconds", 0.0)) for p in used}
-    run_loads = {p.name: (_load_at_start(p), (p.payload.get("load_average_at_end") or [None])[0],
-                          p.payload.get("cpu_seconds")) for p in used if p.name.startswith("run-")}
+    run_loads = {p.name: run_time_row(p, p.payload) for p in used if p.name.startswith("run-")}
+    devices = sorted({p.payload.get("device", "cpu") for p in used if p.name.startswith("run-")})
     return TMFTPage(TITLE, asdict(page), results, frontiers, speeds, lc, missing, provenance_lines(used), seconds,
-                    loads, run_loads)
+                    loads, run_loads, devices)
 
-
-def _load_at_start(part) -> float | None:
-    load = part.runs[-1].get("environment", {}).get("machine", {}).get("load_average_1_5_15") if part.runs else None
-    return load[0] if load else None
 
 
 def render(ctx: PageContext) -> list[Path]:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from layerwise.experiments.page_parts import run_time_table
 from layerwise.methods.truncated.analysis import Frontier, Throughput, pareto_front
 from layerwise.methods.truncated.run import TMFTResult
 
@@ -31,7 +32,8 @@ class TMFTPage:
     provenance: list[str] = field(default_factory=list)
     wall_seconds: dict[str, float] = field(default_factory=dict)  # part name -> wall seconds it took
     speed_load: dict[str, list | None] = field(default_factory=dict)  # model -> load average when timed (1, 5, 15 min)
-    run_loads: dict[str, tuple] = field(default_factory=dict)  # part name -> (load at start, at end, CPU seconds)
+    run_loads: dict[str, tuple] = field(default_factory=dict)  # part name -> (wall s, CPU/wall, load start, load end)
+    devices: list[str] = field(default_factory=list)  # where the TMFT runs shown trained ("cpu", "cuda"...)
 
 
 @dataclass(frozen=True)
@@ -269,8 +271,10 @@ def _pre_step_lines(page: TMFTPage, model: str, plain: dict) -> list[str]:
 def _time_lines(page: TMFTPage) -> list[str]:
     """Total time of the parts shown, mean time per TMFT run and model, and the estimated cost of what is missing."""
     total = sum(page.wall_seconds.values())
-    lines = [f"- total wall time of the parts shown: {total / 3600:.2f} h on CPU only (no GPU; the machine is named below), "
-             "which is what a CPU-only run of these parts costs"]
+    cpu_only = page.devices in ([], ["cpu"])
+    lines = [f"- total wall time of the parts shown: {total / 3600:.2f} h, device: {', '.join(page.devices) or 'cpu'} "
+             "(the machine is named below)" + (", which is what a CPU-only run of these parts costs" if cpu_only
+                                              else "")]
     for model, _ in _models(page):
         runs = [v for k, v in page.wall_seconds.items() if k.startswith(f"run-{model}-")]
         todo = [m for m in page.missing if m.startswith(f"run-{model}-")]
@@ -282,17 +286,7 @@ def _time_lines(page: TMFTPage) -> list[str]:
         elif todo:
             lines.append(f"- {model}: {len(todo)} TMFT run(s) not run yet; no timing stored yet to estimate them")
     if page.run_loads:
-        lines += ["", "Time of each run. *CPU/wall*: the run's CPU seconds (all its threads) over its wall seconds, "
-                  "about the thread count when it had the cores to itself and lower when other jobs shared them "
-                  "(then its wall time is longer than its own cost); the 1-minute load average at its start and end "
-                  "(2 CPUs). Runs before this column was added have no record.", "",
-                  "| run | wall (min) | CPU/wall | load at start | load at end |", "|---|---|---|---|---|"]
-        fmt = lambda x: "not recorded" if x is None else f"{x:.1f}"  # noqa: E731
-        for name, (start, end, cpu) in page.run_loads.items():
-            wall = page.wall_seconds.get(name, 0.0)
-            ratio = cpu / wall if cpu is not None and wall > 0 else None
-            lines.append(f"| {name} | {wall / 60:.1f} | {fmt(ratio)} | {fmt(start)} | {fmt(end)} |")
-        lines.append("")  # the provenance list that follows is not part of the table
+        lines += ["", *run_time_table(page.run_loads, cpus=2)]
     return lines
 
 
