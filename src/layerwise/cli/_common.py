@@ -9,7 +9,7 @@ from layerwise.data.sts import STS_DATASETS
 from layerwise.encoders.registry import BUILTIN_MODELS, DEFAULT_MODEL
 from layerwise.evaluation.metrics import AGGREGATIONS
 
-__all__ = ["STS_CHOICES", "add_common", "add_encoder_options", "encoder_options"]
+__all__ = ["STS_CHOICES", "add_common", "add_encoder_options", "add_training_tail", "encoder_options"]
 
 STS_CHOICES = list(STS_DATASETS)
 
@@ -40,6 +40,14 @@ def add_encoder_options(p: argparse.ArgumentParser, *, aggregation: bool = True)
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     p.add_argument("--cache-dir", default=None, help="layer-stack cache (default: $LAYERWISE_HOME/cache)")
     p.add_argument("--no-cache", action="store_true", help="encode everything, read and write no cache")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars, only the results")
+
+
+def add_training_tail(p: argparse.ArgumentParser) -> None:
+    """``--device`` (where a training command trains, DDP-aware) and ``-q``: the last options of tmft and multitask."""
+    p.add_argument("--device", default="cpu",
+                   help="where the model trains: cpu (default), cuda, cuda:N; under torchrun, cuda gives each process "
+                        "its LOCAL_RANK GPU (NCCL)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars, only the results")
 
 

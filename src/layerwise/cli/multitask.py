@@ -6,6 +6,7 @@ re-run skips what is done and a cut-off run resumes from its checkpoints in ``OU
 
 from __future__ import annotations
 
+from layerwise.cli._common import add_training_tail
 from layerwise.encoders.registry import BUILTIN_MODELS, DEFAULT_MODEL
 from layerwise.methods.multitask.config import SCHEDULES
 from layerwise.training.distributed import is_main
@@ -40,10 +41,7 @@ def add_parsers(sub) -> None:
                         "(default: runs/multitask)")
     p.add_argument("--overwrite", action="store_true",
                    help="start cut-off runs again instead of resuming them (finished results in state/ are kept)")
-    p.add_argument("--device", default="cpu",
-                   help="where the model trains: cpu (default), cuda, cuda:N; under torchrun, cuda gives each process "
-                        "its LOCAL_RANK GPU (NCCL)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars, only the results")
+    add_training_tail(p)
     p.set_defaults(handler=run)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 
 from layerwise.cli._checks import max_length, nonnegative_int, positive_float, positive_int, seed
+from layerwise.cli._common import add_training_tail
 from layerwise.data.wordsim import DEFAULT_WORDSIM, WORDSIM_FILES
 from layerwise.encoders.registry import BUILTIN_MODELS, DEFAULT_MODEL
 from layerwise.methods.truncated.config import PRE_STEPS
@@ -89,10 +90,7 @@ def _add_tmft(sub) -> None:
                    help="data folder holding sts/STSB, wordsim/, nli/, unlabeled/ (default: $LAYERWISE_DATA)")
     p.add_argument("--output", default="runs/tmft",
                    help="folder for tmft.{md,json}, tmft-layers.png, state/ and runs/ (default: runs/tmft)")
-    p.add_argument("--device", default="cpu",
-                   help="where the model trains: cpu (default), cuda, cuda:N; under torchrun, cuda gives each process "
-                        "its LOCAL_RANK GPU (NCCL)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars, only the results")
+    add_training_tail(p)
     p.set_defaults(handler=run_tmft_command)
 
 

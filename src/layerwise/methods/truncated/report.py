@@ -386,7 +386,8 @@ def draw_speed(page: TMFTPage):
     for model, t in page.throughputs.items():
         ax.plot([r.depth for r in t.rows], [r.sentences_per_second for r in t.rows], marker="o", label=model)
     ax.set_xlabel("depth l (hidden state)")
-    ax.set_ylabel("sentences / s (CPU)")
+    devices = sorted({t.device for t in page.throughputs.values()})
+    ax.set_ylabel(f"sentences / s ({', '.join(devices) or 'cpu'})")
     if page.throughputs:
         ax.set_yscale("log")
         ax.legend(fontsize=7)
