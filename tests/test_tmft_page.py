@@ -126,6 +126,10 @@ def test_page_runs_resumes_and_renders(tiny_bert, data_dir, tmp_path, monkeypatc
     line = next(s for s in md.splitlines() if s.startswith("| 2 |"))
     assert f"{np.mean(tests):.2f} ± {np.std(tests, ddof=1):.2f} (2)" in line
     assert "## Not run yet" not in md and "ELECTRA" in md and "Ranking of depths" in md
+    spread = max(np.std([parts[f"run-{name}-none-L{d}-seed{s}-ep1"].payload["test_spearman"] for s in (0, 1)], ddof=1)
+                 for d in (0, 2))
+    ws_line = next(s for s in md.splitlines() if s.startswith("- WS + TMFT against plain TMFT"))
+    assert f"TMFT's seed spread: up to {spread:.2f}" in ws_line  # the noise a pre-step's gain is read against
     assert "| run | wall (min) | CPU/wall |" in md and "not recorded" not in md
     changed = _options(tiny_bert, tmp_path, minilm_depths=[0, 1, 2])  # a depth not run: listed, not invented
     page.render(PageContext(store=store, output=out, data_dir=str(data_dir), options=changed))
