@@ -37,7 +37,7 @@ def test_page_runs_resumes_and_renders(tiny_bert, tmp_path, monkeypatch):
     written = page.render(ctx)
     md = (tmp_path / "out" / "multitask.md").read_text()
     assert tmp_path / "out" / "multitask-layers.png" in written
-    assert "device: cpu" in md and "| run | wall (min) | CPU/wall | load at start | load at end |" in md
+    assert "device: cpu" in md and "| run | wall (min) | CPU/wall | load at start | load at end | CPUs |" in md
     row = next(line for line in md.splitlines() if line.startswith("| BASELINE-seed1 |"))
     assert "not recorded" not in row  # every column of a run stored with its timing
     summary = json.loads((tmp_path / "out" / "multitask.json").read_text())

@@ -60,13 +60,12 @@ def test_run_timer_and_time_rows_say_how_much_of_the_machine_a_run_had():
     sum(i * i for i in range(200_000))  # some CPU work
     record = timer.record()
     assert record["wall_seconds"] > 0 and record["cpu_seconds"] > 0 and len(record["load_average_at_end"]) == 3
-    runs = [{"environment": {"machine": {"load_average_1_5_15": [1.5, 1.0, 0.5]}}}]
+    runs = [{"environment": {"machine": {"load_average_1_5_15": [1.5, 1.0, 0.5], "cpu_count": 2}}}]
     part = Part("p", "run-a", {"k": 1}, {}, runs=runs)
-    wall, ratio, start, end = run_time_row(part, {"wall_seconds": 100.0, "cpu_seconds": 180.0,
-                                                  "load_average_at_end": [2.25, 2.0, 1.0]})
-    assert (wall, ratio, start, end) == (100.0, 1.8, 1.5, 2.25)
+    row = run_time_row(part, {"wall_seconds": 100.0, "cpu_seconds": 180.0, "load_average_at_end": [2.25, 2.0, 1.0]})
+    assert row == (100.0, 1.8, 1.5, 2.25, 2)
     old = run_time_row(Part("p", "run-b", {"k": 2}, {}, runs=[]), {"wall_seconds": 60.0})  # stored before timing
-    assert old == (60.0, None, None, None)
-    lines = run_time_table({"run-a": (wall, ratio, start, end), "run-b": old}, cpus=2)
-    assert "| run-a | 1.7 | 1.8 | 1.5 | 2.2 |" in lines
-    assert "| run-b | 1.0 | not recorded | not recorded | not recorded |" in lines and lines[-1] == ""
+    assert old == (60.0, None, None, None, None)
+    lines = run_time_table({"run-a": row, "run-b": old})
+    assert "| run-a | 1.7 | 1.8 | 1.5 | 2.2 | 2 |" in lines
+    assert "| run-b | 1.0 | not recorded | not recorded | not recorded | ? |" in lines and lines[-1] == ""

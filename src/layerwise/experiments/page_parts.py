@@ -46,26 +46,26 @@ class RunTimer:
                 "load_average_at_end": [round(x, 2) for x in os.getloadavg()]}
 
 
-def run_time_row(part: Part, timing: dict) -> tuple[float, float | None, float | None, float | None]:
-    """(wall seconds, CPU/wall, 1-minute load at start, at end) of a part's run; ``timing`` holds
-    :meth:`RunTimer.record`'s fields (None where a part stored before they were recorded lacks one)."""
+def run_time_row(part: Part, timing: dict) -> tuple:
+    """(wall seconds, CPU/wall, 1-minute load at start, at end, the machine's CPU count) of a part's run; ``timing``
+    holds :meth:`RunTimer.record`'s fields (None where a part stored before they were recorded lacks one)."""
     wall, cpu = float(timing.get("wall_seconds") or 0.0), timing.get("cpu_seconds")
     machine = part.runs[-1].get("environment", {}).get("machine", {}) if part.runs else {}
     start = (machine.get("load_average_1_5_15") or [None])[0]
     end = (timing.get("load_average_at_end") or [None])[0]
-    return wall, (cpu / wall if cpu is not None and wall > 0 else None), start, end
+    return wall, (cpu / wall if cpu is not None and wall > 0 else None), start, end, machine.get("cpu_count")
 
 
-def run_time_table(rows: dict[str, tuple], cpus: int | None = None) -> list[str]:
-    """Markdown lines: each run's wall minutes, CPU/wall and load at start and end (:func:`run_time_row` rows)."""
+def run_time_table(rows: dict[str, tuple]) -> list[str]:
+    """Markdown lines: each run's wall minutes, CPU/wall, load at start and end and CPUs (:func:`run_time_row`)."""
     fmt = lambda x: "not recorded" if x is None else f"{x:.1f}"  # noqa: E731
     lines = ["Time of each run. *CPU/wall*: the run's CPU seconds (all its threads) over its wall seconds, about the "
              "thread count when it had the cores to itself and lower when other jobs shared them (then its wall time "
-             "is longer than its own cost); the 1-minute load average at its start and end"
-             + (f" ({cpus} CPUs)" if cpus else "") + ". Runs before this column was added have no record.", "",
-             "| run | wall (min) | CPU/wall | load at start | load at end |", "|---|---|---|---|---|"]
-    for name, (wall, ratio, start, end) in rows.items():
-        lines.append(f"| {name} | {wall / 60:.1f} | {fmt(ratio)} | {fmt(start)} | {fmt(end)} |")
+             "is longer than its own cost); the 1-minute load average at its start and end, against the machine's "
+             "CPU count. Runs before these columns were added have no record.", "",
+             "| run | wall (min) | CPU/wall | load at start | load at end | CPUs |", "|---|---|---|---|---|---|"]
+    for name, (wall, ratio, start, end, cpus) in rows.items():
+        lines.append(f"| {name} | {wall / 60:.1f} | {fmt(ratio)} | {fmt(start)} | {fmt(end)} | {cpus or '?'} |")
     return lines + [""]  # the blank line ends the table
 
 

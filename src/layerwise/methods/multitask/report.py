@@ -24,7 +24,7 @@ class MultitaskPage:
     results: list[ExperimentResult]  # every (experiment, seed) shown, in page order
     provenance: list[str] = field(default_factory=list)  # markdown bullet lines
     missing: list[str] = field(default_factory=list)  # parts not computed yet
-    run_times: dict[str, tuple] = field(default_factory=dict)  # part name -> (wall s, CPU/wall, load start, end)
+    run_times: dict[str, tuple] = field(default_factory=dict)  # part name -> run_time_row
     devices: list[str] = field(default_factory=list)  # where the runs shown trained ("cpu", "cuda"...)
 
     def experiments(self) -> list[str]:
@@ -149,7 +149,7 @@ def render_markdown(page: MultitaskPage) -> str:
                   "is in the provenance below)" + (": this is what a CPU-only run of these parts costs."
                                                   if page.devices in ([], ["cpu"]) else "."), ""]
         if page.run_times:
-            lines += run_time_table(page.run_times, cpus=2)
+            lines += run_time_table(page.run_times)
     if page.missing:
         lines += ["", "## Not run yet", "", *[f"- {m}" for m in page.missing]]
     if page.provenance:

@@ -32,7 +32,7 @@ class TMFTPage:
     provenance: list[str] = field(default_factory=list)
     wall_seconds: dict[str, float] = field(default_factory=dict)  # part name -> wall seconds it took
     speed_load: dict[str, list | None] = field(default_factory=dict)  # model -> load average when timed (1, 5, 15 min)
-    run_loads: dict[str, tuple] = field(default_factory=dict)  # part name -> (wall s, CPU/wall, load start, load end)
+    run_loads: dict[str, tuple] = field(default_factory=dict)  # part name -> run_time_row
     devices: list[str] = field(default_factory=list)  # where the TMFT runs shown trained ("cpu", "cuda"...)
 
 
@@ -292,7 +292,7 @@ def _time_lines(page: TMFTPage) -> list[str]:
         elif todo:
             lines.append(f"- {model}: {len(todo)} TMFT run(s) not run yet; no timing stored yet to estimate them")
     if page.run_loads:
-        lines += ["", *run_time_table(page.run_loads, cpus=2)]
+        lines += ["", *run_time_table(page.run_loads)]
     return lines
 
 
