@@ -37,6 +37,7 @@ def test_page_runs_resumes_and_renders(tiny_bert, tmp_path, monkeypatch):
     written = page.render(ctx)
     md = (tmp_path / "out" / "multitask.md").read_text()
     assert tmp_path / "out" / "multitask-layers.png" in written
+    assert "Every mix starts uniform (1/3 = 0.333 per hidden state)" in md  # the tiny BERT: hidden states 0..2
     assert "device: cpu" in md and "| run | wall (min) | CPU/wall | load at start | load at end | CPUs |" in md
     row = next(line for line in md.splitlines() if line.startswith("| BASELINE-seed1 |"))
     assert "not recorded" not in row  # every column of a run stored with its timing

@@ -110,6 +110,12 @@ def _layer_lines(page: MultitaskPage) -> list[str]:
             centres = [layer_centres(r.layer_weights) for r in mine]
             cells = [f"{np.mean([c[t] for c in centres]):.2f}" if t in centres[0] else "" for t in ("sst", "para", "sts")]
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    weights = [w for r in page.results for w in r.layer_weights.values()]
+    if weights:  # how far training moved the mixes from where they start (uniform)
+        n = len(weights[0])
+        lines += ["", f"Every mix starts uniform (1/{n} = {1 / n:.3f} per hidden state); after training the weights "
+                  f"range from {min(map(min, weights)):.3f} to {max(map(max, weights)):.3f}. A mix that stays near "
+                  "uniform reads about the mean of all hidden states, not a choice of layers."]
     return lines
 
 
