@@ -48,3 +48,20 @@ def test_layer_centres_and_the_rendered_page():
     assert "Best experiment by dev overall here: **BASELINE+MIX**" in md
     assert "2 runs, 0.07 h" in md
     assert all(c.experiment != c.reference for c in CLAIMS)
+
+
+def test_every_row_of_every_table_has_its_header_width():
+    import re
+
+    names = [c.experiment for c in CLAIMS] + [c.reference for c in CLAIMS]
+    runs = [_run(n, 0, 0.5, 0.7, 0.8) for n in dict.fromkeys(names)]  # every claim judged, |u - v| ones included
+    md = render_markdown(MultitaskPage("t", "m", runs))
+    pipes = lambda line: len(re.findall(r"(?<!\\)\|", line))  # noqa: E731  (an escaped \| stays in its cell)
+    table: list[str] = []
+    for line in [*md.splitlines(), ""]:
+        if line.startswith("|"):
+            table.append(line)
+            continue
+        assert len({pipes(row) for row in table}) <= 1, table
+        table = []
+    assert "\\|u - v\\|" in md

@@ -91,7 +91,8 @@ def _findings(page: MultitaskPage) -> list[str]:
     for v in verdicts:
         c = v.claim
         target = ", ".join(f"{HEADERS[s]} {v.differences[s]:+.3f}" for s in c.scores)
-        lines.append(f"| {c.idea} | {c.experiment} vs {c.reference} | {v.seeds[0]} vs {v.seeds[1]} | {target} | "
+        idea = c.idea.replace("|", "\\|")  # a literal | (as in |u - v|) would split the markdown cell
+        lines.append(f"| {idea} | {c.experiment} vs {c.reference} | {v.seeds[0]} vs {v.seeds[1]} | {target} | "
                      f"{v.differences['overall']:+.3f} | {v.word} |")
     best = max(page.experiments(), key=lambda n: _mean_std([r.dev.overall for r in page.of(n)])[0])
     lines += ["", f"Best experiment by dev overall here: **{best}** (the report's best: NLI_TRIPLET)."]
