@@ -263,8 +263,7 @@ def _pre_step_lines(page: TMFTPage, model: str, plain: dict) -> list[str]:
     spread = [g.mean_std()[1] for g in plain.values() if len(g.results) > 1]
     noise = (f" TMFT's seed spread: up to {max(spread):.2f} (largest sample std over the depths run with several "
              "seeds); a difference no larger than that is within seed noise." if spread else
-             " Single runs: TMFT's seed spread is not measured yet (its other seeds are not run), so these "
-             "differences may be seed noise.")
+             " Single runs: TMFT's seed spread is not measured yet, so these differences may be seed noise.")
     for pre in [p for p in page.settings["pre_steps"] if p != "none"]:
         gs = {g.depth: g for g in _curves(page) if g.model == model and g.pre_step == pre}
         both = sorted(d for d in gs if d in plain)
