@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from conftest import write_multitask
-from layerwise.methods.multitask.config import MultitaskConfig, get_experiment, load_config
+from layerwise.methods.multitask.config import MIX_LR, MultitaskConfig, get_experiment, load_config
 from layerwise.methods.multitask.data import load_multitask_data
 from layerwise.methods.multitask.evaluate import overall_score
 from layerwise.methods.multitask.model import MultitaskModel
@@ -68,6 +68,9 @@ def test_config_round_trip_and_named_experiments(tmp_path):
     cfg = get_experiment("NLI_TRIPLET+MIX", epochs=3)
     assert (cfg.nli, cfg.sts_head, cfg.para_features, cfg.layers, cfg.epochs) == ("triplet", "cosine", "abs_diff",
                                                                                   "mix", 3)
+    # +MIX rows train their mixes at MIX_LR; every other row keeps the default (its results key unchanged)
+    assert cfg.mix_lr == MIX_LR != MultitaskConfig().mix_lr == get_experiment("NLI_TRIPLET+SUBSET").mix_lr
+    assert get_experiment("BASELINE+MIX", mix_lr=0.5).mix_lr == 0.5  # an explicit override still wins
     path = cfg.save(tmp_path / "c.json")
     assert load_config(path) == cfg
     with pytest.raises(KeyError, match="Did you mean 'BASELINE'"):

@@ -78,11 +78,16 @@ def test_cli_multitask_writes_results_and_resumes(tiny_bert, tmp_path, capsys):
     assert [r["config"]["name"] for r in doc["runs"]] == ["STS_PARA_HEAD_MOD+MIX", "MINE"]
     assert doc["runs"][1]["config"]["schedule"] == "round_robin" and doc["runs"][1]["config"]["epochs"] == 1
     assert (out / "multitask.md").is_file() and (out / "multitask-layers.png").is_file()
-    assert (out / "runs" / "MINE" / "seed0" / "tasks" / "best" / "multitask_model.json").is_file()
+    (folder,) = (out / "runs" / "MINE").glob("seed0-*")  # one folder per setting
+    assert (folder / "tasks" / "best" / "multitask_model.json").is_file()
     first = capsys.readouterr().out
     assert main(argv) == 0  # stored: reused, same numbers
     assert json.loads((out / "multitask.json").read_text())["runs"] == doc["runs"]
     assert capsys.readouterr().out.splitlines()[:3] == first.splitlines()[:3]
+    mine = [argv[0], *argv[2:]]  # MINE alone, under a changed setting: a new folder, the old one kept
+    assert main([*mine, "--lr", "1e-4"]) == 0
+    assert len(list((out / "runs" / "MINE").glob("seed0-*"))) == 2 and folder.is_dir()
+    capsys.readouterr()
     assert main(["multitask", "--model", str(tiny_bert)]) == 2
     assert "name at least one experiment" in capsys.readouterr().err
 

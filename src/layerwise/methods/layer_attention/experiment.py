@@ -19,7 +19,7 @@ from layerwise.data import available_sts, load_sts
 from layerwise.data.checksum import content_checksum
 from layerwise.evaluation.sts import sts_scores
 from layerwise.experiments.page_parts import run_record, sts_checksum
-from layerwise.experiments.store import Part, ResultsStore, model_key
+from layerwise.experiments.store import Part, ResultsStore, key_digest, model_key
 from layerwise.methods.layer_attention.grid import GridConfig, RunResult, SearchRow, run_key, run_name
 
 logger = logging.getLogger(__name__)
@@ -152,14 +152,14 @@ def run_frozen_grid(config: GridConfig, store: ResultsStore, *, data_dir=None, c
     return len(todo)
 
 
-def _encoder_run(config: GridConfig, data: GridData, obj, pooler, seed) -> RunResult:
+def _encoder_run(config: GridConfig, data: GridData, obj, pooler, seed, key: dict) -> RunResult:
     from layerwise.encoders.trainable import SentenceModel
     from layerwise.evaluation.retrieval import FaissIndex, search
     from layerwise.methods.layer_attention.train import train_contrastive
     from layerwise.training import seed_everything
     from layerwise.training.checkpoint import STATE_JSON
 
-    folder = Path(config.checkpoints) / obj / pooler / f"seed{seed}"
+    folder = Path(config.checkpoints) / obj / pooler / f"seed{seed}-{key_digest(key)[:8]}"  # one per setting
     seed_everything(seed)  # before the pooler is built: one seed, one initialisation
     sm = SentenceModel.from_pretrained(config.model, pooler=pooler, max_length=config.max_length)
     hist = train_contrastive(sm, data.examples[obj][0], config.contrastive("encoder", obj, seed), folder,
@@ -190,5 +190,5 @@ def run_encoder_runs(config: GridConfig, store: ResultsStore, *, data_dir=None, 
         if not train:
             left.append(run_name("encoder", obj, pooler, seed))
             continue
-        _save(store, _encoder_run(config, data, obj, pooler, seed), key, command)
+        _save(store, _encoder_run(config, data, obj, pooler, seed, key), key, command)
     return left

@@ -49,7 +49,7 @@ class GridConfig:
     max_length: int = 32  # tokens per sentence (training and evaluation)
     dtype: str = "float32"
     train_limit: int | None = None  # first n training examples (None: all); for quick checks
-    checkpoints: str = "runs/layer-attention"  # encoder-trained model folders (large; not in the repo, not keyed)
+    checkpoints: str = "runs/layer-attention"  # encoder-trained models (large; not in the repo; one per setting)
 
     def __post_init__(self) -> None:
         bad = sorted(set(self.regimes) - set(REGIMES))

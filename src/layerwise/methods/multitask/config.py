@@ -17,7 +17,7 @@ from layerwise.losses.nli import NLI_OBJECTIVES
 from layerwise.methods.multitask.schedule import SCHEDULES
 from layerwise.modules.heads import PAIR_FEATURES
 
-__all__ = ["EXPERIMENTS", "LAYER_MODES", "SCHEDULES", "TASKS", "MultitaskConfig", "get_experiment",
+__all__ = ["EXPERIMENTS", "LAYER_MODES", "MIX_LR", "SCHEDULES", "TASKS", "MultitaskConfig", "get_experiment",
            "load_config", "experiment_names"]
 
 TASKS = ("sst", "para", "sts")  # the report's order: sentiment, paraphrase, similarity
@@ -41,7 +41,7 @@ class MultitaskConfig:
     epochs: int = 10  # epochs over the task data (the checkpoint with the best dev overall score is kept)
     batch_size: int = 32  # the report's batch size
     lr: float = 2e-5  # encoder and head learning rate (the report's)
-    mix_lr: float = 1e-3  # layer-mix weights (a fresh, tiny module: at 2e-5 it would barely move)
+    mix_lr: float = 1e-3  # layer-mix weights (a fresh, tiny module: at 2e-5 it would barely move); +MIX: MIX_LR
     dropout: float = 0.1  # dropout of every head (the report's)
     temperature: float = 0.05  # tau of the contrastive NLI objective
     margin: float = 1.0  # margin of the triplet NLI objective
@@ -121,7 +121,11 @@ EXPERIMENTS: dict[str, MultitaskConfig] = {
     "NLI_CONTRASTIVE": MultitaskConfig(name="NLI_CONTRASTIVE", nli="contrastive", **_HEAD_MOD),
     "NLI_TRIPLET": MultitaskConfig(name="NLI_TRIPLET", nli="triplet", **_HEAD_MOD),
 }
-_VARIANTS = {"MIX": "mix", "SUBSET": "subset"}
+# The +MIX experiments' layer-mix learning rate. Each task's mix gets one Adam step per batch of its task (125 steps
+# in the results page's budget of 1 epoch over 4,000 examples), so its logits can move at most about 125 x mix_lr:
+# at 1e-3 the first page run's weights went from 1/7 = 0.143 only to 0.129-0.160 (logits +-0.1, at that limit).
+MIX_LR = 2e-2
+_VARIANTS = {"MIX": {"layers": "mix", "mix_lr": MIX_LR}, "SUBSET": {"layers": "subset"}}
 
 
 def experiment_names() -> list[str]:
@@ -139,5 +143,5 @@ def get_experiment(name: str, **overrides) -> MultitaskConfig:
                        f"with +MIX or +SUBSET")
     config = EXPERIMENTS[base]
     if variant:
-        config = replace(config, name=name, layers=_VARIANTS[variant])
+        config = replace(config, name=name, **_VARIANTS[variant])
     return replace(config, **overrides) if overrides else config

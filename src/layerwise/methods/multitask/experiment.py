@@ -3,7 +3,9 @@
 One part per (experiment, seed), named ``<experiment>-seed<k>`` and keyed on the model identity (weights,
 tokenizer, config hashes), the content checksums of every data split, every :class:`MultitaskConfig` field and the
 seed. A part whose key is stored is never recomputed; a run that was cut off resumes from its checkpoints under
-``checkpoints/<experiment>/seed<k>/`` (those folders are large and not keyed: the store is the record).
+``checkpoints/<experiment>/seed<k>-<first 8 hex digits of the key's digest>/``: a run under changed settings trains
+in a folder of its own and never meets another setting's checkpoints (those folders are large: the store is the
+record).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from layerwise.experiments.page_parts import RunTimer, run_record
-from layerwise.experiments.store import Part, ResultsStore, model_key
+from layerwise.experiments.store import Part, ResultsStore, key_digest, model_key
 from layerwise.methods.multitask.config import MultitaskConfig
 from layerwise.methods.multitask.data import load_multitask_data
 from layerwise.methods.multitask.run import ExperimentResult, RunControl, run_experiment
@@ -59,7 +61,7 @@ def run_parts(configs: list[MultitaskConfig], seeds, store: ResultsStore, *, mod
             key, name = _key(mk, data, config, seed), part_name(config, seed)
             part = store.load(PAGE_NAME, name, key)
             if part is None:
-                folder = Path(checkpoints) / config.name / f"seed{seed}"
+                folder = Path(checkpoints) / config.name / f"seed{seed}-{key_digest(key)[:8]}"  # one per setting
                 timer = RunTimer()
                 result = run_experiment(config, seed, folder, model_name=model, data=data, control=control)
                 timing = {**timer.record(), "device": control.device or "cpu"}  # how much of the machine it had

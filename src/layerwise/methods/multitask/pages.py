@@ -37,7 +37,7 @@ class PageConfig:
     # MultitaskConfig fields for every experiment. The report: 10 epochs over all the training data; a CPU budget
     # here (2 cores, no GPU lent): 1 epoch over a seeded sample of at most 4,000 training examples per task.
     overrides: tuple[tuple[str, object], ...] = (("epochs", 1), ("limit", 4000))
-    checkpoints: str = "runs/multitask"  # trained model folders (large; not in the repo, not keyed)
+    checkpoints: str = "runs/multitask"  # trained model folders (large; not in the repo; one per setting)
 
     def configs(self) -> list[MultitaskConfig]:
         return [get_experiment(name, **dict(self.overrides)) for name in self.experiments]

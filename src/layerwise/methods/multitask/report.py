@@ -58,7 +58,7 @@ def summary(page: MultitaskPage) -> dict:
 
 
 def _settings_line(config: dict) -> str:
-    keys = ("epochs", "batch_size", "lr", "mix_lr", "dropout", "schedule", "max_length", "limit", "eval_limit")
+    keys = ("epochs", "batch_size", "lr", "dropout", "schedule", "max_length", "limit", "eval_limit")
     return ", ".join(f"{k} {config[k]}" for k in keys)
 
 
@@ -114,7 +114,10 @@ def _layer_lines(page: MultitaskPage) -> list[str]:
     weights = [w for r in page.results for w in r.layer_weights.values()]
     if weights:  # how far training moved the mixes from where they start (uniform)
         n = len(weights[0])
-        lines += ["", f"Every mix starts uniform (1/{n} = {1 / n:.3f} per hidden state); after training the weights "
+        rates = sorted({r.config["mix_lr"] for r in page.results if r.layer_weights})
+        lines += ["", f"Every mix starts uniform (1/{n} = {1 / n:.3f} per hidden state) and trains at learning rate "
+                  f"{', '.join(f'{x:g}' for x in rates)} (the encoder and heads: {page.results[0].config['lr']:g}); "
+                  f"after training the weights "
                   f"range from {min(map(min, weights)):.3f} to {max(map(max, weights)):.3f}. A mix that stays near "
                   "uniform reads about the mean of all hidden states, not a choice of layers."]
     return lines

@@ -52,7 +52,7 @@ class TMFTPageConfig:
     throughput_batch_size: int = 32
     throughput_repeats: int = 3
     train: bool = True  # False: only the frontier and throughput parts (minutes), no TMFT run
-    checkpoints: str = "runs/tmft"  # training checkpoints and the kept models (large; not in the repo, not keyed)
+    checkpoints: str = "runs/tmft"  # checkpoints and kept models (large; not in the repo; one per setting)
 
     def models(self) -> list[tuple[str, tuple[int, ...]]]:
         out = [(self.minilm, self.minilm_depths)]
