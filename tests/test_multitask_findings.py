@@ -65,3 +65,28 @@ def test_every_row_of_every_table_has_its_header_width():
         assert len({pipes(row) for row in table}) <= 1, table
         table = []
     assert "\\|u - v\\|" in md
+
+
+def test_the_page_says_what_the_encoders_own_training_data_changes(tmp_path):
+    import json
+
+    from layerwise.encoders.registry import declared_training_data
+    from layerwise.methods.multitask.run import PhaseSummary
+
+    (tmp_path / "data_config.json").write_text(json.dumps([{"name": "AllNLI.jsonl.gz", "lines": 9},
+                                                            {"name": "quora_duplicates_triplets.jsonl.gz"}, {"x": 1}]))
+    files = declared_training_data(tmp_path)
+    assert files == ["AllNLI.jsonl.gz", "quora_duplicates_triplets.jsonl.gz"]
+    assert declared_training_data(tmp_path / "nowhere") == []
+    (tmp_path / "data_config.json").write_text("{not json")
+    assert declared_training_data(tmp_path) == []
+    nli = _run("NLI_TRIPLET", 0, 0.5, 0.7, 0.8)
+    nli.config.update(nli="triplet", nli_epochs=1, limit=4000)
+    nli.phases = [PhaseSummary("nli", 125, 125, [0.1], [], None, 1.0)]
+    md = render_markdown(MultitaskPage("t", "m", [nli], training_data=files))
+    assert "took 125 steps of 32 examples (1 epoch(s) over a seeded sample" in md
+    assert "include AllNLI.jsonl.gz: it was already trained contrastively on SNLI and MultiNLI" in md
+    assert "also include quora_duplicates_triplets.jsonl.gz" in md and "at most 4,000 of the pairs" in md
+    bare = render_markdown(MultitaskPage("t", "m", [nli], training_data=[]))
+    assert "declares no training files" in bare and "already trained" not in bare
+    assert "not stored yet" in render_markdown(MultitaskPage("t", "m", [nli]))

@@ -31,6 +31,7 @@ __all__ = [
     "BUILTIN_MODELS",
     "DEFAULT_MODEL",
     "BuiltinModel",
+    "declared_training_data",
     "ModelFilesError",
     "ModelNotFoundError",
     "ResolvedModel",
@@ -223,6 +224,19 @@ def config_sha256(path: str | os.PathLike) -> str | None:
 #: Files that define a tokenizer's vocabulary; a folder needs at least one (tokenizer_config.json alone does not).
 VOCABULARY_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model", "spm.model")
 WEIGHT_PATTERNS = ("*.safetensors", "*.bin")
+
+
+def declared_training_data(path: str | os.PathLike) -> list[str]:
+    """The training files a sentence-transformers folder declares in its ``data_config.json`` (``[{"name": ...}]``,
+    as the 1B-pair models ship it), in file order; [] when there is none or it is not that list (nothing is inferred)."""
+    file = Path(path) / "data_config.json"
+    try:
+        entries = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    if not isinstance(entries, list):
+        return []
+    return [e["name"] for e in entries if isinstance(e, dict) and isinstance(e.get("name"), str)]
 
 
 def check_model_folder(path: str | os.PathLike) -> None:

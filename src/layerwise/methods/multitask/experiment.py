@@ -23,7 +23,7 @@ from layerwise.training.distributed import run_on_main
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PAGE_NAME", "part_name", "run_parts", "stored_results"]
+__all__ = ["PAGE_NAME", "TRAINING_DATA", "part_name", "run_parts", "stored_results", "training_data_part"]
 
 PAGE_NAME = "multitask"
 
@@ -71,6 +71,23 @@ def run_parts(configs: list[MultitaskConfig], seeds, store: ResultsStore, *, mod
                 logger.info("%s: test overall %.4f", name, result.test.overall)
             results.append(ExperimentResult.from_payload(part.payload))
     return results
+
+
+TRAINING_DATA = "encoder-training-data"  # the part holding the training files the encoder's folder declares
+
+
+def training_data_part(model: str, store: ResultsStore, *, command=()) -> Part:
+    """The training files ``model``'s folder declares (``data_config.json``; [] when it declares none), stored once
+    per model identity: the page reads from it which of its tasks' data the encoder was trained on before."""
+    from layerwise.encoders.registry import declared_training_data, resolve_model
+
+    key = {"model": _model_key(model), "source": "data_config.json"}
+    part = store.load(PAGE_NAME, TRAINING_DATA, key)
+    if part is None:
+        files = declared_training_data(resolve_model(model).path)
+        part = Part(PAGE_NAME, TRAINING_DATA, key, {"files": files}, runs=[run_record(command)])
+        run_on_main(store.save, part)
+    return part
 
 
 def stored_results(store: ResultsStore, names: list[str], seeds, *, page: str = PAGE_NAME):

@@ -90,9 +90,10 @@ def best_experiment(page: PageConfig, results) -> str | None:
 def run(ctx: PageContext) -> None:
     """Train and score every (experiment, seed) the store lacks (in :meth:`PageConfig.run_order`), then the extra
     seeds (the best experiment's once every experiment has its first seeds); each part is saved as soon as done."""
-    from layerwise.methods.multitask.experiment import run_parts
+    from layerwise.methods.multitask.experiment import run_parts, training_data_part
 
     page = page_config(ctx.options)
+    training_data_part(page.model, ctx.store, command=ctx.command)
     common = dict(model=page.model, checkpoints=page.checkpoints, data_dir=ctx.data_dir, command=ctx.command)
     results = run_parts(page.run_order(), page.seeds, ctx.store, **common)
     more = [s for s in page.more_seeds if s not in page.seeds]
@@ -101,7 +102,8 @@ def run(ctx: PageContext) -> None:
 
 
 def load_page(ctx: PageContext):
-    from layerwise.methods.multitask.experiment import stored_results
+    from layerwise.experiments.page_parts import latest_by_name
+    from layerwise.methods.multitask.experiment import TRAINING_DATA, stored_results
     from layerwise.methods.multitask.report import MultitaskPage
 
     page = page_config(ctx.options)
@@ -117,7 +119,9 @@ def load_page(ctx: PageContext):
     model = results[0].model if results else page.model
     times = {p.name: run_time_row(p, p.payload.get("timing", {})) for p in used}
     devices = sorted({p.payload.get("timing", {}).get("device", "cpu") for p in used})
-    return MultitaskPage(TITLE, model, results, provenance_lines(used), missing, times, devices)
+    declared = latest_by_name(ctx.store.parts(NAME)).get(TRAINING_DATA)
+    return MultitaskPage(TITLE, model, results, provenance_lines(used), missing, times, devices,
+                         None if declared is None else declared.payload["files"])
 
 
 def render(ctx: PageContext) -> list[Path]:

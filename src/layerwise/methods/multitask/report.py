@@ -26,6 +26,7 @@ class MultitaskPage:
     missing: list[str] = field(default_factory=list)  # parts not computed yet
     run_times: dict[str, tuple] = field(default_factory=dict)  # part name -> run_time_row
     devices: list[str] = field(default_factory=list)  # where the runs shown trained ("cpu", "cuda"...)
+    training_data: list[str] | None = None  # files the encoder's folder says it was trained on (None: not read)
 
     def experiments(self) -> list[str]:
         return list(dict.fromkeys(r.config["name"] for r in self.results))
@@ -99,6 +100,47 @@ def _findings(page: MultitaskPage) -> list[str]:
     return lines + [""]
 
 
+def _seen(files: list[str], *words: str) -> list[str]:
+    return [f for f in files if any(w in f.lower() for w in words)]
+
+
+def _data_change_lines(page: MultitaskPage) -> list[str]:
+    """What this encoder's own training and the smaller NLI and Quora data change, from the stored runs and the
+    training files the encoder's folder declares."""
+    lines = ["## What this encoder and the smaller data change", ""]
+    files = page.training_data
+    if files is None:
+        lines.append("- The encoder's declared training files are not stored yet (`layerwise results run multitask` "
+                     "reads them from its folder first).")
+    elif not files:
+        lines.append("- The encoder's folder declares no training files (no `data_config.json`).")
+    nli = [r for r in page.results if r.config.get("nli")]
+    if nli:
+        r = nli[0]
+        phase = next(p for p in r.phases if p.name == "nli")
+        sample = "all" if r.config["limit"] is None else "a seeded sample"
+        lines.append(f"- NLI pre-finetuning here took {phase.steps:,} steps of {r.config['batch_size']} examples "
+                     f"({r.config['nli_epochs']} epoch(s) over {sample} of the SNLI dev + test examples); the report "
+                     "pre-finetuned on NLI training data that is not available here.")
+        nli_files = _seen(files or [], "nli")
+        if nli_files:
+            lines.append(f"- The encoder's own training files (its `data_config.json`) include {', '.join(nli_files)}: "
+                         "it was already trained contrastively on SNLI and MultiNLI, so a small NLI pre-finetuning "
+                         "repeats data it has learned from, a likely reason the NLI rows move so little here (the "
+                         "report's encoder had no such training).")
+    quora = _seen(files or [], "quora")
+    if page.results:
+        limit = page.results[0].config["limit"]
+        lines.append("- PARA trains on " + ("all" if limit is None else f"at most {limit:,}") + " of the pairs in "
+                     "the seeded 90 % training share of the Quora dev partition (10,000 pairs); the report trained "
+                     "on the Quora train split.")
+    if quora:
+        lines.append(f"- The encoder's training files also include {', '.join(quora)}: Quora duplicate questions "
+                     "were part of its training, so some Quora test questions may have been seen before, and PARA "
+                     "accuracy says less about transfer to new data than it would for an encoder without them.")
+    return lines + [""]
+
+
 def _layer_lines(page: MultitaskPage) -> list[str]:
     from layerwise.methods.multitask.findings import layer_centres
 
@@ -137,7 +179,7 @@ def render_markdown(page: MultitaskPage) -> str:
                       "to appear may not show here.", ""]
     lines += ["## Test (checkpoint chosen on dev)", "", *_score_table(page, "test"), "",
               "## Dev (the selection split)", "", *_score_table(page, "dev"), "",
-              "## Which of the report's findings hold here", "", *_findings(page)]
+              "## Which of the report's findings hold here", "", *_findings(page), *_data_change_lines(page)]
     subsets = [r for r in page.results if r.subsets]
     if subsets:
         lines += ["## Layer subsets chosen on the frozen encoder (+SUBSET rows)", "",
