@@ -222,6 +222,8 @@ def draw_layer_weights(page: MultitaskPage):
         for task in [t for t in ("sst", "para", "sts") if t in mine[0].layer_weights]:
             w = np.mean([r.layer_weights[task] for r in mine], axis=0)
             ax.plot(range(len(w)), w, marker="o", label=task.upper())
+        n = len(next(iter(mine[0].layer_weights.values())))
+        ax.axhline(1 / n, color="grey", linestyle="--", linewidth=0.8, label=f"start (uniform, 1/{n})")
         ax.set_title(f"{name} ({len(mine)} seed{'s' if len(mine) > 1 else ''})", fontsize=9)
         ax.set_xlabel("hidden state (0 = embeddings)")
         ax.set_ylabel("softmax weight")
