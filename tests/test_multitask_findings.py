@@ -45,6 +45,8 @@ def test_layer_centres_and_the_rendered_page():
     md = render_markdown(MultitaskPage("t", "m", results))
     assert "## Dev (the selection split)" in md and "## Which of the report's findings hold here" in md
     assert "| BASELINE+MIX | 2.00 |  | 0.50 |" in md
+    assert "centre minus STS's centre: +1.50 hidden states on average over the 1 +MIX run(s)" in md
+    assert "higher layers than similarity in 1 of them" in md
     assert "Best experiment by dev overall here: **BASELINE+MIX**" in md
     assert "2 runs, 0.07 h" in md
     assert all(c.experiment != c.reference for c in CLAIMS)

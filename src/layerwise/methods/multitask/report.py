@@ -153,6 +153,12 @@ def _layer_lines(page: MultitaskPage) -> list[str]:
             centres = [layer_centres(r.layer_weights) for r in mine]
             cells = [f"{np.mean([c[t] for c in centres]):.2f}" if t in centres[0] else "" for t in ("sst", "para", "sts")]
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    gaps = [c["sst"] - c["sts"] for c in (layer_centres(r.layer_weights) for r in page.results)
+            if {"sst", "sts"} <= set(c)]
+    if gaps:  # do sentiment and similarity settle on different layers?
+        higher = sum(g > 0 for g in gaps)
+        lines += ["", f"SST's centre minus STS's centre: {np.mean(gaps):+.2f} hidden states on average over the "
+                  f"{len(gaps)} +MIX run(s); sentiment reads from higher layers than similarity in {higher} of them."]
     weights = [w for r in page.results for w in r.layer_weights.values()]
     if weights:  # how far training moved the mixes from where they start (uniform)
         n = len(weights[0])
