@@ -47,8 +47,15 @@ def test_layer_centres_and_the_rendered_page():
     assert "| BASELINE+MIX | 2.00 |  | 0.50 |" in md
     assert "centre minus STS's centre: +1.50 hidden states on average over the 1 +MIX run(s)" in md
     assert "higher layers than similarity in 1 of them" in md
-    assert "Best experiment by dev overall here: **BASELINE+MIX**" in md
+    assert "on seed(s) [0], which every experiment has: **BASELINE+MIX** (0.720" in md
+    assert "- **mixed** (1): BASELINE+MIX" in md  # the verdicts summed up under the table (PARA +0.000: mixed)
     assert "2 runs, 0.07 h" in md
+    # the extra seed lowers BASELINE+MIX's mean below BASELINE's: the page names both, and how far apart they are
+    results += [_run("BASELINE+MIX", 1, 0.35, 0.7, 0.82)]
+    md = render_markdown(MultitaskPage("t", "m", results))
+    assert "on seed(s) [0], which every experiment has: **BASELINE+MIX**" in md
+    assert "BASELINE+MIX's mean dev overall is 0.687 and BASELINE (1 seed(s)) has the highest, 0.700: 0.013 apart, " \
+           "within the overall score's seed spread (0.047)" in md
     assert all(c.experiment != c.reference for c in CLAIMS)
 
 

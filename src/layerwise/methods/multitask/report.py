@@ -95,9 +95,33 @@ def _findings(page: MultitaskPage) -> list[str]:
         idea = c.idea.replace("|", "\\|")  # a literal | (as in |u - v|) would split the markdown cell
         lines.append(f"| {idea} | {c.experiment} vs {c.reference} | {v.seeds[0]} vs {v.seeds[1]} | {target} | "
                      f"{v.differences['overall']:+.3f} | {v.word} |")
-    best = max(page.experiments(), key=lambda n: _mean_std([r.dev.overall for r in page.of(n)])[0])
-    lines += ["", f"Best experiment by dev overall here: **{best}** (the report's best: NLI_TRIPLET)."]
-    return lines + [""]
+    by_word: dict[str, list[str]] = {}
+    for v in verdicts:
+        by_word.setdefault(v.word, []).append(v.claim.experiment)
+    lines += [""] + [f"- **{word}** ({len(names)}): {', '.join(names)}" for word, names in by_word.items()]
+    return lines + ["", *_best_lines(page, noise), ""]
+
+
+def _best_lines(page: MultitaskPage, noise: dict[str, float] | None) -> list[str]:
+    """The best experiment by dev overall on the seeds every experiment has (the one the extra seeds went to), and
+    the best by the mean over all stored seeds where that differs."""
+    names = page.experiments()
+    common = set.intersection(*({r.seed for r in page.of(n)} for n in names))
+    dev = lambda n, seeds: _mean_std([r.dev.overall for r in page.of(n) if r.seed in seeds])[0]  # noqa: E731
+    if not common:
+        return ["No seed is stored for every experiment yet: no best experiment is named."]
+    best = max(names, key=lambda n: dev(n, common))
+    lines = [f"Best experiment by dev overall on seed(s) {sorted(common)}, which every experiment has: **{best}** "
+             f"({dev(best, common):.3f}; the report's best: NLI_TRIPLET)."]
+    every = {n: dev(n, {r.seed for r in page.of(n)}) for n in names}
+    top = max(every, key=every.get)
+    if top != best:
+        gap = every[top] - every[best]
+        spread = "" if noise is None else (f", {'within' if gap <= noise['overall'] else 'beyond'} the overall "
+                                           f"score's seed spread ({noise['overall']:.3f})")
+        lines.append(f"Over all the seeds stored, {best}'s mean dev overall is {every[best]:.3f} and {top} "
+                     f"({len(page.of(top))} seed(s)) has the highest, {every[top]:.3f}: {gap:.3f} apart{spread}.")
+    return lines
 
 
 def _seen(files: list[str], *words: str) -> list[str]:
