@@ -59,11 +59,15 @@ def test_run_timer_and_time_rows_say_how_much_of_the_machine_a_run_had():
     timer = RunTimer()
     sum(i * i for i in range(200_000))  # some CPU work
     record = timer.record()
-    assert record["wall_seconds"] > 0 and record["cpu_seconds"] > 0 and len(record["load_average_at_end"]) == 3
-    runs = [{"environment": {"machine": {"load_average_1_5_15": [1.5, 1.0, 0.5], "cpu_count": 2}}}]
+    assert record["wall_seconds"] > 0 and record["cpu_seconds"] > 0
+    assert len(record["load_average_at_start"]) == len(record["load_average_at_end"]) == 3
+    runs = [{"environment": {"machine": {"load_average_1_5_15": [9.0, 1.0, 0.5], "cpu_count": 2}}}]  # at save time
     part = Part("p", "run-a", {"k": 1}, {}, runs=runs)
-    row = run_time_row(part, {"wall_seconds": 100.0, "cpu_seconds": 180.0, "load_average_at_end": [2.25, 2.0, 1.0]})
+    row = run_time_row(part, {"wall_seconds": 100.0, "cpu_seconds": 180.0, "load_average_at_start": [1.5, 1.0, 0.5],
+                              "load_average_at_end": [2.25, 2.0, 1.0]})
     assert row == (100.0, 1.8, 1.5, 2.25, 2)
+    # a part stored before the start load was recorded: its run record's load was taken at save time, not at start
+    assert run_time_row(part, {"wall_seconds": 100.0, "load_average_at_end": [2.25, 2.0, 1.0]})[2] is None
     old = run_time_row(Part("p", "run-b", {"k": 2}, {}, runs=[]), {"wall_seconds": 60.0})  # stored before timing
     assert old == (60.0, None, None, None, None)
     lines = run_time_table({"run-a": row, "run-b": old})

@@ -32,7 +32,8 @@ def run_record(command: Sequence[str] = ()) -> dict:
 
 
 class RunTimer:
-    """Wall and CPU seconds of one training run, and the load average at its end: how much of the machine it had.
+    """Wall and CPU seconds of one training run, and the load average at its start and end: how much of the machine
+    it had.
 
     CPU seconds are this process's (every thread): over wall seconds that is about the thread count when the run had
     the cores to itself, and less when other jobs shared them (its wall time is then longer than its own cost).
@@ -40,18 +41,20 @@ class RunTimer:
 
     def __init__(self):
         self.t0, self.c0 = time.perf_counter(), time.process_time()
+        self.load0 = [round(x, 2) for x in os.getloadavg()]
 
     def record(self) -> dict:
         return {"wall_seconds": time.perf_counter() - self.t0, "cpu_seconds": time.process_time() - self.c0,
-                "load_average_at_end": [round(x, 2) for x in os.getloadavg()]}
+                "load_average_at_start": self.load0, "load_average_at_end": [round(x, 2) for x in os.getloadavg()]}
 
 
 def run_time_row(part: Part, timing: dict) -> tuple:
     """(wall seconds, CPU/wall, 1-minute load at start, at end, the machine's CPU count) of a part's run; ``timing``
-    holds :meth:`RunTimer.record`'s fields (None where a part stored before they were recorded lacks one)."""
+    holds :meth:`RunTimer.record`'s fields (None where a part stored before they were recorded lacks one; the
+    run record's own load average is taken when the part is saved, at the run's end, so it is no start load)."""
     wall, cpu = float(timing.get("wall_seconds") or 0.0), timing.get("cpu_seconds")
     machine = part.runs[-1].get("environment", {}).get("machine", {}) if part.runs else {}
-    start = (machine.get("load_average_1_5_15") or [None])[0]
+    start = (timing.get("load_average_at_start") or [None])[0]
     end = (timing.get("load_average_at_end") or [None])[0]
     return wall, (cpu / wall if cpu is not None and wall > 0 else None), start, end, machine.get("cpu_count")
 
@@ -62,7 +65,7 @@ def run_time_table(rows: dict[str, tuple]) -> list[str]:
     lines = ["Time of each run. *CPU/wall*: the run's CPU seconds (all its threads) over its wall seconds, about the "
              "thread count when it had the cores to itself and lower when other jobs shared them (then its wall time "
              "is longer than its own cost); the 1-minute load average at its start and end, against the machine's "
-             "CPU count. Runs before these columns were added have no record.", "",
+             "CPU count. A run stored before a column was recorded shows \"not recorded\" there.", "",
              "| run | wall (min) | CPU/wall | load at start | load at end | CPUs |", "|---|---|---|---|---|---|"]
     for name, (wall, ratio, start, end, cpus) in rows.items():
         lines.append(f"| {name} | {wall / 60:.1f} | {fmt(ratio)} | {fmt(start)} | {fmt(end)} | {cpus or '?'} |")
