@@ -74,6 +74,30 @@ def test_mlm_objective_lowers_the_loss(tiny_bert):
     assert np.mean(losses[-5:]) < np.mean(losses[:5])
 
 
+def test_resumed_mlm_training_equals_a_straight_run(tiny_bert, tmp_path):
+    """The masks come from torch's RNG: a checkpoint restores it, so a cut-off MLM step resumes exactly."""
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_bert)
+    texts = ["a man plays the guitar in the park .", "the dog is swimming in the water .", "two kids run ."] * 4
+    settings = MLMConfig(batch_size=4, lr=1e-3, grad_accumulation=2, mlm_probability=0.3)
+    loop = TrainingConfig(steps=6, grad_accumulation=2, eval_every=2, seed=0)
+
+    def task():
+        seed_everything(0)  # the fresh head's initialisation
+        return MaskedLMTask(AutoModelForMaskedLM.from_pretrained(tiny_bert), tok, texts, settings, seed=1)
+
+    straight = task()
+    a = train(straight, loop, output_dir=tmp_path / "straight", show_progress=False)
+    train(task(), loop, output_dir=tmp_path / "resumed", show_progress=False, max_steps_this_run=3)
+    seed_everything(123)  # whatever happens in between must not matter
+    resumed = task()
+    b = train(resumed, loop, output_dir=tmp_path / "resumed", resume=True, show_progress=False)
+    assert b.steps_this_run == 3 and a.loss == b.loss
+    for (k, x), (_, y) in zip(straight.module.state_dict().items(), resumed.module.state_dict().items(), strict=True):
+        assert torch.equal(x, y), k
+
+
 def test_resumed_sts_training_equals_a_straight_run(tiny_bert, tmp_path):
     def run(folder, cut):
         seed_everything(0)

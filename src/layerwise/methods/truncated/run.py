@@ -138,8 +138,9 @@ def _mlm_encoder(config: TMFTConfig, data_dir, output: Path, show_progress, devi
     seed_everything(config.seed)  # the fresh head's initialisation
     mlm = AutoModelForMaskedLM.from_pretrained(path, local_files_only=True).to(local_device(device))
     tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    # a checkpoint every tenth of the run (MLM has no dev score): a cut-off step resumes instead of starting again
     loop = TrainingConfig(steps=info["steps"], grad_accumulation=m.grad_accumulation, weight_decay=config.weight_decay,
-                          max_grad_norm=config.max_grad_norm, seed=config.seed)
+                          max_grad_norm=config.max_grad_norm, seed=config.seed, eval_every=max(1, info["steps"] // 10))
     task = MaskedLMTask(mlm, tok, texts, m, seed=config.seed, max_length=config.max_length)
     run = train(task, loop, output_dir=root / "train", resume=(root / "train" / "last" / STATE_JSON).is_file(),
                 overwrite=not (root / "train" / "last" / STATE_JSON).is_file(), show_progress=show_progress)
