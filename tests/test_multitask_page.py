@@ -24,7 +24,9 @@ def test_page_runs_resumes_and_renders(tiny_bert, tmp_path, monkeypatch):
     ctx = PageContext(store=store, output=tmp_path / "out", data_dir=str(data), options=options)
     page.run(ctx)
     parts = {p.name: p for p in store.parts("multitask")}
-    assert sorted(parts) == ["BASELINE+MIX-seed0", "BASELINE+MIX-seed1", "BASELINE-seed0", "BASELINE-seed1"]
+    assert sorted(parts) == ["BASELINE+MIX-seed0", "BASELINE+MIX-seed1", "BASELINE-seed0", "BASELINE-seed1",
+                             "encoder-training-data"]
+    assert parts["encoder-training-data"].payload == {"files": []}  # the tiny model declares no training data
     key = parts["BASELINE-seed1"].key
     assert key["seed"] == 1 and key["config"]["epochs"] == 1 and key["model"]["weights_sha256"]
     assert set(key["data"]) >= {"sst", "para", "sts"}
@@ -105,15 +107,15 @@ def test_page_runs_more_seeds_for_the_best_experiment_once_every_first_seed_is_s
     parts = {p.name: p for p in store.parts("multitask")}
     dev = {n: parts[f"{n}-seed0"].payload["dev"]["overall"] for n in options["experiments"]}
     best = max(dev, key=dev.get)
-    assert sorted(parts) == sorted([f"{n}-seed0" for n in dev] + [f"{best}-seed1"])
+    assert sorted(parts) == sorted([f"{n}-seed0" for n in dev] + [f"{best}-seed1", "encoder-training-data"])
     from layerwise.methods.multitask.run import ExperimentResult
 
-    results = [ExperimentResult.from_payload(p.payload) for p in parts.values()]
+    results = [ExperimentResult.from_payload(p.payload) for n, p in parts.items() if n != "encoder-training-data"]
     assert best_experiment(page_config(options), results) == best
     assert best_experiment(page_config(options), results[:1]) is None  # not every first seed: unknown
     get_page("multitask").render(ctx)
     md = (tmp_path / "out" / "multitask.md").read_text()
-    assert f"Best experiment by dev overall here: **{best}**" in md and "## Not run yet" not in md
+    assert f"which every experiment has: **{best}**" in md and "## Not run yet" not in md
     with pytest.raises(ValueError, match="not among the page's experiments"):
         page_config({**options, "more_seeds_for": ["SHARED"]})
 
