@@ -33,7 +33,7 @@ from layerwise.reports import write_json
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["STORE_FORMAT", "Part", "ResultsStore", "key_digest", "model_key"]
+__all__ = ["STORE_FORMAT", "Part", "ResultsStore", "key_digest", "keyed_name", "model_key"]
 
 STORE_FORMAT = 1
 _SAFE = re.compile(r"[^A-Za-z0-9._+-]+")
@@ -43,6 +43,12 @@ def key_digest(key: dict) -> str:
     """First 16 hex digits of the sha256 of the key's canonical JSON (sorted keys, no spaces)."""
     text = json.dumps(key, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def keyed_name(name: str, key) -> str:
+    """``<name>-<first 8 hex digits of the key's digest>``: a folder or file name of its own for every setting, so
+    that a run under changed settings never meets (or overwrites) another setting's files."""
+    return f"{name}-{key_digest(key)[:8]}"
 
 
 def model_key(identity) -> dict:

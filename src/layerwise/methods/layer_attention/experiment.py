@@ -19,7 +19,7 @@ from layerwise.data import available_sts, load_sts
 from layerwise.data.checksum import content_checksum
 from layerwise.evaluation.sts import sts_scores
 from layerwise.experiments.page_parts import run_record, sts_checksum
-from layerwise.experiments.store import Part, ResultsStore, key_digest, model_key
+from layerwise.experiments.store import Part, ResultsStore, keyed_name, model_key
 from layerwise.methods.layer_attention.grid import GridConfig, RunResult, SearchRow, run_key, run_name
 
 logger = logging.getLogger(__name__)
@@ -159,7 +159,7 @@ def _encoder_run(config: GridConfig, data: GridData, obj, pooler, seed, key: dic
     from layerwise.training import seed_everything
     from layerwise.training.checkpoint import STATE_JSON
 
-    folder = Path(config.checkpoints) / obj / pooler / f"seed{seed}-{key_digest(key)[:8]}"  # one per setting
+    folder = Path(config.checkpoints) / obj / pooler / keyed_name(f"seed{seed}", key)
     seed_everything(seed)  # before the pooler is built: one seed, one initialisation
     sm = SentenceModel.from_pretrained(config.model, pooler=pooler, max_length=config.max_length)
     hist = train_contrastive(sm, data.examples[obj][0], config.contrastive("encoder", obj, seed), folder,

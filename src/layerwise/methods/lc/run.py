@@ -19,7 +19,7 @@ from layerwise.encoders.layer_encoder import LayerEncoder, ModelIdentity
 from layerwise.encoders.registry import DEFAULT_MODEL
 from layerwise.evaluation.sts import per_layer_scores
 from layerwise.experiments.schema import check_schema, stamp
-from layerwise.experiments.store import key_digest, model_key
+from layerwise.experiments.store import keyed_name, model_key
 from layerwise.layers import LayerStack
 from layerwise.methods.lc.protocol import LCProtocol, LCResult, run_bert_lc
 from layerwise.reports import fmt, plot_per_layer, write_json, write_text
@@ -242,7 +242,7 @@ def output_stem(result: STSRun) -> str:
     m, d = result.model, result.data
     key = {"model": model_key(m), "path": m.path, "data": asdict(d), "protocol": result.protocol,
            "encoder": {k: result.encoder[k] for k in ("max_length", "dtype")}}
-    return f"{result.kind}-{Path(m.name).name}-{d.name}-{d.split}-{d.aggregation}-{key_digest(key)[:8]}"
+    return keyed_name(f"{result.kind}-{Path(m.name).name}-{d.name}-{d.split}-{d.aggregation}", key)
 
 
 def write_search_outputs(result: STSRun, output: str | Path) -> dict[str, Path]:

@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from layerwise.experiments.page_parts import RunTimer, run_record
-from layerwise.experiments.store import Part, ResultsStore, key_digest, model_key
+from layerwise.experiments.store import Part, ResultsStore, keyed_name, model_key
 from layerwise.methods.multitask.config import MultitaskConfig
 from layerwise.methods.multitask.data import load_multitask_data
 from layerwise.methods.multitask.run import ExperimentResult, RunControl, run_experiment
@@ -61,7 +61,7 @@ def run_parts(configs: list[MultitaskConfig], seeds, store: ResultsStore, *, mod
             key, name = _key(mk, data, config, seed), part_name(config, seed)
             part = store.load(PAGE_NAME, name, key)
             if part is None:
-                folder = Path(checkpoints) / config.name / f"seed{seed}-{key_digest(key)[:8]}"  # one per setting
+                folder = Path(checkpoints) / config.name / keyed_name(f"seed{seed}", key)
                 timer = RunTimer()
                 result = run_experiment(config, seed, folder, model_name=model, data=data, control=control)
                 timing = {**timer.record(), "device": control.device or "cpu"}  # how much of the machine it had

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["CLAIMS", "Claim", "Verdict", "judge", "layer_centres", "noise_level"]
+__all__ = ["CLAIMS", "Claim", "Verdict", "best_by_dev", "judge", "layer_centres", "mean_dev", "noise_level"]
 
 
 @dataclass(frozen=True)
@@ -94,6 +94,16 @@ def judge(runs_by_name: dict[str, list], claims=CLAIMS) -> list[Verdict]:
         diffs = {s: mean(a, s) - mean(b, s) for s in dict.fromkeys((*c.scores, "overall"))}
         out.append(Verdict(c, diffs, (len(a), len(b)), noise))
     return out
+
+
+def mean_dev(runs: list, seeds=None) -> float:
+    """Mean dev overall score of ``runs`` (only those at ``seeds`` when given)."""
+    return float(np.mean([r.dev.overall for r in runs if seeds is None or r.seed in seeds]))
+
+
+def best_by_dev(runs_by_name: dict[str, list], seeds=None) -> str:
+    """The experiment with the best :func:`mean_dev` (over ``seeds`` when given; first listed on a tie)."""
+    return max(runs_by_name, key=lambda n: mean_dev(runs_by_name[n], seeds))
 
 
 def layer_centres(weights: dict[str, list[float]]) -> dict[str, float]:

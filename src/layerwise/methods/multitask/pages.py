@@ -79,12 +79,12 @@ def page_config(options: dict | None = None) -> PageConfig:
 
 def best_experiment(page: PageConfig, results) -> str | None:
     """The experiment with the best mean dev overall score over ``page.seeds`` (None until every one is stored)."""
-    import numpy as np
+    from layerwise.methods.multitask.findings import best_by_dev
 
-    done = {n: [r.dev.overall for r in results if r.config["name"] == n] for n in page.experiments}
+    done = {n: [r for r in results if r.config["name"] == n and r.seed in page.seeds] for n in page.experiments}
     if any(len(v) < len(page.seeds) for v in done.values()):
         return None
-    return max(page.experiments, key=lambda n: float(np.mean(done[n])))
+    return best_by_dev(done)
 
 
 def run(ctx: PageContext) -> None:

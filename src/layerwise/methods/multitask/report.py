@@ -105,16 +105,17 @@ def _findings(page: MultitaskPage) -> list[str]:
 def _best_lines(page: MultitaskPage, noise: dict[str, float] | None) -> list[str]:
     """The best experiment by dev overall on the seeds every experiment has (the one the extra seeds went to), and
     the best by the mean over all stored seeds where that differs."""
-    names = page.experiments()
-    common = set.intersection(*({r.seed for r in page.of(n)} for n in names))
-    dev = lambda n, seeds: _mean_std([r.dev.overall for r in page.of(n) if r.seed in seeds])[0]  # noqa: E731
+    from layerwise.methods.multitask.findings import best_by_dev, mean_dev
+
+    runs = {n: page.of(n) for n in page.experiments()}
+    common = set.intersection(*({r.seed for r in v} for v in runs.values()))
     if not common:
         return ["No seed is stored for every experiment yet: no best experiment is named."]
-    best = max(names, key=lambda n: dev(n, common))
+    best = best_by_dev(runs, common)
     lines = [f"Best experiment by dev overall on seed(s) {sorted(common)}, which every experiment has: **{best}** "
-             f"({dev(best, common):.3f}; the report's best: NLI_TRIPLET)."]
-    every = {n: dev(n, {r.seed for r in page.of(n)}) for n in names}
-    top = max(every, key=every.get)
+             f"({mean_dev(runs[best], common):.3f}; the report's best: NLI_TRIPLET)."]
+    every = {n: mean_dev(v) for n, v in runs.items()}
+    top = best_by_dev(runs)
     if top != best:
         gap = every[top] - every[best]
         spread = "" if noise is None else (f", {'within' if gap <= noise['overall'] else 'beyond'} the overall "
@@ -171,14 +172,15 @@ def _layer_lines(page: MultitaskPage) -> list[str]:
     lines = ["", "## Learned layer weights (+MIX rows)", "", "![per-task layer weights](multitask-layers.png)", "",
              "Where each task reads from: the weighted mean hidden-state index of its softmax weights (0 = embedding "
              "output), mean over seeds.", "", "| experiment | SST | PARA | STS |", "|---|---|---|---|"]
+    every: list[dict[str, float]] = []  # the centres of every +MIX run
     for name in page.experiments():
         mine = [r for r in page.of(name) if r.layer_weights]
         if mine:
             centres = [layer_centres(r.layer_weights) for r in mine]
+            every += centres
             cells = [f"{np.mean([c[t] for c in centres]):.2f}" if t in centres[0] else "" for t in ("sst", "para", "sts")]
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    gaps = [c["sst"] - c["sts"] for c in (layer_centres(r.layer_weights) for r in page.results)
-            if {"sst", "sts"} <= set(c)]
+    gaps = [c["sst"] - c["sts"] for c in every if {"sst", "sts"} <= set(c)]
     if gaps:  # do sentiment and similarity settle on different layers?
         higher = sum(g > 0 for g in gaps)
         lines += ["", f"SST's centre minus STS's centre: {np.mean(gaps):+.2f} hidden states on average over the "

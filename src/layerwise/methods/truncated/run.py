@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from layerwise.data.checksum import content_checksum
-from layerwise.experiments.store import key_digest
+from layerwise.experiments.store import keyed_name
 from layerwise.methods.truncated.config import TMFTConfig
 from layerwise.methods.truncated.model import TruncatedModel
 from layerwise.methods.truncated.tasks import MaskedLMTask, PairRegressionTask, PairSet, pair_spearman
@@ -126,7 +126,7 @@ def _mlm_encoder(config: TMFTConfig, data_dir, output: Path, show_progress, devi
 
     shared = {"model": config.model, "mlm": asdict(config.mlm), "max_length": config.max_length,
               "weight_decay": config.weight_decay, "max_grad_norm": config.max_grad_norm}
-    root = output / "mlm" / f"{Path(config.model).name}-seed{config.seed}-{key_digest(shared)[:8]}"
+    root = output / "mlm" / keyed_name(f"{Path(config.model).name}-seed{config.seed}", shared)
     texts = mlm_sentences(config, data_dir)
     m = config.mlm
     per_epoch = steps_per_epoch(len(texts), m.batch_size * m.grad_accumulation)
@@ -156,7 +156,7 @@ def _save_encoder(mlm, tokenizer, folder: Path) -> None:
 
 def run_folder(config: TMFTConfig, output: str | Path) -> Path:
     """``output/<config.name>-<first 8 hex digits of the digest of every setting>``: one folder per distinct run."""
-    return Path(output) / f"{config.name}-{key_digest(config.to_dict())[:8]}"
+    return Path(output) / keyed_name(config.name, config.to_dict())
 
 
 def run_tmft(config: TMFTConfig, *, data_dir=None, output: str | Path = "runs/tmft",
