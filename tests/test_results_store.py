@@ -73,3 +73,23 @@ def test_run_timer_and_time_rows_say_how_much_of_the_machine_a_run_had():
     lines = run_time_table({"run-a": row, "run-b": old})
     assert "| run-a | 1.7 | 1.8 | 1.5 | 2.2 | 2 |" in lines
     assert "| run-b | 1.0 | not recorded | not recorded | not recorded | ? |" in lines and lines[-1] == ""
+
+
+def test_redo_computes_a_named_part_again_once_and_replaces_it(tmp_path, caplog):
+    ResultsStore(tmp_path).save(Part("page", "throughput-m", _key(), {"rate": 1.0}))
+    ResultsStore(tmp_path).save(Part("page", "run-m", _key(), {"score": 2.0}))
+    store = ResultsStore(tmp_path, redo=("throughput-*",))
+    with caplog.at_level("INFO", logger="layerwise.experiments.store"):
+        assert store.load("page", "throughput-m", _key()) is None  # named: computed again
+    assert "--redo" in caplog.text
+    assert store.load("page", "run-m", _key()).payload == {"score": 2.0}  # not named: reused
+    store.save(Part("page", "throughput-m", _key(), {"rate": 3.0}))
+    assert store.load("page", "throughput-m", _key()).payload == {"rate": 3.0}  # redone once, then reused
+    assert len(store.parts("page")) == 2  # replaced under its key, nothing added
+
+
+def test_redo_is_refused_outside_run(tmp_path, capsys):
+    from layerwise.cli import EXIT_USAGE, main
+
+    assert main(["results", "render", "tmft", "--redo", "x", "--store", str(tmp_path)]) == EXIT_USAGE
+    assert "--redo goes with `run` only" in capsys.readouterr().err

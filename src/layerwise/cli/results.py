@@ -21,6 +21,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="page switch, repeatable; VALUE is JSON when it parses, else a string "
                         "(e.g. --option models='[\"all-MiniLM-L6-v2\"]' --option skip_mpnet=true)")
+    p.add_argument("--redo", action="append", default=[], metavar="PATTERN",
+                   help="run: compute the stored parts whose names match this shell pattern again and replace them "
+                        "(repeatable; e.g. --redo 'throughput-*' to re-time on a quiet machine)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(handler=run)
 
@@ -47,13 +50,17 @@ def run(args, command) -> int:
         for page in all_pages():
             print(f"{page.name:20s} {page.method:16s} {page.title}")
         return 0
+    if args.redo and args.action != "run":
+        raise ValueError("--redo goes with `run` only (render never computes); e.g. layerwise results run tmft "
+                         "--redo 'throughput-*'")
     if args.all and args.action != "render":
         raise ValueError("--all goes with `render` only (a run of every page takes many hours); name one page to run")
     if args.name is None and not args.all:
         raise ValueError(f"`layerwise results {args.action}` needs a page name or --all; see `layerwise results list`")
     pages = all_pages() if args.all else [get_page(args.name)]
+    store = ResultsStore(args.store, redo=tuple(args.redo))
     for page in pages:
-        ctx = PageContext(store=ResultsStore(args.store), output=Path(args.output), data_dir=args.data_dir,
+        ctx = PageContext(store=store, output=Path(args.output), data_dir=args.data_dir,
                           command=tuple(command), options=parse_options(args.option))
         if args.action == "run":
             page.run(ctx)

@@ -17,6 +17,11 @@ File layout (format 1)::
 
 ``complete = false`` marks a part saved mid-way (a transfer task after some of its outer splits, say): the run that
 needs it resumes from its payload.
+
+``redo`` (``layerwise results run NAME --redo 'throughput-*'``) names parts, by shell-style pattern, to compute again
+under the same key: ``load`` ignores their stored file until this store has saved a new one, which then replaces it
+(timings re-measured on a quiet machine, say). Parts that keep their own checkpoints (training runs) resume from
+those, so a redo of a finished training run evaluates its kept model again rather than retraining it.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import logging
 import os
 import re
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 from layerwise.reports import write_json
@@ -76,10 +82,15 @@ class Part:
 class ResultsStore:
     """Parts of results pages under ``root`` (``docs/results/state`` for the committed pages)."""
 
-    def __init__(self, root: str | os.PathLike):
+    def __init__(self, root: str | os.PathLike, redo: tuple[str, ...] = ()):
         self.root = Path(root)
         if self.root.exists() and not self.root.is_dir():
             raise NotADirectoryError(f"results store {self.root} is a file; give a folder")
+        self.redo = tuple(redo)  # part-name patterns to compute again (see the module docstring)
+        self._saved: set[tuple[str, str]] = set()  # (page, part) saved by this store: a redo is done once
+
+    def _redoing(self, page: str, name: str) -> bool:
+        return (page, name) not in self._saved and any(fnmatchcase(name, pat) for pat in self.redo)
 
     def path(self, page: str, name: str, key: dict) -> Path:
         return self.root / _SAFE.sub("_", page) / f"{_SAFE.sub('_', name)}--{key_digest(key)}.json"
@@ -87,6 +98,9 @@ class ResultsStore:
     def load(self, page: str, name: str, key: dict) -> Part | None:
         """The part stored under exactly this key, or ``None``; other keys for the same part are named in the log."""
         path = self.path(page, name, key)
+        if path.is_file() and self._redoing(page, name):
+            logger.info("%s/%s: stored, but --redo names it: computing it again", page, name)
+            return None
         if not path.is_file():
             others = self.other_keys(page, name, key)
             if others:
@@ -109,6 +123,7 @@ class ResultsStore:
         write_json(path, {"format": STORE_FORMAT, "page": part.page, "part": part.name, "key": part.key,
                           "digest": part.digest, "complete": part.complete, "runs": part.runs,
                           "payload": part.payload})
+        self._saved.add((part.page, part.name))
         return path
 
     def other_keys(self, page: str, name: str, key: dict) -> list[dict]:
