@@ -173,7 +173,8 @@ def load_page(ctx: PageContext):
 
 def render(ctx: PageContext) -> list[Path]:
     """Write ``tmft.md``, ``tmft.json`` and the figures ``tmft-layers.png``, ``tmft-cost.png``, ``tmft-speed.png``."""
-    from layerwise.methods.truncated.report import draw_cost, draw_layers, draw_speed, render_markdown, summary
+    from layerwise.methods.truncated.figures import draw_cost, draw_layers, draw_speed
+    from layerwise.methods.truncated.report import render_markdown, summary
     from layerwise.reports import write_json, write_text
 
     page = load_page(ctx)

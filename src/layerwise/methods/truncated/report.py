@@ -1,4 +1,4 @@
-"""TMFT results as a markdown page, a JSON summary and three figures, from stored results only.
+"""TMFT results as a markdown page and a JSON summary, from stored results only (the figures: ``figures.py``).
 
 Scores are STS-B test Spearman x100 of the checkpoint with the best dev Spearman; "mean ± std" is over seeds
 (sample std, shown when there are several). Hidden state 0 is the embedding output, L the last layer.
@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 
 from layerwise.experiments.page_parts import run_time_table
-from layerwise.methods.truncated.analysis import Frontier, Throughput, pareto_front
+from layerwise.methods.truncated.analysis import Frontier, Throughput
 from layerwise.methods.truncated.run import TMFTResult
 
-__all__ = ["Group", "TMFTPage", "draw_cost", "draw_layers", "draw_speed", "group_results", "groups", "render_markdown", "summary"]
+__all__ = ["LABELS", "Group", "TMFTPage", "curves", "group_results", "groups", "page_models", "render_markdown", "summary"]
 
 LABELS = {"none": "TMFT", "ws": "WS + TMFT", "mlm": "MLM + TMFT"}
 
@@ -84,7 +84,7 @@ def epochs_of(settings: dict, model: str) -> int:
     return int(settings["epochs"])
 
 
-def _curves(page: TMFTPage) -> list[Group]:
+def curves(page: TMFTPage) -> list[Group]:
     """Single-layer groups at each model's main epoch count (the per-layer curves)."""
     return [g for g in groups(page) if len(g.layers) == 1 and g.epochs == epochs_of(page.settings, g.model)]
 
@@ -93,7 +93,7 @@ def _find(gs: list[Group], model: str, pre: str, layers: tuple[int, ...], epochs
     return next((g for g in gs if (g.model, g.pre_step, g.layers, g.epochs) == (model, pre, layers, epochs)), None)
 
 
-def _models(page: TMFTPage) -> list[tuple[str, list[int]]]:
+def page_models(page: TMFTPage) -> list[tuple[str, list[int]]]:
     s = page.settings
     out = [(Path(s["minilm"]).name, list(s["minilm_depths"]))]
     return out + ([(Path(s["mpnet"]).name, list(s["mpnet_depths"]))] if s["mpnet"] else [])
@@ -114,12 +114,12 @@ def summary(page: TMFTPage) -> dict:
 
 
 def _layer_table(page: TMFTPage, model: str, depths: list[int]) -> list[str]:
-    curves, fr = _curves(page), page.frontiers.get(model)
-    pres = list(page.settings["pre_steps"]) if model == _models(page)[0][0] else ["none"]
+    cs, fr = curves(page), page.frontiers.get(model)
+    pres = list(page.settings["pre_steps"]) if model == page_models(page)[0][0] else ["none"]
     lines = [f"### {model}", "", "| depth | parameters | " + " | ".join(LABELS[p] for p in pres)
              + " | untrained, state l alone | frontier (no training) |", "|---|---|" + "---|" * (len(pres) + 2)]
     for d in depths:
-        gs = [_find(curves, model, p, (d,), epochs_of(page.settings, model)) for p in pres]
+        gs = [_find(cs, model, p, (d,), epochs_of(page.settings, model)) for p in pres]
         params = next((g.parameters for g in gs if g), fr.row(d).parameters if fr else None)
         cells = [g.cell() if g else "not run yet" for g in gs]
         fcells = [f"{fr.row(d).single_test_spearman:.2f}", f"{fr.row(d).test_spearman:.2f} ({','.join(map(str, fr.row(d).layers))})"] \
@@ -131,9 +131,9 @@ def _layer_table(page: TMFTPage, model: str, depths: list[int]) -> list[str]:
 def _best_table(page: TMFTPage) -> list[str]:
     lines = ["| model | method | best depth (dev) | parameters | share of full | dev | test | test at full depth |",
              "|---|---|---|---|---|---|---|---|"]
-    for model, depths in _models(page):
-        for pre in page.settings["pre_steps"] if model == _models(page)[0][0] else ["none"]:
-            gs = [g for g in _curves(page) if g.model == model and g.pre_step == pre]
+    for model, depths in page_models(page):
+        for pre in page.settings["pre_steps"] if model == page_models(page)[0][0] else ["none"]:
+            gs = [g for g in curves(page) if g.model == model and g.pre_step == pre]
             if not gs:
                 lines.append(f"| {model} | {LABELS[pre]} | not run yet | | | | | |")
                 continue
@@ -148,10 +148,10 @@ def _best_table(page: TMFTPage) -> list[str]:
 def _frontier_table(page: TMFTPage) -> list[str]:
     lines = ["| model | depth | subset chosen on dev | dev | test (no training) | state l alone | TMFT | "
              "share of TMFT's gain reached with no training |", "|---|---|---|---|---|---|---|---|"]
-    curves = _curves(page)
+    cs = curves(page)
     for model, fr in page.frontiers.items():
         for r in fr.rows:
-            g = _find(curves, model, "none", (r.depth,), epochs_of(page.settings, model))
+            g = _find(cs, model, "none", (r.depth,), epochs_of(page.settings, model))
             tm = g.mean_std()[0] if g else None
             gain = tm - r.single_test_spearman if tm is not None else None
             share = f"{(r.test_spearman - r.single_test_spearman) / gain:.0%}" if gain and gain > 0 else "n/a"
@@ -163,11 +163,11 @@ def _frontier_table(page: TMFTPage) -> list[str]:
 
 
 def _lc_lines(page: TMFTPage) -> list[str]:
-    model = _models(page)[0][0]
+    model = page_models(page)[0][0]
     if page.lc_layers is None:
         return ["LC-TMFT: not run yet (needs the frontier of the first model for the subset).", ""]
     g = _find(groups(page), model, "none", tuple(page.lc_layers), page.settings["epochs"])
-    base = _find(_curves(page), model, "none", (max(page.lc_layers),), page.settings["epochs"])
+    base = _find(curves(page), model, "none", (max(page.lc_layers),), page.settings["epochs"])
     fr = page.frontiers[model].rows[-1]
     lines = [f"Subset D = {tuple(page.lc_layers)} (chosen on STS-B dev by the full-depth search of {model}; "
              f"no training: dev {fr.dev_spearman:.2f}, test {fr.test_spearman:.2f}). The model is truncated at "
@@ -183,7 +183,7 @@ def _lc_lines(page: TMFTPage) -> list[str]:
 
 
 def _epoch_check(page: TMFTPage) -> list[str]:
-    s, model = page.settings, _models(page)[0][0]
+    s, model = page.settings, page_models(page)[0][0]
     counts = [s["epochs"], *[e for e in s["check_epochs"] if e != s["epochs"]]]
     if len(counts) == 1:
         return [f"Every run used {s['epochs']} epochs; no check needed.", ""]
@@ -218,9 +218,10 @@ def _speed_table(page: TMFTPage) -> list[str]:
                   f"{len(t.rows[0].seconds)} timed passes."]
         loads = [f"{m} {v[0]:.1f}" for m, v in page.speed_load.items() if v]
         if loads:
-            lines += [f"Load average (1 min) when each model's timing was saved: {', '.join(loads)}. The machine is "
-                      "shared with other jobs, so a load above its CPU count slows every depth and makes the rates "
-                      "noisy; compare depths of one model (timed together) rather than absolute numbers."]
+            lines += [f"Load average (1 min) when each model's timing was saved: {', '.join(loads)}. The timing's "
+                      f"own {t.threads} threads make a load near {t.threads}; a load well above the CPU count means "
+                      "other jobs shared the machine and slowed every depth; compare depths of one model (timed "
+                      "together) rather than absolute numbers."]
     return lines + [""]
 
 
@@ -228,8 +229,8 @@ def _verdict(page: TMFTPage) -> list[str]:
     """Where truncation helps, per model: each truncated depth's TMFT score against the full-depth TMFT score and
     against the untrained full model, with what it saves (parameters, measured speed); then what the pre-steps add."""
     lines = []
-    for model, depths in _models(page):
-        gs = {g.depth: g for g in _curves(page) if g.model == model and g.pre_step == "none"}
+    for model, depths in page_models(page):
+        gs = {g.depth: g for g in curves(page) if g.model == model and g.pre_step == "none"}
         top, fr, speed = max(depths), page.frontiers.get(model), page.throughputs.get(model)
         if top not in gs or len(gs) < 2 or fr is None:
             lines += [f"- {model}: not enough runs yet to say.", ""]
@@ -265,7 +266,7 @@ def _pre_step_lines(page: TMFTPage, model: str, plain: dict) -> list[str]:
              "seeds); a difference no larger than that is within seed noise." if spread else
              " Single runs: TMFT's seed spread is not measured yet, so these differences may be seed noise.")
     for pre in [p for p in page.settings["pre_steps"] if p != "none"]:
-        gs = {g.depth: g for g in _curves(page) if g.model == model and g.pre_step == pre}
+        gs = {g.depth: g for g in curves(page) if g.model == model and g.pre_step == pre}
         both = sorted(d for d in gs if d in plain)
         if both:
             diffs = ", ".join(f"{d}: {gs[d].mean_std()[0] - plain[d].mean_std()[0]:+.2f}" for d in both)
@@ -280,7 +281,7 @@ def _time_lines(page: TMFTPage) -> list[str]:
     lines = [f"- total wall time of the parts shown: {total / 3600:.2f} h, device: {', '.join(page.devices) or 'cpu'} "
              "(the machine is named below)" + (", which is what a CPU-only run of these parts costs" if cpu_only
                                               else "")]
-    for model, _ in _models(page):
+    for model, _ in page_models(page):
         runs = [v for k, v in page.wall_seconds.items() if k.startswith(f"run-{model}-")]
         todo = [m for m in page.missing if m.startswith(f"run-{model}-")]
         if runs:
@@ -307,7 +308,7 @@ def render_markdown(page: TMFTPage) -> str:
              + f" (the paper: 10; the epoch check below compares {[s['epochs'], *s['check_epochs']]} epochs on "
              f"depths {list(s['check_depths'])}). Per-run settings overridden: {dict(s['overrides']) or 'none'}.", "",
              "## Test Spearman per depth", ""]
-    for model, depths in _models(page):
+    for model, depths in page_models(page):
         lines += _layer_table(page, model, depths)
     lines += ["![per-layer curves](tmft-layers.png)", "", "## Best depth chosen on dev", "", *_best_table(page),
               "## Parameters against quality", "", "![parameters vs test Spearman](tmft-cost.png)", "",
@@ -327,73 +328,3 @@ def render_markdown(page: TMFTPage) -> str:
         lines += ["", "## Not run yet", "", *[f"- {m}" for m in page.missing]]
     lines += ["", "## Provenance and time", "", *_time_lines(page), *page.provenance]
     return "\n".join(lines) + "\n"
-
-
-def draw_layers(page: TMFTPage):
-    """Figure: test Spearman against depth, mean ± std shaded, one line per pre-step, the frontier dashed."""
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import MaxNLocator
-
-    models = _models(page)
-    fig = Figure(figsize=(5.0 * len(models), 3.6), layout="constrained")
-    for ax, (model, _) in zip(fig.subplots(1, len(models), squeeze=False)[0], models, strict=True):
-        for pre in ("none", "ws", "mlm"):
-            gs = sorted((g for g in _curves(page) if g.model == model and g.pre_step == pre), key=lambda g: g.depth)
-            if gs:
-                x = [g.depth for g in gs]
-                m, sd = np.array([g.mean_std() for g in gs]).T
-                ax.plot(x, m, marker="o", label=LABELS[pre])
-                ax.fill_between(x, m - sd, m + sd, alpha=0.2)
-        if model in page.frontiers:
-            fr = page.frontiers[model].rows
-            ax.plot([r.depth for r in fr], [r.test_spearman for r in fr], "k--", marker=".",
-                    label="frontier (no training)")
-        ax.set_title(model, fontsize=9)
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_xlabel("depth l (hidden state, 0 = embeddings)")
-        ax.set_ylabel("STS-B test Spearman x100")
-        ax.legend(fontsize=7)
-    return fig
-
-
-def draw_cost(page: TMFTPage):
-    """Figure: parameters against test Spearman for every group and frontier depth; the Pareto front of the runs."""
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(6.0, 4.0), layout="constrained")
-    ax = fig.subplots()
-    gs = _curves(page)
-    for model, _ in _models(page):
-        for pre in ("none", "ws", "mlm"):
-            pts = [(g.parameters / 1e6, g.mean_std()[0]) for g in gs if g.model == model and g.pre_step == pre]
-            if pts:
-                ax.scatter(*zip(*pts, strict=True), label=f"{model} {LABELS[pre]}", s=18)
-        if model in page.frontiers:
-            fr = page.frontiers[model].rows
-            ax.scatter([r.parameters / 1e6 for r in fr], [r.test_spearman for r in fr], marker="x",
-                       label=f"{model} frontier (no training)")
-    pts = [(g.parameters / 1e6, g.mean_std()[0]) for g in gs]
-    if pts:
-        front = [pts[i] for i in pareto_front(pts)]
-        ax.step(*zip(*front, strict=True), "k-", where="post", lw=1, label="Pareto front (runs)")
-    ax.set_xlabel("parameters (millions, pooler excluded)")
-    ax.set_ylabel("STS-B test Spearman x100")
-    ax.legend(fontsize=6)
-    return fig
-
-
-def draw_speed(page: TMFTPage):
-    """Figure: measured sentences/s against depth, one line per model."""
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(5.0, 3.4), layout="constrained")
-    ax = fig.subplots()
-    for model, t in page.throughputs.items():
-        ax.plot([r.depth for r in t.rows], [r.sentences_per_second for r in t.rows], marker="o", label=model)
-    ax.set_xlabel("depth l (hidden state)")
-    devices = sorted({t.device for t in page.throughputs.values()})
-    ax.set_ylabel(f"sentences / s ({', '.join(devices) or 'cpu'})")
-    if page.throughputs:
-        ax.set_yscale("log")
-        ax.legend(fontsize=7)
-    return fig
