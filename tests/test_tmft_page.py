@@ -130,6 +130,8 @@ def test_page_runs_resumes_and_renders(tiny_bert, data_dir, tmp_path, monkeypatc
                  for d in (0, 2))
     ws_line = next(s for s in md.splitlines() if s.startswith("- WS + TMFT against plain TMFT"))
     assert f"TMFT's seed spread: up to {spread:.2f}" in ws_line  # the noise a pre-step's gain is read against
+    ws = parts[f"run-{name}-ws-L2-seed0-ep1"].payload["pre_step"]  # the word step's own scores, per depth
+    assert f"| 2 | {ws['dev_spearman']:.2f} | {ws['test_spearman']:.2f} |" in md
     assert "| run | wall (min) | CPU/wall |" in md  # every run of this page recorded every column
     assert not [line for line in md.splitlines() if line.startswith("| run-") and "not recorded" in line]
     changed = _options(tiny_bert, tmp_path, minilm_depths=[0, 1, 2])  # a depth not run: listed, not invented
@@ -222,3 +224,20 @@ def test_default_plan_runs_the_second_model_last_at_its_own_epochs_and_checks_tw
     settings = {"epochs": 3, "mpnet": "all-mpnet-base-v2", "mpnet_epochs": 1}
     assert epochs_of(settings, "all-mpnet-base-v2") == 1 and epochs_of(settings, "all-MiniLM-L6-v2") == 3
     assert page_config({"check_epochs": 5}).check_epochs == (5,)
+
+
+def test_the_page_says_what_the_mlm_pre_step_did_and_that_its_head_is_fresh():
+    from dataclasses import asdict
+
+    from layerwise.methods.truncated.config import TMFTConfig
+    from layerwise.methods.truncated.pages import TMFTPageConfig
+    from layerwise.methods.truncated.report import TMFTPage, render_markdown
+    from layerwise.methods.truncated.run import TMFTResult
+
+    config = TMFTConfig(model="all-MiniLM-L6-v2", layers=(3,), pre_step="mlm", epochs=3).to_dict()
+    info = {"kind": "mlm", "sentences": 1234, "steps": 5, "data": "0" * 64, "head": "fresh MLM head (written here)"}
+    result = TMFTResult(config, {}, 10, 20, 80.0, 75.0, 76.0, 9, 1.0, info, {}, None)
+    md = render_markdown(TMFTPage("t", asdict(TMFTPageConfig()), [result], {}, {}, None))
+    line = next(s for s in md.splitlines() if s.startswith("**MLM + TMFT.**"))
+    assert "1,234 sentences" in line and "5 optimizer steps" in line and "15% of tokens masked" in line
+    assert "fresh MLM head (written here)" in line and "no MLM head" in line
