@@ -241,3 +241,18 @@ def test_the_page_says_what_the_mlm_pre_step_did_and_that_its_head_is_fresh():
     line = next(s for s in md.splitlines() if s.startswith("**MLM + TMFT.**"))
     assert "1,234 sentences" in line and "5 optimizer steps" in line and "15% of tokens masked" in line
     assert "fresh MLM head (written here)" in line and "no MLM head" in line
+
+
+def test_a_missing_run_is_estimated_from_stored_runs_of_its_depth_per_epoch():
+    from layerwise.methods.truncated.config import TMFTConfig
+    from layerwise.methods.truncated.pages import estimate_seconds
+
+    def run(layers, pre="none", epochs=3, seed=0, model="m"):
+        return TMFTConfig(model=model, layers=layers, pre_step=pre, epochs=epochs, seed=seed)
+
+    done = [(run((3,)), 300.0), (run((3,), seed=1), 330.0), (run((3,), seed=2), 900.0),  # one slowed by other jobs
+            (run((3,), "ws"), 600.0), (run((6,)), 1200.0)]
+    assert estimate_seconds(run((3,), epochs=10), done) == pytest.approx(1100.0)  # median 110 s/epoch x 10
+    assert estimate_seconds(run((3,), "ws", seed=1), done) == pytest.approx(600.0)  # its own pre-step's runs
+    assert estimate_seconds(run((6,), "mlm"), done) == pytest.approx(1200.0)  # no MLM run at 6: plain TMFT's
+    assert estimate_seconds(run((9,)), done) is None and estimate_seconds(run((3,), model="other"), done) is None

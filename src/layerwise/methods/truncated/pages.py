@@ -24,7 +24,7 @@ from layerwise.methods.truncated.experiment import PAGE_NAME
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PAGE", "TMFTPageConfig", "page_config", "render", "run"]
+__all__ = ["PAGE", "TMFTPageConfig", "estimate_seconds", "page_config", "render", "run"]
 
 TITLE = "Truncated model fine-tuning (TMFT): STS-B quality, size and speed per depth"
 
@@ -153,21 +153,39 @@ def load_page(ctx: PageContext):
                     loads[name] = env.get("machine", {}).get("load_average_1_5_15")
     minilm = Path(page.minilm).name
     lc = frontiers[minilm].rows[-1].layers if minilm in frontiers else None
-    results = []
+    results, done, todo = [], [], []
     for config in page.configs(lc):
         part = parts.get(run_part_name(config))
         if part is None:
             missing.append(run_part_name(config))
+            todo.append(config)
             continue
         results.append(result_from_payload(part.payload))
         used.append(part)
+        done.append((config, float(part.payload.get("wall_seconds", 0.0))))
+    estimates = {}  # model -> the estimated wall seconds of each run not stored yet (None: nothing comparable)
+    for config in todo:
+        estimates.setdefault(Path(config.model).name, []).append(estimate_seconds(config, done))
     if page.lc_tmft and lc is None:
         missing.append(f"LC-TMFT runs of {minilm} (need frontier-{minilm} for the subset)")
     seconds = {p.name: float(p.payload.get("wall_seconds", 0.0)) for p in used}
     run_loads = {p.name: run_time_row(p, p.payload) for p in used if p.name.startswith("run-")}
     devices = sorted({p.payload.get("device", "cpu") for p in used if p.name.startswith("run-")})
     return TMFTPage(TITLE, asdict(page), results, frontiers, speeds, lc, missing, provenance_lines(used), seconds,
-                    loads, run_loads, devices)
+                    loads, run_loads, devices, estimates)
+
+
+def estimate_seconds(config: TMFTConfig, done: list[tuple[TMFTConfig, float]]) -> float | None:
+    """About how long a run not stored yet takes: the median wall seconds per epoch of the stored runs of the same
+    model and layers (the same pre-step, else none), times its epochs; ``None`` when no such run is stored."""
+    import numpy as np
+
+    for same in (config.pre_step, "none"):
+        rates = [wall / c.epochs for c, wall in done
+                 if (c.model, c.layers, c.pre_step) == (config.model, config.layers, same)]
+        if rates:
+            return float(np.median(rates)) * config.epochs
+    return None
 
 
 

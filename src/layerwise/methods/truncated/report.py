@@ -34,6 +34,7 @@ class TMFTPage:
     speed_load: dict[str, list | None] = field(default_factory=dict)  # model -> load average when timed (1, 5, 15 min)
     run_loads: dict[str, tuple] = field(default_factory=dict)  # part name -> run_time_row
     devices: list[str] = field(default_factory=list)  # where the TMFT runs shown trained ("cpu", "cuda"...)
+    estimates: dict[str, list] = field(default_factory=dict)  # model -> estimated seconds per run not stored yet
 
 
 @dataclass(frozen=True)
@@ -283,14 +284,16 @@ def _time_lines(page: TMFTPage) -> list[str]:
                                               else "")]
     for model, _ in page_models(page):
         runs = [v for k, v in page.wall_seconds.items() if k.startswith(f"run-{model}-")]
-        todo = [m for m in page.missing if m.startswith(f"run-{model}-")]
-        if runs:
-            mean = float(np.mean(runs))
-            lines.append(f"- {model}: {len(runs)} TMFT run(s) done, {mean / 60:.1f} min each on average (pre-steps "
-                         f"included); {len(todo)} not run yet, about {len(todo) * mean / 3600:.1f} h more at that "
-                         "rate (10-epoch runs take longer)")
-        elif todo:
-            lines.append(f"- {model}: {len(todo)} TMFT run(s) not run yet; no timing stored yet to estimate them")
+        todo = page.estimates.get(model, [])
+        known = [e for e in todo if e is not None]
+        done = (f"{len(runs)} TMFT run(s) done, {np.mean(runs) / 60:.1f} min each on average (pre-steps included)"
+                if runs else "no TMFT run done yet")
+        if todo:
+            done += (f"; {len(todo)} not run yet" + (f", about {sum(known) / 3600:.1f} h more for {len(known)} of "
+                     "them (each from the stored runs of its depth and pre-step, per epoch, times its epochs)"
+                     if known else "") + (f"; {len(todo) - len(known)} with no comparable run stored to estimate"
+                                          if len(known) < len(todo) else ""))
+        lines.append(f"- {model}: {done}")
     if page.run_loads:
         lines += ["", *run_time_table(page.run_loads)]
     return lines
