@@ -91,7 +91,12 @@ def main(argv: list[str] | None = None) -> int:
         with contextlib.ExitStack() as stack:
             if _join_processes(args):  # under torchrun, rank > 0: no output but warnings and errors
                 stack.enter_context(contextlib.redirect_stdout(stack.enter_context(open(os.devnull, "w"))))
-            return args.handler(args, command)
+            code = args.handler(args, command)
+            if getattr(args, "command", None) in TRAINING_COMMANDS:
+                from layerwise.training import distributed
+
+                distributed.teardown()  # under torchrun: every rank leaves the group together (no-op otherwise)
+            return code
     except KeyboardInterrupt:
         if args.debug:
             raise

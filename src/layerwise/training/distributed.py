@@ -26,8 +26,8 @@ import torch.distributed as dist
 logger = logging.getLogger(__name__)
 
 __all__ = ["barrier", "broadcast_value", "data_parallel", "gather_rows", "is_distributed", "is_main", "launched",
-           "local_rank", "mean_across", "rank", "rank_seed", "release", "rng_states", "run_on_main", "scale_mean", "setup", "shard", "shard_sizes",
-           "shard_weight", "world_size"]
+           "local_rank", "mean_across", "rank", "rank_seed", "release", "rng_states", "run_on_main", "scale_mean",
+           "setup", "shard", "shard_sizes", "shard_weight", "teardown", "world_size"]
 
 
 def _env_int(name: str, default: int) -> int:
@@ -71,6 +71,15 @@ def setup(device: str | torch.device | None = None) -> bool:
     dist.init_process_group(backend=backend)
     logger.info("process %d of %d joined the %s process group", rank(), world_size(), backend)
     return True
+
+
+def teardown() -> None:
+    """Leave the process group after a finished command: wait for every rank (rank 0 may still be writing), then
+    destroy the group, so that no process exits while gloo's threads still hold connections to the others."""
+    if dist.is_available() and dist.is_initialized():
+        if dist.get_world_size() > 1:
+            dist.barrier()
+        dist.destroy_process_group()
 
 
 def is_distributed() -> bool:
