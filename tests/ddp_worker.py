@@ -89,4 +89,4 @@ if __name__ == "__main__":
     results = scenarios(model_dir, out)
     if distributed.is_main():
         write(results, out)
-    distributed.barrier()
+    distributed.teardown()  # every rank waits for rank 0's writes, then leaves the group
