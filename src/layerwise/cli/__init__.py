@@ -92,10 +92,7 @@ def main(argv: list[str] | None = None) -> int:
             if _join_processes(args):  # under torchrun, rank > 0: no output but warnings and errors
                 stack.enter_context(contextlib.redirect_stdout(stack.enter_context(open(os.devnull, "w"))))
             code = args.handler(args, command)
-            if getattr(args, "command", None) in TRAINING_COMMANDS:
-                from layerwise.training import distributed
-
-                distributed.teardown()  # under torchrun: every rank leaves the group together (no-op otherwise)
+            _leave_processes()
             return code
     except KeyboardInterrupt:
         if args.debug:
@@ -130,6 +127,13 @@ def _join_processes(args) -> bool:
     logging.getLogger().setLevel(logging.WARNING)
     args.quiet = True  # no progress bars either
     return True
+
+
+def _leave_processes() -> None:
+    """After a finished command, under torchrun: every rank leaves the process group together (a no-op otherwise)."""
+    from layerwise.training import distributed
+
+    distributed.teardown()
 
 
 def _one_line(exc: BaseException) -> str:

@@ -76,9 +76,8 @@ def setup(device: str | torch.device | None = None) -> bool:
 def teardown() -> None:
     """Leave the process group after a finished command: wait for every rank (rank 0 may still be writing), then
     destroy the group, so that no process exits while gloo's threads still hold connections to the others."""
+    barrier()
     if dist.is_available() and dist.is_initialized():
-        if dist.get_world_size() > 1:
-            dist.barrier()
         dist.destroy_process_group()
 
 
