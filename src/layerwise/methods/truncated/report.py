@@ -281,7 +281,9 @@ def _time_lines(page: TMFTPage) -> list[str]:
     cpu_only = page.devices in ([], ["cpu"])
     lines = [f"- total wall time of the parts shown: {total / 3600:.2f} h, device: {', '.join(page.devices) or 'cpu'} "
              "(the machine is named below)" + (", which is what a CPU-only run of these parts costs" if cpu_only
-                                              else "")]
+                                              else "")
+             + "; a run that was interrupted and resumed counts only the process that finished it, so the epochs done "
+             "before the interruption are missing from its time"]
     for model, _ in page_models(page):
         runs = [v for k, v in page.wall_seconds.items() if k.startswith(f"run-{model}-")]
         todo = page.estimates.get(model, [])
