@@ -55,6 +55,47 @@ def build_tiny_mpnet(folder: Path, *, seed: int = 0) -> Path:
     return folder
 
 
+TINY_SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+def tiny_configs() -> dict:
+    """Tiny random configs of each architecture TMFT supports (3 layers, hidden 32), sharing the word vocabulary."""
+    from transformers import BertConfig, DebertaV2Config, ElectraConfig, MPNetConfig, RobertaConfig
+
+    common = dict(vocab_size=len(TINY_SPECIALS) + len(WORDS), hidden_size=32, num_hidden_layers=3,
+                  num_attention_heads=4, intermediate_size=37, max_position_embeddings=64, pad_token_id=0)
+    return {
+        "bert": BertConfig(**common),
+        "roberta": RobertaConfig(**{**common, "max_position_embeddings": 66}),
+        "mpnet": MPNetConfig(**{**common, "max_position_embeddings": 66}),
+        "deberta-v2": DebertaV2Config(**common),
+        # ELECTRA discriminator: embeddings smaller than the hidden size, so the embedding projection is used
+        "electra-discriminator": ElectraConfig(**{**common, "embedding_size": 16}),
+        # ELECTRA generator: a smaller hidden size with embeddings of the same size (no projection)
+        "electra-generator": ElectraConfig(**{**common, "hidden_size": 16, "embedding_size": 16,
+                                              "intermediate_size": 20}),
+    }
+
+
+def word_tokenizer():
+    """A word-level BERT tokenizer over WORDS (every tiny model here shares its vocabulary)."""
+    from transformers import BertTokenizerFast
+
+    return BertTokenizerFast(vocab={w: i for i, w in enumerate(TINY_SPECIALS + WORDS)}, do_lower_case=True)
+
+
+def build_tiny_encoder(folder: Path, name: str, *, seed: int = 0) -> Path:
+    """The tiny random ``name`` model of :func:`tiny_configs` with the word tokenizer, saved as a Hugging Face folder."""
+    import torch
+    from transformers import AutoModel
+
+    folder.mkdir(parents=True, exist_ok=True)
+    word_tokenizer().save_pretrained(folder)
+    torch.manual_seed(seed)
+    AutoModel.from_config(tiny_configs()[name]).eval().save_pretrained(folder)
+    return folder
+
+
 @pytest.fixture()
 def env(tmp_path, monkeypatch):
     """A fresh $LAYERWISE_HOME under the test's tmp_path, and no $LAYERWISE_DATA: nothing outside the test leaks in."""

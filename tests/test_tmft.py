@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import write_stsb, write_unlabeled
+from conftest import build_tiny_encoder, write_stsb, write_unlabeled
 from layerwise.methods.truncated.config import MLMConfig, TMFTConfig, WSConfig
 from layerwise.methods.truncated.model import TruncatedModel
 from layerwise.methods.truncated.tasks import MaskedLMTask, PairRegressionTask, PairSet
@@ -118,6 +118,77 @@ def test_resumed_sts_training_equals_a_straight_run(tiny_bert, tmp_path):
     b, mb = run(tmp_path / "resumed", cut=True)
     assert a.loss == b.loss
     for (k, x), (_, y) in zip(ma.encoder.state_dict().items(), mb.encoder.state_dict().items(), strict=True):
+        assert torch.equal(x, y), k
+
+
+ARCHITECTURES = ["bert", "mpnet", "electra-discriminator", "electra-generator"]
+
+
+@pytest.fixture(scope="module", params=ARCHITECTURES)
+def tiny_encoder(request, tmp_path_factory):
+    return build_tiny_encoder(tmp_path_factory.mktemp("models") / request.param, request.param)
+
+
+def _word_pairs() -> PairSet:
+    rows = [line.split() for line in WS_LINES.splitlines()]
+    return PairSet(tuple(r[0] for r in rows), tuple(r[1] for r in rows), np.array([float(r[2]) / 10 for r in rows]),
+                   "words")
+
+
+@pytest.mark.parametrize("objective", ["sts", "ws"])
+def test_pair_objectives_lower_the_loss_on_each_architecture(tiny_encoder, objective):
+    """TMFT STS (sentence pairs) and TMFT WS (words encoded alone) on a model truncated at layer 2."""
+    seed_everything(0)
+    model = TruncatedModel.from_pretrained(str(tiny_encoder), (2,), max_length=16)
+    pairs = _pairs() if objective == "sts" else _word_pairs()
+    task = PairRegressionTask(model, pairs, batch_size=len(pairs), lr=1e-3, seed=0)
+    before = _loss_without_dropout(task)
+    _losses(task, 30, decay="constant")
+    after = _loss_without_dropout(task)
+    assert after < 0.8 * before
+
+
+def _loss_without_dropout(task) -> float:
+    """The loss of the first batch (here the whole set) in eval mode: no dropout noise in the comparison."""
+    task.module.eval()
+    with torch.no_grad():
+        loss = task.loss(0, 0)["loss"].item()
+    task.module.train()
+    return loss
+
+
+def test_mlm_objective_lowers_the_loss_on_each_architecture(tiny_encoder):
+    """The checkpoint has no MLM head: AutoModelForMaskedLM adds a fresh one, tied to the input embeddings."""
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    seed_everything(0)
+    mlm = AutoModelForMaskedLM.from_pretrained(tiny_encoder)
+    assert mlm.get_output_embeddings().weight.data_ptr() == mlm.get_input_embeddings().weight.data_ptr()
+    tok = AutoTokenizer.from_pretrained(tiny_encoder)
+    texts = ["a man plays the guitar in the park .", "the dog is swimming in the water ."] * 4
+    task = MaskedLMTask(mlm, tok, texts, MLMConfig(batch_size=8, lr=3e-3, grad_accumulation=1, mlm_probability=0.5),
+                        seed=0)
+    losses = _losses(task, 30, decay="constant")
+    assert np.mean(losses[-5:]) < np.mean(losses[:5])
+
+
+def test_resumed_sts_training_equals_a_straight_run_on_each_architecture(tiny_encoder, tmp_path):
+    loop = TrainingConfig(steps=4, eval_every=2, seed=0)
+
+    def task():
+        seed_everything(0)
+        model = TruncatedModel.from_pretrained(str(tiny_encoder), (2,), max_length=16)
+        return PairRegressionTask(model, _pairs(), batch_size=4, lr=1e-3, seed=3, dev=_pairs())
+
+    straight = task()
+    a = train(straight, loop, output_dir=tmp_path / "straight", show_progress=False)
+    train(task(), loop, output_dir=tmp_path / "resumed", show_progress=False, max_steps_this_run=2)
+    seed_everything(123)  # whatever happens in between must not matter
+    resumed = task()
+    b = train(resumed, loop, output_dir=tmp_path / "resumed", resume=True, show_progress=False)
+    assert b.steps_this_run == 2 and a.loss == b.loss
+    for (k, x), (_, y) in zip(straight.module.encoder.state_dict().items(), resumed.module.encoder.state_dict().items(),
+                              strict=True):
         assert torch.equal(x, y), k
 
 

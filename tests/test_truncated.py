@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import WORDS
+from conftest import tiny_configs, word_tokenizer
 from layerwise.methods.truncated.truncate import (
     NO_EMPTY_ENCODER,
     count_parameters,
@@ -15,43 +15,19 @@ from layerwise.methods.truncated.truncate import (
     truncate_encoder,
 )
 
-SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-
-
-def _configs():
-    from transformers import BertConfig, DebertaV2Config, ElectraConfig, MPNetConfig, RobertaConfig
-
-    common = dict(vocab_size=len(SPECIALS) + len(WORDS), hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
-                  intermediate_size=37, max_position_embeddings=64, pad_token_id=0)
-    return {
-        "bert": BertConfig(**common),
-        "roberta": RobertaConfig(**{**common, "max_position_embeddings": 66}),
-        "mpnet": MPNetConfig(**{**common, "max_position_embeddings": 66}),
-        "deberta-v2": DebertaV2Config(**common),
-        # ELECTRA discriminator: embeddings smaller than the hidden size, so the embedding projection is used
-        "electra-discriminator": ElectraConfig(**{**common, "embedding_size": 16}),
-        # ELECTRA generator: a smaller hidden size with embeddings of the same size (no projection)
-        "electra-generator": ElectraConfig(**{**common, "hidden_size": 16, "embedding_size": 16,
-                                              "intermediate_size": 20}),
-    }
-
-
-CONFIGS = list(_configs())
+CONFIGS = list(tiny_configs())
 
 
 def _model(name: str):
     from transformers import AutoModel
 
     torch.manual_seed(0)
-    return AutoModel.from_config(_configs()[name]).eval()
+    return AutoModel.from_config(tiny_configs()[name]).eval()
 
 
 def _inputs():
-    from transformers import BertTokenizerFast
-
-    tok = BertTokenizerFast(vocab={w: i for i, w in enumerate(SPECIALS + WORDS)}, do_lower_case=True)
-    return tok(["a man is playing guitar .", "the dog runs in the park with a red ball on the street ."],
-               padding=True, return_tensors="pt")
+    return word_tokenizer()(["a man is playing guitar .", "the dog runs in the park with a red ball on the street ."],
+                            padding=True, return_tensors="pt")
 
 
 @pytest.mark.parametrize("name", CONFIGS)
@@ -99,12 +75,6 @@ def test_bad_layer_is_a_clear_error():
         truncate_encoder(_model("bert"), -1)
 
 
-def _tokenizer():
-    from transformers import BertTokenizerFast
-
-    return BertTokenizerFast(vocab={w: i for i, w in enumerate(SPECIALS + WORDS)}, do_lower_case=True)
-
-
 @pytest.mark.parametrize("name", ["bert", "mpnet", "electra-discriminator", "electra-generator"])
 def test_truncated_save_loads_with_automodel_and_sentence_transformers(tmp_path, name):
     from sentence_transformers import SentenceTransformer
@@ -114,7 +84,7 @@ def test_truncated_save_loads_with_automodel_and_sentence_transformers(tmp_path,
     from layerwise.export import write_sentence_transformer
 
     cut = truncate_encoder(_model(name), 2)
-    folder = write_sentence_transformer(cut, _tokenizer(), tmp_path / "cut", provenance={"layer": 2})
+    folder = write_sentence_transformer(cut, word_tokenizer(), tmp_path / "cut", provenance={"layer": 2})
     inputs = _inputs()
     loaded = AutoModel.from_pretrained(folder, local_files_only=True).eval()
     assert loaded.config.num_hidden_layers == 2 and len(find_layers(loaded)[2]) == 2
@@ -136,12 +106,12 @@ def test_export_never_touches_a_folder_it_did_not_write(tmp_path):
     (user / "notes.txt").write_text("keep me")
     cut = truncate_encoder(_model("bert"), 1)
     with pytest.raises(FileExistsError, match="not written by layerwise"):
-        write_sentence_transformer(cut, _tokenizer(), user)
+        write_sentence_transformer(cut, word_tokenizer(), user)
     assert (user / "notes.txt").read_text() == "keep me"
-    out = write_sentence_transformer(cut, _tokenizer(), tmp_path / "export")
+    out = write_sentence_transformer(cut, word_tokenizer(), tmp_path / "export")
     with pytest.raises(FileExistsError, match="overwrite"):
-        write_sentence_transformer(cut, _tokenizer(), out)
-    write_sentence_transformer(cut, _tokenizer(), out, overwrite=True)
+        write_sentence_transformer(cut, word_tokenizer(), out)
+    write_sentence_transformer(cut, word_tokenizer(), out, overwrite=True)
     assert not list(tmp_path.glob(".export.tmp-*"))
 
 
