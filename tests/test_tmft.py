@@ -74,6 +74,21 @@ def test_mlm_objective_lowers_the_loss(tiny_bert):
     assert np.mean(losses[-5:]) < np.mean(losses[:5])
 
 
+def _assert_resume_is_exact(task, loop: TrainingConfig, folder, cut: int) -> None:
+    """A run stopped after ``cut`` steps and resumed from its checkpoint equals a straight run: losses and weights.
+
+    ``task()`` builds a fresh task (module, data, seed) each time it is called."""
+    straight = task()
+    a = train(straight, loop, output_dir=folder / "straight", show_progress=False)
+    train(task(), loop, output_dir=folder / "resumed", show_progress=False, max_steps_this_run=cut)
+    seed_everything(123)  # whatever happens in between must not matter
+    resumed = task()
+    b = train(resumed, loop, output_dir=folder / "resumed", resume=True, show_progress=False)
+    assert b.steps_this_run == loop.steps - cut and a.loss == b.loss
+    for (k, x), (_, y) in zip(straight.module.state_dict().items(), resumed.module.state_dict().items(), strict=True):
+        assert torch.equal(x, y), k
+
+
 def test_resumed_mlm_training_equals_a_straight_run(tiny_bert, tmp_path):
     """The masks come from torch's RNG: a checkpoint restores it, so a cut-off MLM step resumes exactly."""
     from transformers import AutoModelForMaskedLM, AutoTokenizer
@@ -87,38 +102,7 @@ def test_resumed_mlm_training_equals_a_straight_run(tiny_bert, tmp_path):
         seed_everything(0)  # the fresh head's initialisation
         return MaskedLMTask(AutoModelForMaskedLM.from_pretrained(tiny_bert), tok, texts, settings, seed=1)
 
-    straight = task()
-    a = train(straight, loop, output_dir=tmp_path / "straight", show_progress=False)
-    train(task(), loop, output_dir=tmp_path / "resumed", show_progress=False, max_steps_this_run=3)
-    seed_everything(123)  # whatever happens in between must not matter
-    resumed = task()
-    b = train(resumed, loop, output_dir=tmp_path / "resumed", resume=True, show_progress=False)
-    assert b.steps_this_run == 3 and a.loss == b.loss
-    for (k, x), (_, y) in zip(straight.module.state_dict().items(), resumed.module.state_dict().items(), strict=True):
-        assert torch.equal(x, y), k
-
-
-def test_resumed_sts_training_equals_a_straight_run(tiny_bert, tmp_path):
-    def run(folder, cut):
-        seed_everything(0)
-        model = TruncatedModel.from_pretrained(str(tiny_bert), (2,), max_length=16)
-        task = PairRegressionTask(model, _pairs(), batch_size=4, lr=1e-3, seed=3, dev=_pairs())
-        loop = TrainingConfig(steps=6, eval_every=2, seed=0)
-        if cut:
-            train(task, loop, output_dir=folder, show_progress=False, max_steps_this_run=3)
-            seed_everything(123)  # whatever happens in between must not matter
-            model2 = TruncatedModel.from_pretrained(str(tiny_bert), (2,), max_length=16)
-            task = PairRegressionTask(model2, _pairs(), batch_size=4, lr=1e-3, seed=3, dev=_pairs())
-            out = train(task, loop, output_dir=folder, resume=True, show_progress=False)
-        else:
-            out = train(task, loop, output_dir=folder, show_progress=False)
-        return out, task.module
-
-    a, ma = run(tmp_path / "straight", cut=False)
-    b, mb = run(tmp_path / "resumed", cut=True)
-    assert a.loss == b.loss
-    for (k, x), (_, y) in zip(ma.encoder.state_dict().items(), mb.encoder.state_dict().items(), strict=True):
-        assert torch.equal(x, y), k
+    _assert_resume_is_exact(task, loop, tmp_path, cut=3)
 
 
 ARCHITECTURES = ["bert", "mpnet", "electra-discriminator", "electra-generator"]
@@ -180,16 +164,7 @@ def test_resumed_sts_training_equals_a_straight_run_on_each_architecture(tiny_en
         model = TruncatedModel.from_pretrained(str(tiny_encoder), (2,), max_length=16)
         return PairRegressionTask(model, _pairs(), batch_size=4, lr=1e-3, seed=3, dev=_pairs())
 
-    straight = task()
-    a = train(straight, loop, output_dir=tmp_path / "straight", show_progress=False)
-    train(task(), loop, output_dir=tmp_path / "resumed", show_progress=False, max_steps_this_run=2)
-    seed_everything(123)  # whatever happens in between must not matter
-    resumed = task()
-    b = train(resumed, loop, output_dir=tmp_path / "resumed", resume=True, show_progress=False)
-    assert b.steps_this_run == 2 and a.loss == b.loss
-    for (k, x), (_, y) in zip(straight.module.encoder.state_dict().items(), resumed.module.encoder.state_dict().items(),
-                              strict=True):
-        assert torch.equal(x, y), k
+    _assert_resume_is_exact(task, loop, tmp_path, cut=2)
 
 
 def test_config_round_trip_and_validation():
