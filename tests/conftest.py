@@ -16,17 +16,25 @@ WORDS = (
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
+TINY_SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+def word_tokenizer():
+    """A word-level BERT tokenizer over WORDS (every tiny model here shares its vocabulary)."""
+    from transformers import BertTokenizerFast
+
+    return BertTokenizerFast(vocab={w: i for i, w in enumerate(TINY_SPECIALS + WORDS)}, do_lower_case=True)
+
 
 def build_tiny_bert(folder: Path, *, num_hidden_layers: int = 2, seed: int = 0, dropout: float = 0.1) -> Path:
     """A random BERT (hidden 32, 4 heads) with a word-level tokenizer, saved as a Hugging Face folder.
 
     ``dropout``: hidden and attention dropout (0 makes training deterministic in the batch split, for DDP tests)."""
     import torch
-    from transformers import BertConfig, BertModel, BertTokenizerFast
+    from transformers import BertConfig, BertModel
 
     folder.mkdir(parents=True, exist_ok=True)
-    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    tok = BertTokenizerFast(vocab={w: i for i, w in enumerate(specials + WORDS)}, do_lower_case=True)
+    tok = word_tokenizer()
     tok.save_pretrained(folder)
     torch.manual_seed(seed)
     cfg = BertConfig(
@@ -55,9 +63,6 @@ def build_tiny_mpnet(folder: Path, *, seed: int = 0) -> Path:
     return folder
 
 
-TINY_SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-
-
 def tiny_configs() -> dict:
     """Tiny random configs of each architecture TMFT supports (3 layers, hidden 32), sharing the word vocabulary."""
     from transformers import BertConfig, DebertaV2Config, ElectraConfig, MPNetConfig, RobertaConfig
@@ -75,13 +80,6 @@ def tiny_configs() -> dict:
         "electra-generator": ElectraConfig(**{**common, "hidden_size": 16, "embedding_size": 16,
                                               "intermediate_size": 20}),
     }
-
-
-def word_tokenizer():
-    """A word-level BERT tokenizer over WORDS (every tiny model here shares its vocabulary)."""
-    from transformers import BertTokenizerFast
-
-    return BertTokenizerFast(vocab={w: i for i, w in enumerate(TINY_SPECIALS + WORDS)}, do_lower_case=True)
 
 
 def build_tiny_encoder(folder: Path, name: str, *, seed: int = 0) -> Path:

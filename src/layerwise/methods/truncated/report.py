@@ -198,8 +198,8 @@ def _epoch_check(page: TMFTPage) -> list[str]:
     if len(done) >= 2:
         ranks = {e: [d for d in sorted(done, key=lambda d: -found[d][i].mean_std()[0])] for i, e in enumerate(counts)}
         same = len({tuple(r) for r in ranks.values()}) == 1
-        lines += ["", "Ranking of depths by test Spearman: " + ", ".join(f"{r} at {e} epoch{'s' * (e != 1)}" for e, r in ranks.items())
-                  + f": {'the same' if same else 'DIFFERENT'}."]
+        at = ", ".join(f"{r} at {e} epoch{'s' * (e != 1)}" for e, r in ranks.items())
+        lines += ["", f"Ranking of depths by test Spearman: {at}: {'the same' if same else 'DIFFERENT'}."]
     return lines + [""]
 
 
