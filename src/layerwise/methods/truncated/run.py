@@ -1,5 +1,8 @@
-"""One TMFT run end to end: optional pre-step (word similarity or MLM), then STS fine-tuning of the truncated model.
+"""TMFT: optional pre-step (word similarity or MLM), then STS fine-tuning of the truncated model.
 
+:func:`fine_tune` is the method on the caller's data (the estimator's and the run's common part); :func:`run_tmft`
+is one run of the paper's protocol on the built-in data (STS-B, the word-similarity sets, SNLI + wiki sentences),
+scored on STS-B test and saved.
 Everything trains through :func:`layerwise.training.train`, so each stage checkpoints into its own folder under
 ``output/<run name>-<settings digest>/`` (:func:`run_folder`: a run with other epochs, learning rate... gets another
 folder) and a killed run continues where it stopped (same model, data and settings, or it is refused).
@@ -10,7 +13,9 @@ Under ``torchrun`` every process runs this code and trains; only rank 0 writes t
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -21,13 +26,14 @@ from layerwise.experiments.store import keyed_name
 from layerwise.methods.truncated.config import TMFTConfig
 from layerwise.methods.truncated.model import TruncatedModel
 from layerwise.methods.truncated.tasks import MaskedLMTask, PairRegressionTask, PairSet, pair_spearman
-from layerwise.training import TrainingConfig, seed_everything, steps_per_epoch, train
+from layerwise.training import TrainingConfig, TrainingRun, seed_everything, steps_per_epoch, train
 from layerwise.training.checkpoint import STATE_JSON
 from layerwise.training.distributed import local_device, run_on_main
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TMFTResult", "mlm_sentences", "run_folder", "run_tmft", "stsb_pairs", "wordsim_pairs"]
+__all__ = ["TMFTFit", "TMFTResult", "fine_tune", "mlm_folder", "mlm_sentences", "run_folder", "run_tmft",
+           "split_word_pairs", "stsb_pairs", "wordsim_pairs"]
 
 
 @dataclass(frozen=True)
@@ -73,14 +79,21 @@ def wordsim_pairs(config: TMFTConfig, data_dir=None) -> tuple[PairSet, PairSet, 
         w1 += d.words1
         w2 += d.words2
         y.append(d.scores / d.scores.max())
-    y = np.concatenate(y)
-    order = np.random.default_rng([config.seed, 70_15_15]).permutation(len(y))
-    a = int(round(config.ws.split[0] * len(y)))
-    b = a + int(round(config.ws.split[1] * len(y)))
+    return split_word_pairs(w1, w2, np.concatenate(y), config.ws.split, config.seed)
+
+
+def split_word_pairs(words1, words2, targets, split: tuple[float, float, float], seed: int,
+                     ) -> tuple[PairSet, PairSet, PairSet]:
+    """Word pairs with targets in [0, 1] split train/dev/test by the fractions ``split``, shuffled with ``seed``."""
+    y = np.asarray(targets, dtype=np.float64)
+    order = np.random.default_rng([seed, 70_15_15]).permutation(len(y))
+    a = int(round(split[0] * len(y)))
+    b = a + int(round(split[1] * len(y)))
     parts = [order[:a], order[a:b], order[b:]]
     if min(len(p) for p in parts) < 2:
-        raise ValueError(f"{len(y)} word pairs are too few for a {config.ws.split} split: each part needs 2 pairs")
-    return tuple(PairSet(tuple(w1[i] for i in p), tuple(w2[i] for i in p), y[p], f"wordsim-{n}")
+        raise ValueError(f"{len(y)} word pairs are too few for a {tuple(split)} train/dev/test split: each part "
+                         "needs 2 pairs; give more word pairs")
+    return tuple(PairSet(tuple(words1[i] for i in p), tuple(words2[i] for i in p), y[p], f"wordsim-{n}")
                  for p, n in zip(parts, ("train", "dev", "test"), strict=True))
 
 
@@ -98,14 +111,63 @@ def mlm_sentences(config: TMFTConfig, data_dir=None) -> list[str]:
     return texts
 
 
-def _train(task, loop: TrainingConfig, folder: Path, show_progress):
-    resume = (folder / "last" / STATE_JSON).is_file()
+@dataclass
+class TMFTFit:
+    """What :func:`fine_tune` trained (before any test evaluation or save)."""
+
+    model: TruncatedModel  # the truncated encoder + pooling, with the weights of the best dev score (or the last)
+    run: TrainingRun  # the STS stage's history: loss per step, dev score per epoch, best dev (None without dev)
+    steps: int  # STS optimisation steps
+    pre_step: dict | None  # what the pre-step did and scored (None: no pre-step)
+
+
+def fine_tune(config: TMFTConfig, train_set: PairSet, dev_set: PairSet | None = None, *,
+              word_pairs: tuple[PairSet, PairSet, PairSet] | None = None, mlm_texts: list[str] | None = None,
+              folder: Path | None = None, mlm_folder: Path | None = None, show_progress: bool | None = None,
+              device: str | None = None) -> TMFTFit:
+    """The method on given data: the optional pre-step, then STS fine-tuning of the encoder cut at max(layers).
+
+    ``train_set``: pairs with targets in [0, 1]; ``dev_set``: pairs with gold scores on any scale, whose Spearman
+    picks the epoch kept (None: the last epoch is kept). ``word_pairs``: train/dev/test word pairs (targets in
+    [0, 1]) for ``config.pre_step == "ws"``; ``mlm_texts``: the sentences for ``"mlm"``. ``folder``: checkpoints of
+    each stage (``ws/``, ``sts/``), a cut-off call resumes from them (None: trained in memory); ``mlm_folder``: where
+    the MLM-adapted encoder is kept and reused (None: a temporary folder). Only ``config.model``, ``layers``,
+    ``pre_step``, the optimisation settings, ``ws`` (epochs, batch size, lr) and ``mlm`` (epochs, batch size,
+    accumulation, lr, masking) are read: the data is what is passed.
+    """
+    if (config.pre_step == "ws") != (word_pairs is not None) or (config.pre_step == "mlm") != (mlm_texts is not None):
+        raise ValueError(f"pre_step {config.pre_step!r} takes word_pairs only for 'ws' and mlm_texts only for 'mlm'")
+    pre = None
+    if config.pre_step == "mlm":
+        model, pre = _mlm_step(config, mlm_texts, mlm_folder, show_progress, device)
+    else:
+        seed_everything(config.seed)
+        model = TruncatedModel.from_pretrained(config.model, config.layers, max_length=config.max_length)
+    model.to(local_device(device))
+    if config.pre_step == "ws":
+        pre = _ws_step(model, config, word_pairs, _sub(folder, "ws"), show_progress)
+    per_epoch = steps_per_epoch(len(train_set), config.batch_size)
+    loop = TrainingConfig(steps=config.epochs * per_epoch, weight_decay=config.weight_decay,
+                          max_grad_norm=config.max_grad_norm, eval_every=per_epoch, seed=config.seed)
+    task = PairRegressionTask(model, train_set, batch_size=config.batch_size, lr=config.lr, seed=config.seed,
+                              dev=dev_set, description=f"tmft sts L{config.layers}")
+    run = _train(task, loop, _sub(folder, "sts"), show_progress)
+    return TMFTFit(model=model, run=run, steps=loop.steps, pre_step=pre)
+
+
+def _sub(folder: Path | None, name: str) -> Path | None:
+    return None if folder is None else Path(folder) / name
+
+
+def _train(task, loop: TrainingConfig, folder: Path | None, show_progress):
+    resume = folder is not None and (folder / "last" / STATE_JSON).is_file()
     return train(task, loop, output_dir=folder, resume=resume, overwrite=not resume, show_progress=show_progress,
                  restore_best=True)
 
 
-def _ws_step(model: TruncatedModel, config: TMFTConfig, data_dir, folder: Path, show_progress) -> dict:
-    tr, dev, test = wordsim_pairs(config, data_dir)
+def _ws_step(model: TruncatedModel, config: TMFTConfig, pairs: tuple[PairSet, PairSet, PairSet],
+             folder: Path | None, show_progress) -> dict:
+    tr, dev, test = pairs
     ws = config.ws
     per_epoch = steps_per_epoch(len(tr), ws.batch_size)
     loop = TrainingConfig(steps=ws.epochs * per_epoch, weight_decay=config.weight_decay,
@@ -118,35 +180,54 @@ def _ws_step(model: TruncatedModel, config: TMFTConfig, data_dir, folder: Path, 
             "data": content_checksum([tr, dev, test])}
 
 
-def _mlm_encoder(config: TMFTConfig, data_dir, output: Path, show_progress, device=None) -> tuple[Path, dict]:
-    """The MLM-adapted encoder folder of (model, seed), trained once and reused for every depth."""
+def mlm_folder(config: TMFTConfig, output: str | Path, data: str | None = None) -> Path:
+    """``output/mlm/<model>-seed<k>-<digest>``: the MLM-adapted encoder of (model, seed, MLM settings), shared by
+    every depth; ``data`` (a content checksum of the sentences) joins the key when they are the caller's own."""
+    shared = {"model": config.model, "mlm": asdict(config.mlm), "max_length": config.max_length,
+              "weight_decay": config.weight_decay, "max_grad_norm": config.max_grad_norm}
+    if data is not None:
+        shared["data"] = data
+    return Path(output) / "mlm" / keyed_name(f"{Path(config.model).name}-seed{config.seed}", shared)
+
+
+def _mlm_step(config: TMFTConfig, texts: list[str], root: Path | None, show_progress,
+              device=None) -> tuple[TruncatedModel, dict]:
+    """MLM on ``texts`` (the encoder kept in ``root/encoder`` and reused; None: a temporary folder), then the
+    adapted encoder truncated at max(layers)."""
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
     from layerwise.encoders.registry import resolve_model
 
-    shared = {"model": config.model, "mlm": asdict(config.mlm), "max_length": config.max_length,
-              "weight_decay": config.weight_decay, "max_grad_norm": config.max_grad_norm}
-    root = output / "mlm" / keyed_name(f"{Path(config.model).name}-seed{config.seed}", shared)
-    texts = mlm_sentences(config, data_dir)
     m = config.mlm
     per_epoch = steps_per_epoch(len(texts), m.batch_size * m.grad_accumulation)
     info = {"kind": "mlm", "sentences": len(texts), "steps": m.epochs * per_epoch, "data": content_checksum(texts),
             "head": "fresh MLM head (transform + decoder tied to the input embeddings): the checkpoint has none"}
-    if (root / "encoder" / "config.json").is_file():
-        return root / "encoder", info
-    path = resolve_model(config.model).path
-    seed_everything(config.seed)  # the fresh head's initialisation
-    mlm = AutoModelForMaskedLM.from_pretrained(path, local_files_only=True).to(local_device(device))
-    tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    # a checkpoint every tenth of the run (MLM has no dev score): a cut-off step resumes instead of starting again
-    loop = TrainingConfig(steps=info["steps"], grad_accumulation=m.grad_accumulation, weight_decay=config.weight_decay,
-                          max_grad_norm=config.max_grad_norm, seed=config.seed, eval_every=max(1, info["steps"] // 10))
-    task = MaskedLMTask(mlm, tok, texts, m, seed=config.seed, max_length=config.max_length)
-    run = train(task, loop, output_dir=root / "train", resume=(root / "train" / "last" / STATE_JSON).is_file(),
-                overwrite=not (root / "train" / "last" / STATE_JSON).is_file(), show_progress=show_progress)
-    info["final_loss"] = float(np.mean(run.loss[-10:]))
-    run_on_main(_save_encoder, mlm, tok, root / "encoder")  # rank 0 writes; every process then reads it
-    return root / "encoder", info
+    with contextlib.ExitStack() as stack:
+        temporary = root is None
+        if temporary:
+            root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tmft-mlm-")))
+        if not (root / "encoder" / "config.json").is_file():
+            path = resolve_model(config.model).path
+            seed_everything(config.seed)  # the fresh head's initialisation
+            mlm = AutoModelForMaskedLM.from_pretrained(path, local_files_only=True).to(local_device(device))
+            tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+            # a checkpoint every tenth of the run (MLM has no dev score): a cut-off step resumes, not starts again
+            loop = TrainingConfig(steps=info["steps"], grad_accumulation=m.grad_accumulation,
+                                  weight_decay=config.weight_decay, max_grad_norm=config.max_grad_norm,
+                                  seed=config.seed, eval_every=max(1, info["steps"] // 10))
+            task = MaskedLMTask(mlm, tok, texts, m, seed=config.seed, max_length=config.max_length)
+            checkpoints = None if temporary else root / "train"
+            resume = checkpoints is not None and (checkpoints / "last" / STATE_JSON).is_file()
+            run = train(task, loop, output_dir=checkpoints, resume=resume, overwrite=not resume,
+                        show_progress=show_progress)
+            info["final_loss"] = float(np.mean(run.loss[-10:]))
+            if temporary:  # each process its own folder
+                _save_encoder(mlm, tok, root / "encoder")
+            else:  # rank 0 writes; every process then reads it
+                run_on_main(_save_encoder, mlm, tok, root / "encoder")
+        seed_everything(config.seed)
+        model = TruncatedModel.from_pretrained(str(root / "encoder"), config.layers, max_length=config.max_length)
+    return model, info
 
 
 def _save_encoder(mlm, tokenizer, folder: Path) -> None:
@@ -161,7 +242,8 @@ def run_folder(config: TMFTConfig, output: str | Path) -> Path:
 
 def run_tmft(config: TMFTConfig, *, data_dir=None, output: str | Path = "runs/tmft",
              show_progress: bool | None = None, device: str | None = None) -> TMFTResult:
-    """Run ``config``; checkpoints and the kept model go under ``output`` (see the module docstring).
+    """Run ``config`` on the built-in data (STS-B; word pairs of ``config.ws.sets``; MLM sentences of
+    ``config.mlm.sources``); checkpoints and the kept model go under ``output`` (see the module docstring).
 
     ``device``: where the model trains (None: cpu; "cuda" under torchrun: each process its LOCAL_RANK GPU). It is
     not a setting of the run (not in its folder name or results key): the same run on another device.
@@ -173,28 +255,19 @@ def run_tmft(config: TMFTConfig, *, data_dir=None, output: str | Path = "runs/tm
     output = Path(output)
     folder = run_folder(config, output)
     train_set, dev_set, test = stsb_pairs(data_dir, config.train_limit)  # data first: fail before any model loads
+    word_pairs = wordsim_pairs(config, data_dir) if config.pre_step == "ws" else None
+    texts = mlm_sentences(config, data_dir) if config.pre_step == "mlm" else None
     identity = LayerEncoder(config.model, cache_dir=False, show_progress=False).identity
-    start, pre = config.model, None
-    if config.pre_step == "mlm":
-        start, pre = _mlm_encoder(config, data_dir, output, show_progress, device)
-    seed_everything(config.seed)
-    model = TruncatedModel.from_pretrained(str(start), config.layers, max_length=config.max_length)
-    model.to(local_device(device))
-    if config.pre_step == "ws":
-        pre = _ws_step(model, config, data_dir, folder / "ws", show_progress)
-    per_epoch = steps_per_epoch(len(train_set), config.batch_size)
-    loop = TrainingConfig(steps=config.epochs * per_epoch, weight_decay=config.weight_decay,
-                          max_grad_norm=config.max_grad_norm, eval_every=per_epoch, seed=config.seed)
-    task = PairRegressionTask(model, train_set, batch_size=config.batch_size, lr=config.lr, seed=config.seed,
-                              dev=dev_set, description=f"tmft sts L{config.layers}")
-    run = _train(task, loop, folder / "sts", show_progress)
+    fit = fine_tune(config, train_set, dev_set, word_pairs=word_pairs, mlm_texts=texts, folder=folder,
+                    mlm_folder=mlm_folder(config, output), show_progress=show_progress, device=device)
+    model, run = fit.model, fit.run
     scores = sts_scores(model.encode(list(test.sentences1)), model.encode(list(test.sentences2)), test.scores)
     saved = run_on_main(model.save, folder / "model", provenance={"config": config.to_dict(), "model": model_key(identity)})
     return TMFTResult(
         config=config.to_dict(), model=model_key(identity), parameters=model.n_parameters(),
         full_parameters=_full_parameters(config.model), dev_spearman=float(run.best_dev),
-        test_spearman=float(scores["spearman"]), test_pearson=float(scores["pearson"]), steps=loop.steps,
-        train_seconds=run.train_seconds, pre_step=pre,
+        test_spearman=float(scores["spearman"]), test_pearson=float(scores["pearson"]), steps=fit.steps,
+        train_seconds=run.train_seconds, pre_step=fit.pre_step,
         data={"stsb": content_checksum([train_set, dev_set, test])}, saved_model=str(saved))
 
 
