@@ -16,6 +16,7 @@ from layerwise.evaluation.sts import per_layer_scores, sts_scores
 from layerwise.layers import LayerStack
 from layerwise.methods.lc.protocol import LCResult, run_bert_lc
 from layerwise.methods.lc.search import LayerSubsetSearch, naive_subset_scores
+from layerwise.methods.truncated import TruncatedFineTuner
 from layerwise.pooling import (
     Pooling,
     baseline_poolings,
@@ -37,6 +38,7 @@ __all__ = [
     "ModelIdentity",
     "ModelNotFoundError",
     "Pooling",
+    "TruncatedFineTuner",
     "__version__",
     "assemble_mpnet",
     "baseline_poolings",

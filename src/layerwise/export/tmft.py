@@ -17,7 +17,7 @@ from layerwise.export.sentence_transformers import (
     transformer_options,
 )
 
-__all__ = ["export_tmft"]
+__all__ = ["export_tmft", "write_truncated"]
 
 
 def export_tmft(source: str | os.PathLike, folder: str | os.PathLike, *, overwrite: bool = False) -> Path:
@@ -27,12 +27,21 @@ def export_tmft(source: str | os.PathLike, folder: str | os.PathLike, *, overwri
 
     check_destination(folder, overwrite)
     model = TruncatedModel.load(source)  # a clear error when ``source`` holds no TMFT model
+    return write_truncated(model, folder, source={"name": str(source), "weights_sha256": weights_sha256(source)},
+                           overwrite=overwrite)
+
+
+def write_truncated(model, folder: str | os.PathLike, *, source: dict, scores: dict[str, str] | None = None,
+                    extra: dict | None = None, overwrite: bool = False) -> Path:
+    """Write ``model`` (a ``TruncatedModel``) to ``folder``: Transformer + mean Pooling (built-in modules), with
+    provenance and model card; ``source`` names the model it was trained from, ``extra`` (JSON) joins the
+    provenance."""
+    check_destination(folder, overwrite)
     top = int(model.encoder.config.num_hidden_layers)
     card = ExportCard(
-        kind="tmft", source={"name": str(source), "weights_sha256": weights_sha256(source)},
-        layers=list(model.layers), pooling="mean",
+        kind="tmft", source=source, layers=list(model.layers), pooling="mean", scores=dict(scores or {}),
         description=f"A truncated fine-tuned encoder (TMFT): {top} layers, mean pooling of hidden state(s) "
-                    f"{', '.join(map(str, model.layers))}.", extra={"max_length": model.max_length})
+                    f"{', '.join(map(str, model.layers))}.", extra={"max_length": model.max_length, **(extra or {})})
     modules, all_states = pooling_modules(model.encoder.config, pooling="mean", layers=model.layers)
     provenance = {"method": "tmft", **card.provenance(), "layers": list(model.layers), "max_length": model.max_length}
     return save_st_folder(model.encoder, model.tokenizer, folder, modules,

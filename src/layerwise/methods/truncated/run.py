@@ -161,8 +161,8 @@ def _sub(folder: Path | None, name: str) -> Path | None:
 
 def _train(task, loop: TrainingConfig, folder: Path | None, show_progress):
     resume = folder is not None and (folder / "last" / STATE_JSON).is_file()
-    return train(task, loop, output_dir=folder, resume=resume, overwrite=not resume, show_progress=show_progress,
-                 restore_best=True)
+    return train(task, loop, output_dir=folder, resume=resume, overwrite=folder is not None and not resume,
+                 show_progress=show_progress, restore_best=True)
 
 
 def _ws_step(model: TruncatedModel, config: TMFTConfig, pairs: tuple[PairSet, PairSet, PairSet],
@@ -218,8 +218,8 @@ def _mlm_step(config: TMFTConfig, texts: list[str], root: Path | None, show_prog
             task = MaskedLMTask(mlm, tok, texts, m, seed=config.seed, max_length=config.max_length)
             checkpoints = None if temporary else root / "train"
             resume = checkpoints is not None and (checkpoints / "last" / STATE_JSON).is_file()
-            run = train(task, loop, output_dir=checkpoints, resume=resume, overwrite=not resume,
-                        show_progress=show_progress)
+            run = train(task, loop, output_dir=checkpoints, resume=resume,
+                        overwrite=checkpoints is not None and not resume, show_progress=show_progress)
             info["final_loss"] = float(np.mean(run.loss[-10:]))
             if temporary:  # each process its own folder
                 _save_encoder(mlm, tok, root / "encoder")
