@@ -159,3 +159,139 @@ def test_bad_training_pairs_are_refused(tiny_bert):
 def test_load_refuses_a_folder_without_a_saved_estimator(tmp_path):
     with pytest.raises(UsageError, match="holds no saved TruncatedFineTuner"):
         TruncatedFineTuner.load(tmp_path)
+
+
+# ------------------------------------------------------------------------------------------ the user's files
+
+def _write_table(path, columns: list[str], rows: list[tuple]):
+    import pandas as pd
+
+    frame = pd.DataFrame(rows, columns=columns)
+    if path.suffix == ".csv":
+        frame.to_csv(path, index=False)
+    elif path.suffix == ".tsv":
+        frame.to_csv(path, index=False, sep="\t")
+    elif path.suffix == ".jsonl":
+        frame.to_json(path, orient="records", lines=True)
+    else:
+        frame.to_parquet(path, index=False)
+    return path
+
+
+def _pair_file(path, n: int = 12, seed: int = 0):
+    s1, s2, y = _pairs(n, seed)
+    return _write_table(path, ["left", "right", "sim"], list(zip(s1, s2, y.tolist(), strict=True)))
+
+
+PAIR_COLUMNS = ["--sentence1-column", "left", "--sentence2-column", "right", "--score-column", "sim"]
+CLI_SETTINGS = ["--epochs", "2", "--batch-size", "4", "--lr", "1e-3", "--max-length", "16", "--ws-epochs", "1", "-q"]
+
+
+# format of the pairs -> the pre-step and the format of its data
+CASES = {"csv": ("none", None), "tsv": ("wordsim", ".tsv"), "jsonl": ("mlm", ".txt"), "parquet": ("mlm", ".parquet")}
+
+
+@pytest.mark.parametrize("fmt", list(CASES))
+def test_python_and_cli_on_the_users_files_in_each_format(tiny_bert, tmp_path, capsys, fmt):
+    from sentence_transformers import SentenceTransformer
+
+    from layerwise.cli import main
+    from layerwise.data.readers import read_corpus, read_pairs, read_word_pairs
+
+    pre_step, data_suffix = CASES[fmt]
+    train = _pair_file(tmp_path / f"my train.{fmt}")  # a space: the outputs get a plain name
+    dev = _pair_file(tmp_path / f"held.{fmt}", seed=1)
+    columns = {"sentence1": "left", "sentence2": "right", "score": "sim"}
+    argv = ["tmft", "--model", str(tiny_bert), "--layers", "2", "--train", str(train), "--dev", str(dev),
+            "--test", str(dev), *PAIR_COLUMNS, *CLI_SETTINGS, "--output", str(tmp_path / "out"),
+            "--pre-step", pre_step]
+    data, extra = {}, {}
+    if pre_step == "wordsim":
+        words = _write_table(tmp_path / f"words{data_suffix}", ["a", "b", "rating"], list(zip(*_words(), strict=True)))
+        argv += ["--word-pairs", str(words), "--word1-column", "a", "--word2-column", "b",
+                 "--word-score-column", "rating"]
+        data["word_pairs"] = read_word_pairs(words, word1="a", word2="b", score="rating")
+        extra = {"wordsim_epochs": 1}
+    elif pre_step == "mlm":
+        corpus = tmp_path / f"corpus{data_suffix}"
+        if data_suffix == ".txt":
+            corpus.write_text("".join(s + "\n" for s in SENTENCES))
+            data["corpus"] = read_corpus(corpus)
+        else:
+            _write_table(corpus, ["sentence"], [(s,) for s in SENTENCES])
+            argv += ["--text-column", "sentence"]
+            data["corpus"] = read_corpus(corpus, column="sentence")
+        argv += ["--mlm-corpus", str(corpus)]
+
+    # Python: the same files through the readers, the same settings
+    pairs, held = read_pairs(train, **columns), read_pairs(dev, **columns)
+    est = TruncatedFineTuner(str(tiny_bert), depth=2, pre_step=None if pre_step == "none" else pre_step, epochs=2,
+                             batch_size=4, lr=1e-3, max_length=16, show_progress=False, **extra)
+    est.fit(pairs.sentences1, pairs.sentences2, pairs.scores, dev=held, **data)
+
+    # the command line: the estimator behind it, outputs named after the training file
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    summary = tmp_path / "out" / "tmft-my_train.json"
+    doc = json.loads(summary.read_text())
+    assert (tmp_path / "out" / "tmft-my_train.md").is_file() and f"wrote {summary}" in printed
+    assert doc["data"]["train"]["label"] == "my_train" and doc["data"]["dev"]["rows"] == 12
+    (run,) = doc["runs"]
+    assert run["dev_spearman"] == pytest.approx(est.dev_score_) and run["layers"] == [2]
+    assert (run["pre_step_info"] is None) == (pre_step == "none")
+    model = run["model"]
+    assert "my_train" in model and " " not in model and "(" not in model
+    st = SentenceTransformer(model, device="cpu")
+    assert np.abs(st.encode(SENTENCES) - est.encode(SENTENCES)).max() < 1e-5
+
+
+@pytest.mark.parametrize("fmt", ["csv", "tsv", "jsonl", "parquet"])
+def test_cli_a_wrong_column_or_an_empty_file_is_one_line_and_exit_2_before_the_model_loads(
+        tiny_bert, tmp_path, capsys, monkeypatch, fmt):
+    from layerwise.cli import main
+    from layerwise.methods.truncated.model import TruncatedModel
+
+    def never(*a, **k):
+        raise AssertionError("the model loaded before the files were checked")
+
+    monkeypatch.setattr(TruncatedModel, "from_pretrained", never)
+    train = _pair_file(tmp_path / f"train.{fmt}")
+    empty = tmp_path / f"empty.{fmt}"
+    empty.write_bytes(b"")
+    base = ["tmft", "--model", str(tiny_bert), "--layers", "1", *CLI_SETTINGS, "--output", str(tmp_path / "o")]
+    for argv, needle in (
+        ([*base, "--train", str(train), "--sentence1-column", "left", "--sentence2-column", "right"], "score"),
+        ([*base, "--train", str(train), *PAIR_COLUMNS, "--dev", str(empty)], "empty"),
+        ([*base, "--train", str(empty), *PAIR_COLUMNS], "empty"),
+    ):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err and needle in err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--pre-step", "wordsim"], "--pre-step wordsim with --train needs --word-pairs FILE"),
+    (["--pre-step", "mlm"], "--pre-step mlm with --train needs --mlm-corpus FILE"),
+    (["--mlm-corpus", "CORPUS"], "--mlm-corpus is the data of --pre-step mlm"),
+    (["--train-limit", "5"], "--train-limit applies to the built-in data only"),
+])
+def test_cli_pre_step_data_must_match_the_pre_step(tiny_bert, tmp_path, capsys, args, message):
+    from layerwise.cli import main
+
+    train = _pair_file(tmp_path / "train.csv")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("a man plays guitar .\n")
+    args = [str(corpus) if a == "CORPUS" else a for a in args]
+    code = main(["tmft", "--model", str(tiny_bert), "--layers", "1", "--train", str(train), *PAIR_COLUMNS,
+                 "--output", str(tmp_path / "o"), "-q", *args])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_cli_file_options_need_train(tiny_bert, tmp_path, capsys):
+    from layerwise.cli import main
+
+    dev = _pair_file(tmp_path / "dev.csv")
+    assert main(["tmft", "--model", str(tiny_bert), "--layers", "1", "--dev", str(dev), "-q",
+                 "--output", str(tmp_path / "o")]) == 2
+    assert "--dev is for your own pairs: pass --train FILE too" in capsys.readouterr().err

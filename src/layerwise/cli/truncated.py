@@ -1,8 +1,14 @@
 """``layerwise wordsim`` (per-layer word similarity) and ``layerwise tmft`` (truncated model fine-tuning).
 
-``layerwise tmft`` keeps its results in a store under ``OUTPUT/state`` (one part per run, keyed on the model, the
-data checksums and every setting), so a re-run skips finished runs and a cut-off run resumes from its checkpoints in
-``OUTPUT/runs/``; the kept model of each run is a sentence-transformers folder ``OUTPUT/runs/<run>/model``.
+``layerwise tmft --train FILE [--dev FILE] [--test FILE]`` fine-tunes on your pairs through
+:class:`~layerwise.TruncatedFineTuner` (one per layer selection and seed; the pre-steps read ``--word-pairs FILE`` or
+``--mlm-corpus FILE``): every file is read before the model loads, the summary is ``OUTPUT/tmft-<train>.{json,md}``
+and each kept model a sentence-transformers folder ``OUTPUT/runs/<train>/<run>/model`` (a re-run resumes from the
+checkpoints beside it).
+Without ``--train`` it runs the paper's protocol on STS-B and keeps its results in a store under ``OUTPUT/state``
+(one part per run, keyed on the model, the data checksums and every setting), so a re-run skips finished runs and a
+cut-off run resumes from its checkpoints in ``OUTPUT/runs/``; the kept model of each run is a sentence-transformers
+folder ``OUTPUT/runs/<run>/model``.
 """
 
 from __future__ import annotations
@@ -11,10 +17,20 @@ import argparse
 
 from layerwise.cli._checks import max_length, nonnegative_int, positive_float, positive_int, seed
 from layerwise.cli._common import add_training_tail
+from layerwise.cli._files import (
+    add_corpus_columns,
+    add_pair_columns,
+    add_word_columns,
+    corpus_from_args,
+    pairs_from_args,
+    word_pairs_from_args,
+)
 from layerwise.data.wordsim import DEFAULT_WORDSIM, WORDSIM_FILES
 from layerwise.encoders.registry import BUILTIN_MODELS, DEFAULT_MODEL
-from layerwise.methods.truncated.config import PRE_STEPS
+from layerwise.errors import UsageError
 from layerwise.training.distributed import is_main
+
+CLI_PRE_STEPS = ("none", "wordsim", "ws", "mlm")  # ws: the earlier name of wordsim
 
 
 def add_parsers(sub) -> None:
@@ -66,7 +82,8 @@ def layer_subset(text: str) -> tuple[int, ...]:
 
 
 def _add_tmft(sub) -> None:
-    p = sub.add_parser("tmft", help="truncated model fine-tuning: cut the encoder at layer l, fine-tune on STS-B")
+    p = sub.add_parser("tmft", help="truncated model fine-tuning: cut the encoder at layer l, fine-tune on scored "
+                                    "pairs (your --train file, or STS-B)")
     p.add_argument("--model", default=DEFAULT_MODEL,
                    help=f"built-in name ({', '.join(BUILTIN_MODELS)}) or a local Hugging Face folder")
     p.add_argument("--layers", type=nonnegative_int, nargs="+", default=[], metavar="L",
@@ -74,10 +91,28 @@ def _add_tmft(sub) -> None:
     p.add_argument("--subset", type=layer_subset, action="append", default=[], metavar="K,K,...",
                    help="a layer combination (e.g. 0,3): one LC-TMFT run, truncated at its maximum, mean of the "
                         "subset as the sentence vector (repeatable)")
-    p.add_argument("--pre-step", choices=PRE_STEPS, default="none",
-                   help="none; ws (word-similarity fine-tuning first); mlm (MLM domain adaptation first)")
+    p.add_argument("--pre-step", choices=CLI_PRE_STEPS, default="none",
+                   help="none; wordsim (word-similarity fine-tuning first: --word-pairs FILE, or the built-in sets "
+                        "without --train; 'ws' is the same); mlm (MLM domain adaptation first: --mlm-corpus FILE, "
+                        "or SNLI + wiki sentences without --train)")
+    files = p.add_argument_group("your data (CSV, TSV, JSON lines or Parquet; a corpus also as plain text)")
+    files.add_argument("--train", default=None, metavar="FILE",
+                       help="scored sentence pairs to fine-tune on (any score scale: it is read); without it, STS-B")
+    files.add_argument("--dev", default=None, metavar="FILE", help="scored pairs whose Spearman picks the epoch kept "
+                                                                    "(default: the last epoch)")
+    files.add_argument("--test", default=None, metavar="FILE", help="scored pairs to report the Spearman of")
+    add_pair_columns(files)
+    files.add_argument("--score-scale", type=float, nargs=2, default=None, metavar=("LOW", "HIGH"),
+                       help="the scale of the --train and --word-pairs scores (default: read from the scores)")
+    files.add_argument("--word-pairs", default=None, metavar="FILE",
+                       help="word pairs with similarity scores for --pre-step wordsim (split 70/15/15 train/dev/test)")
+    add_word_columns(files)
+    files.add_argument("--mlm-corpus", default=None, metavar="FILE",
+                       help="unlabeled sentences for --pre-step mlm")
+    add_corpus_columns(files)
     p.add_argument("--seeds", type=seed, nargs="+", default=[0])
-    p.add_argument("--epochs", type=positive_int, default=10, help="passes over STS-B train (default: 10, the paper)")
+    p.add_argument("--epochs", type=positive_int, default=10, help="passes over the training pairs (default: 10, "
+                                                                    "the paper)")
     p.add_argument("--batch-size", type=positive_int, default=32,
                    help="pairs per step (default: 32); under torchrun the global batch, split over the processes")
     p.add_argument("--lr", type=positive_float, default=2e-5)
@@ -85,23 +120,23 @@ def _add_tmft(sub) -> None:
     p.add_argument("--train-limit", type=positive_int, default=None, help="first n STS-B train pairs (quick checks)")
     p.add_argument("--ws-epochs", type=positive_int, default=None, help="word-similarity epochs (default: 50)")
     p.add_argument("--mlm-limit", type=positive_int, default=None,
-                   help="at most this many MLM sentences, a seeded sample (default: all)")
+                   help="at most this many built-in MLM sentences, a seeded sample (default: all)")
     p.add_argument("--data-dir", default=None,
                    help="data folder holding sts/STSB, wordsim/, nli/, unlabeled/ (default: $LAYERWISE_DATA)")
     p.add_argument("--output", default="runs/tmft",
-                   help="folder for tmft.{md,json}, tmft-layers.png, state/ and runs/ (default: runs/tmft)")
+                   help="folder for the summary (tmft.{md,json} and tmft-layers.png on STS-B; tmft-TRAIN.{md,json} "
+                        "on --train TRAIN), and runs/ with the checkpoints and kept models (default: runs/tmft)")
     add_training_tail(p)
     p.set_defaults(handler=run_tmft_command)
 
 
-def tmft_configs(args) -> list:
-    """The TMFTConfigs of the command line (each layer and subset x each seed), checked against the model."""
+def _selections(args) -> list[tuple[int, ...]]:
+    """The layer selections of the command line, checked against the model (its config only)."""
     import json
 
     from layerwise.encoders.registry import resolve_model
-    from layerwise.methods.truncated.config import MLMConfig, TMFTConfig, WSConfig
 
-    selections = [(k,) for k in args.layers] + list(args.subset)
+    selections = list(dict.fromkeys([(k,) for k in args.layers] + list(args.subset)))
     if not selections:
         raise ValueError("pass --layers L [L ...] (TMFT at each depth) or --subset K,K (one LC-TMFT run)")
     resolved = resolve_model(args.model)
@@ -110,15 +145,51 @@ def tmft_configs(args) -> list:
     if bad:
         raise ValueError(f"hidden state(s) {bad} are not in {resolved.name}: it has {n_states} (0 = embedding "
                          f"output .. {n_states - 1} = last layer); pass layers in that range")
+    return selections
+
+
+def tmft_configs(args) -> list:
+    """The TMFTConfigs of the command line on STS-B (each layer and subset x each seed), checked against the model."""
+    from layerwise.methods.truncated.config import MLMConfig, TMFTConfig, WSConfig
+
+    selections = _selections(args)
     ws = WSConfig() if args.ws_epochs is None else WSConfig(epochs=args.ws_epochs)
     mlm = MLMConfig() if args.mlm_limit is None else MLMConfig(limit=args.mlm_limit)
-    configs = [TMFTConfig(model=args.model, layers=sel, pre_step=args.pre_step, epochs=args.epochs,
+    pre_step = "ws" if args.pre_step == "wordsim" else args.pre_step
+    configs = [TMFTConfig(model=args.model, layers=sel, pre_step=pre_step, epochs=args.epochs,
                           batch_size=args.batch_size, lr=args.lr, max_length=args.max_length, seed=s,
                           train_limit=args.train_limit, ws=ws, mlm=mlm) for s in args.seeds for sel in selections]
     return list(dict.fromkeys(configs))
 
 
+def _check_file_options(args) -> None:
+    """Options that belong to --train (or to the built-in STS-B) and the pre-step's data, before anything is read."""
+    pre = "wordsim" if args.pre_step == "ws" else args.pre_step
+    if args.train is None:
+        given = [flag for flag, value in (("--dev", args.dev), ("--test", args.test), ("--word-pairs", args.word_pairs),
+                                          ("--mlm-corpus", args.mlm_corpus), ("--score-scale", args.score_scale))
+                 if value is not None]
+        if given:
+            raise UsageError(f"{given[0]} is for your own pairs: pass --train FILE too (without it, tmft runs on "
+                             "STS-B with its own dev and test)")
+        return
+    built_in = [flag for flag, value in (("--train-limit", args.train_limit), ("--mlm-limit", args.mlm_limit))
+                if value is not None]
+    if built_in:
+        raise UsageError(f"{built_in[0]} applies to the built-in data only; with --train, give the rows you want "
+                         "in your files")
+    for flag, value, step in (("--word-pairs", args.word_pairs, "wordsim"), ("--mlm-corpus", args.mlm_corpus, "mlm")):
+        if pre == step and value is None:
+            raise UsageError(f"--pre-step {step} with --train needs {flag} FILE (your data for the pre-step)")
+        if pre != step and value is not None:
+            raise UsageError(f"{flag} is the data of --pre-step {step}, but --pre-step is {args.pre_step}; pass "
+                             f"--pre-step {step}, or leave {flag} out")
+
+
 def run_tmft_command(args, command) -> int:
+    _check_file_options(args)
+    if args.train is not None:
+        return _run_on_files(args, command)
     from pathlib import Path
 
     from layerwise.experiments.page_parts import save_png
@@ -128,10 +199,7 @@ def run_tmft_command(args, command) -> int:
     from layerwise.reports import environment, write_json, write_text
 
     configs = tmft_configs(args)  # every config checked before any work
-    if args.quiet:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()  # the command line's choice, not the library's
+    _quiet_transformers(args)
     out = Path(args.output)
     results = run_runs(configs, ResultsStore(out / "state"), checkpoints=out / "runs", data_dir=args.data_dir,
                        command=command, page="tmft-runs", show_progress=False if args.quiet else None,
@@ -152,3 +220,100 @@ def run_tmft_command(args, command) -> int:
     for r in results:
         print(f"model: {r.saved_model}")
     return 0
+
+
+def _quiet_transformers(args) -> None:
+    if args.quiet:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # the command line's choice, not the library's
+
+
+def _run_on_files(args, command) -> int:
+    """``--train FILE``: every file read (one line on a bad one) before the model loads, then one
+    :class:`~layerwise.TruncatedFineTuner` per layer selection and seed; outputs named after the training file."""
+    from pathlib import Path
+
+    from layerwise.data.readers import data_label
+    from layerwise.evaluation.sts import sts_scores
+    from layerwise.methods.truncated import TruncatedFineTuner
+    from layerwise.reports import environment, write_json, write_text
+
+    train = pairs_from_args(args, args.train, min_rows=2)
+    dev = None if args.dev is None else pairs_from_args(args, args.dev, min_rows=2)
+    test = None if args.test is None else pairs_from_args(args, args.test, min_rows=2)
+    words = None if args.word_pairs is None else word_pairs_from_args(args, args.word_pairs)
+    corpus = None if args.mlm_corpus is None else corpus_from_args(args, args.mlm_corpus)
+    selections = _selections(args)
+    _quiet_transformers(args)
+    label = data_label(args.train)
+    out = Path(args.output)
+    pre = {"none": None, "ws": "wordsim"}.get(args.pre_step, args.pre_step)
+    runs = []
+    for s in args.seeds:
+        for sel in selections:
+            tuner = TruncatedFineTuner(
+                args.model, depth=max(sel), layers=sel if len(sel) > 1 else None, pre_step=pre, epochs=args.epochs,
+                batch_size=args.batch_size, lr=args.lr, max_length=args.max_length, seed=s,
+                score_scale=None if args.score_scale is None else tuple(args.score_scale),
+                output_dir=str(out / "runs" / label), device=args.device, show_progress=False if args.quiet else None,
+                **({} if args.ws_epochs is None else {"wordsim_epochs": args.ws_epochs}))
+            tuner.fit(train.sentences1, train.sentences2, train.scores, dev=dev, word_pairs=words, corpus=corpus)
+            scores = None if test is None else sts_scores(tuner.encode(list(test.sentences1)),
+                                                          tuner.encode(list(test.sentences2)), test.scores)
+            runs.append(_file_run(tuner, scores))
+    if not is_main():
+        return 0
+    env = environment(command)
+    data = {"train": _file_info(args.train, train), "dev": _file_info(args.dev, dev),
+            "test": _file_info(args.test, test), "word_pairs": _file_info(args.word_pairs, words),
+            "mlm_corpus": _file_info(args.mlm_corpus, corpus)}
+    paths = [write_json(out / f"tmft-{label}.json", {"environment": env, "data": data, "runs": runs}),
+             write_text(out / f"tmft-{label}.md", _files_markdown(label, data, runs, env["command"]))]
+    print(f"TMFT on {label} ({len(train)} pairs); Spearman x100 on "
+          f"{data_label(args.dev) if dev else 'no dev'} / {data_label(args.test) if test else 'no test'}")
+    print(f"{'run':32s} {'parameters':>11s} {'dev':>7s} {'test':>7s} {'Pearson':>7s}")
+    for r in runs:
+        print(f"{r['name']:32s} {r['parameters']:11,d} {_cell(r['dev_spearman'])} {_cell(r['test_spearman'])} "
+              f"{_cell(r['test_pearson'])}")
+    for path in paths:
+        print(f"wrote {path}")
+    for r in runs:
+        print(f"model: {r['model']}")
+    return 0
+
+
+def _file_run(tuner, scores) -> dict:
+    layers = ",".join(map(str, tuner.layers_))
+    return {"name": f"{tuner.pre_step or 'none'} L{layers} seed{tuner.seed} ep{tuner.epochs}",
+            "depth": tuner.depth, "layers": list(tuner.layers_), "pre_step": tuner.pre_step, "seed": tuner.seed,
+            "epochs": tuner.epochs, "parameters": tuner.n_parameters_, "dev_spearman": tuner.dev_score_,
+            "test_spearman": None if scores is None else float(scores["spearman"]),
+            "test_pearson": None if scores is None else float(scores["pearson"]),
+            "pre_step_info": tuner.pre_step_, "model": str(tuner.model_path_)}
+
+
+def _file_info(path, data) -> dict | None:
+    from layerwise.data.checksum import content_checksum
+    from layerwise.data.readers import data_label
+
+    if path is None:
+        return None
+    return {"file": str(path), "label": data_label(path), "rows": len(data), "checksum": content_checksum(data)}
+
+
+def _cell(value) -> str:
+    return f"{'-':>7s}" if value is None else f"{value:7.2f}"
+
+
+def _files_markdown(label: str, data: dict, runs: list[dict], command: str) -> str:
+    files = ", ".join(f"{role} `{info['label']}` ({info['rows']} rows)" for role, info in data.items() if info)
+    lines = [f"# TMFT on {label}", "", f"Data: {files}. Spearman and Pearson x100 of the cosine of the kept model "
+             "(the epoch with the best dev Spearman, or the last without dev); hidden state 0 is the embedding "
+             "output.", "", "| run | layers | parameters | dev | test | test Pearson | model |",
+             "|---|---|---|---|---|---|---|"]
+    for r in runs:
+        cells = [("-" if r[k] is None else f"{r[k]:.2f}") for k in ("dev_spearman", "test_spearman", "test_pearson")]
+        lines.append(f"| {r['name']} | {','.join(map(str, r['layers']))} | {r['parameters']:,} | {' | '.join(cells)} "
+                     f"| `{r['model']}` |")
+    return "\n".join(lines + ["", f"Command: `{command}`", ""])
