@@ -207,10 +207,10 @@ def test_python_and_cli_on_the_users_files_in_each_format(tiny_bert, tmp_path, c
             "--pre-step", pre_step]
     data, extra = {}, {}
     if pre_step == "wordsim":
-        words = _write_table(tmp_path / f"words{data_suffix}", ["a", "b", "rating"], list(zip(*_words(), strict=True)))
-        argv += ["--word-pairs", str(words), "--word1-column", "a", "--word2-column", "b",
-                 "--word-score-column", "rating"]
-        data["word_pairs"] = read_word_pairs(words, word1="a", word2="b", score="rating")
+        # its score column is named by --score-column too (one option for every file's scores)
+        words = _write_table(tmp_path / f"words{data_suffix}", ["a", "b", "sim"], list(zip(*_words(), strict=True)))
+        argv += ["--word-pairs", str(words), "--word1-column", "a", "--word2-column", "b"]
+        data["word_pairs"] = read_word_pairs(words, word1="a", word2="b", score="sim")
         extra = {"wordsim_epochs": 1}
     elif pre_step == "mlm":
         corpus = tmp_path / f"corpus{data_suffix}"
