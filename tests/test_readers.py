@@ -362,3 +362,16 @@ def test_a_null_id_is_refused_not_numbered(tmp_path):
     path = write(tmp_path / "c.jsonl", {"text": ["a", "b"], "id": ["1", None]})
     with pytest.raises(DataFileError, match="line 2: the id is missing.* pass id_column=<column>"):
         scan_corpus(CorpusSource(str(path), id_column="id"))
+
+
+def test_text_corpora_decode_line_by_line(tmp_path):
+    path = tmp_path / "c.txt"
+    path.write_bytes(b"\xef\xbb\xbffirst\r\nsecond\r\n")
+    assert read_corpus(path) == ["first", "second"]  # BOM and CRLF dropped
+    path.write_bytes("first\nsecond\nthird caf\u00e9\n".encode("latin-1"))
+    with pytest.raises(DataFileError, match=r"c.txt line 3 is not valid UTF-8 .* save the file as UTF-8"):
+        read_corpus(path)
+    jsonl = tmp_path / "c.jsonl"
+    jsonl.write_bytes(b'{"text": "a"}\n{"text": "\xff"}\n')
+    with pytest.raises(DataFileError, match="c.jsonl line 2 is not valid UTF-8"):
+        read_corpus(jsonl)
