@@ -375,3 +375,17 @@ def test_text_corpora_decode_line_by_line(tmp_path):
     jsonl.write_bytes(b'{"text": "a"}\n{"text": "\xff"}\n')
     with pytest.raises(DataFileError, match="c.jsonl line 2 is not valid UTF-8"):
         read_corpus(jsonl)
+
+
+@pytest.mark.parametrize("fmt", ["csv", "tsv"])
+def test_streaming_csv_rows_match_the_csv_module_on_the_whole_file(tmp_path, fmt):
+    """The slow obvious twin: csv.DictReader over the whole decoded text gives the same rows."""
+    import random
+
+    rng = random.Random(7)
+    alphabet = ['a', 'b', ' ', ',', '\t', '"', "'", '\n', '\r\n', 'é', '語', '🙂', '\\']
+    texts = ["x" + "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12))) for _ in range(60)]
+    path = write(tmp_path / f"t.{fmt}", {"text": texts, "label": [str(i % 3) for i in range(60)]})
+    with open(path, newline="", encoding="utf-8") as fh:
+        reference = [row["text"] for row in csv.DictReader(fh, delimiter="\t" if fmt == "tsv" else ",")]
+    assert read_labeled(path).sentences == reference == texts

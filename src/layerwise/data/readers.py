@@ -289,7 +289,7 @@ def read_word_pairs(path: str | os.PathLike, *, word1: str = "word1", word2: str
 # BEIR
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True)
 class BeirData:
     """A retrieval data set in the BEIR layout.
 
