@@ -307,7 +307,7 @@ def test_cli_helpers_combine_and_read_with_the_flags(tmp_path):
 
 
 @pytest.mark.parametrize(("flags", "reader", "message"), [
-    (["--score-column", "gold"], "pairs", r"has no column 'gold' .*; pass --score-column COLUMN naming"),
+    (["--score-column", "gold"], "pairs", r"has no column 'gold' .*; pass --score-column COLUMN with one of them"),
     (["--text2-column", "other"], "labeled", r"has no column 'other' .*; pass --text2-column COLUMN"),
     (["--negative-column", "hard"], "triplets", r"has no column 'hard' .*; pass --negative-column COLUMN"),
     (["--text-column", "body"], "corpus_txt", r"\.txt corpus.* so --text-column cannot apply"),

@@ -98,7 +98,7 @@ def iter_records(path: Path, fields: Mapping[str, str], *, optional: Iterable[st
             for arg, column in fields.items():
                 if column not in record and arg not in optional:
                     raise DataFileError(f"{path} {where} has no field {column!r} (fields: {', '.join(record)}); "
-                                        f"pass {ARG} naming the field that holds it", argument=arg)
+                                        f"pass {ARG} with one of them", argument=arg)
             yield where, {arg: record.get(column) for arg, column in fields.items()}
     else:
         yield from _csv_records(path, fields, optional)
@@ -188,8 +188,8 @@ def _check_header(path: Path, header: list[str]) -> None:
 def _missing(path: Path, header: list[str], fields: Mapping[str, str], optional: set[str]) -> None:
     for arg, column in fields.items():
         if column not in header and arg not in optional:
-            raise DataFileError(f"{path} has no column {column!r} (columns: {', '.join(header)}); pass {ARG} naming "
-                                "the column that holds it", argument=arg)
+            raise DataFileError(f"{path} has no column {column!r} (columns: {', '.join(header)}); pass {ARG} with "
+                                "one of them", argument=arg)
 
 
 def _csv_records(path: Path, fields: Mapping[str, str], optional: set[str]) -> Iterator[tuple[str, dict]]:
