@@ -204,6 +204,8 @@ HEADER = "sentence1,sentence2,score\n"
     (HEADER + "a,b,3\nc,d,3\n", {}, "every score is 3, so a rank correlation with them is undefined"),
     (HEADER + "a,b,1\n ,d,2\n", {}, "line 3: the sentence1 text is empty"),
     (HEADER + "a,b,1\nc,d,2\n", {"min_rows": 5}, "holds 2 rows of sentence pairs but at least 5 are needed"),
+    ("sentence1;sentence2;score\na;b;1\n", {}, "header is one column, 'sentence1;sentence2;score', so it is probably "
+                                                 "separated by ';'"),
     (HEADER + "a,b,1\nc,d\n", {}, "line 3 has 2 fields but the header has 3; quote fields that hold a comma"),
     (HEADER.encode() + b"a,b,1\nc\xe9,d,2\n", {}, r"line 3 is not valid UTF-8 \(byte b'\\xe9' at column 2\)"),
 ])
