@@ -121,10 +121,10 @@ def tmft_configs(args) -> list:
 def run_tmft_command(args, command) -> int:
     from pathlib import Path
 
-    from layerwise.experiments.page_parts import save_png
-    from layerwise.experiments.store import ResultsStore
-    from layerwise.methods.truncated.experiment import run_runs
-    from layerwise.methods.truncated.runs_report import draw_runs, runs_markdown, runs_summary
+    from layerwise.benchmarks.page_parts import save_png
+    from layerwise.benchmarks.store import ResultsStore
+    from layerwise.benchmarks.truncated.experiment import run_runs
+    from layerwise.benchmarks.truncated.runs_report import draw_runs, runs_markdown, runs_summary
     from layerwise.reports import environment, write_json, write_text
 
     configs = tmft_configs(args)  # every config checked before any work

@@ -5,7 +5,6 @@ from __future__ import annotations
 from layerwise.data.nli import NLIPairs, load_sentences, load_snli, load_wiki_head, snli_sentences, snli_triplets
 from layerwise.data.senteval import TRANSFER_TASKS, TransferData, available_transfer, load_transfer
 from layerwise.data.sts import (
-    AGGREGATIONS,
     DATA_ENV_VAR,
     STS_DATASETS,
     STSData,
@@ -16,7 +15,6 @@ from layerwise.data.sts import (
 from layerwise.data.wordsim import WORDSIM_FILES, WordSimData, available_wordsim, load_wordsim
 
 __all__ = [
-    "AGGREGATIONS",
     "DATA_ENV_VAR",
     "STS_DATASETS",
     "TRANSFER_TASKS",

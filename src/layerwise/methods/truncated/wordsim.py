@@ -18,6 +18,7 @@ import numpy as np
 from layerwise.data.checksum import content_checksum
 from layerwise.data.wordsim import WordSimData
 from layerwise.evaluation.metrics import cosine_rows, spearman
+from layerwise.reports import plot_lines, write_json, write_text
 
 logger = logging.getLogger(__name__)
 
@@ -89,8 +90,6 @@ def render_wordsim_markdown(result: WordSimLayers, environment: dict | None = No
 
 def write_wordsim_outputs(result: WordSimLayers, output: str | Path, environment: dict) -> dict[str, Path]:
     """``wordsim-<model>.{json,md,png}`` in ``output``."""
-    from layerwise.reports import plot_lines, write_json, write_text
-
     output = Path(output)
     stem = f"wordsim-{Path(result.model['name']).name}"
     paths = {"json": write_json(output / f"{stem}.json", {**result.to_dict(), "environment": environment}),
