@@ -211,3 +211,27 @@ def test_export_command_routes_each_kind_and_refuses_options_that_do_not_apply(t
     assert json.loads((tmp_path / "b" / EXPORT_MARKER).read_text())["layers"] == [2]
     assert main(["export", str(tiny_bert), str(tmp_path / "c"), "--layers", "1", "--layer", "1"]) == 2
     assert "apply to a Latte-Mix token model only" in capsys.readouterr().err
+
+
+def test_every_method_registers_its_exporter_and_one_kind_detects_each_folder(tmp_path, tiny_bert):
+    from layerwise.export import Exporter, export_kinds, export_trained, exporters, register_exporter
+    from layerwise.methods.multitask.model import MODEL_FILE
+
+    assert set(export_kinds()) == {"layer_subset", "trained_pooler", "multitask", "tmft", "lattemix"}
+    # each exporter is defined by its own method's export module; export/ names none of them
+    for e in exporters():
+        assert e.export.__module__ == f"layerwise.methods.{e.export.__module__.split('.')[2]}.export", e.kind
+    with pytest.raises(ValueError, match="registered twice"):
+        register_exporter(Exporter(kind="tmft", detects=None, export=export_tmft))
+    # a folder that two kinds claim is refused rather than exported as the first one asked
+    both = tmp_path / "both"
+    both.mkdir()
+    (both / EXPORT_MARKER).write_text(json.dumps({"method": "tmft"}))
+    assert source_kind(both) == "tmft"
+    (both / MODEL_FILE).write_text("{}")  # and the files of a multi-task run
+    (both / "encoder").mkdir()
+    with pytest.raises(ValueError, match="more than one method writes"):
+        source_kind(both)
+    # a pretrained model is exported with its layers, not as a trained folder
+    with pytest.raises(ValueError, match="not a folder of a trained model"):
+        export_trained(tiny_bert, tmp_path / "exp")

@@ -34,9 +34,10 @@ def add_parsers(sub) -> None:
 
 
 def run(args, command) -> int:
+    from layerwise.benchmarks.truncated.wordsim_report import write_wordsim_outputs
     from layerwise.data.wordsim import load_wordsim
     from layerwise.encoders import LayerEncoder
-    from layerwise.methods.truncated.wordsim import per_layer_wordsim, write_wordsim_outputs
+    from layerwise.methods.truncated.wordsim import per_layer_wordsim
     from layerwise.reports import environment
 
     datasets = [load_wordsim(name, args.data_dir) for name in args.sets]  # all read before the model loads
