@@ -1,0 +1,115 @@
+"""The shape every method's estimator shares: scikit-learn's parameters, sentence-transformers' ``encode``.
+
+Each of the five methods is one estimator (``LayerCombination``, ``LayerAttentionPooler``, ``LatteMix``,
+``TruncatedFineTuner``, ``MultitaskModel``), and each follows the same contract, so that a user who knows
+scikit-learn and sentence-transformers knows all five:
+
+- ``__init__`` stores its keyword parameters and does nothing else (no model load, no validation that needs
+  work): :func:`sklearn.base.clone`, ``get_params`` and ``set_params`` work, as for any scikit-learn estimator;
+- ``fit(...)`` validates its data and the parameters, does the work and returns ``self``;
+- what ``fit`` learned is held in attributes whose names end in ``_``; using a method that needs them before
+  ``fit`` raises :class:`sklearn.exceptions.NotFittedError`;
+- ``encode(sentences) -> ndarray of shape (n, d)`` as :meth:`SentenceTransformer.encode` (a single string gives
+  shape ``(d,)``);
+- ``save(folder)`` writes a sentence-transformers folder (``SentenceTransformer(folder)`` loads it without
+  ``trust_remote_code``) and ``load(folder)`` reads it back.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.exceptions import NotFittedError
+
+from layerwise.errors import UsageError
+
+__all__ = ["NotFittedError", "SentenceEstimator", "check_texts"]
+
+
+def check_texts(texts, *, name: str = "sentences") -> list[str]:
+    """``texts`` as a list of str, or a :class:`UsageError` naming ``name``: a bare string, a non-string item
+    (the first one named by position) or an empty list is refused."""
+    if isinstance(texts, (str, bytes)):
+        raise UsageError(f"{name} must be a list of strings, got a single string; wrap it in a list")
+    try:
+        texts = list(texts)
+    except TypeError:
+        raise UsageError(f"{name} must be a list of strings, got {type(texts).__name__}") from None
+    if not texts:
+        raise UsageError(f"{name} is empty; pass at least one string")
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise UsageError(f"{name}[{i}] is {type(t).__name__}, not str; every item must be a string")
+    return texts
+
+
+class SentenceEstimator(BaseEstimator):
+    """Base class of the methods' estimators (see the module docstring for the contract).
+
+    A subclass implements ``fit``, :meth:`_encode` (a list of str -> float32 array ``(n, d)``), :meth:`save`
+    and the classmethod :meth:`load`, and lists in ``_fitted_attributes`` the learned attributes that
+    ``fit`` sets (the first of them is what :meth:`__sklearn_is_fitted__` checks).
+    """
+
+    _fitted_attributes: tuple[str, ...] = ()
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return all(hasattr(self, a) for a in self._fitted_attributes[:1])
+
+    def _check_fitted(self) -> None:
+        if not self.__sklearn_is_fitted__():
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet: call fit(...) first, or load a "
+                                 f"saved one with {type(self).__name__}.load(folder)")
+
+    def encode(
+        self,
+        sentences: str | Sequence[str],
+        *,
+        batch_size: int | None = None,
+        normalize_embeddings: bool = False,
+    ) -> np.ndarray:
+        """Sentence embeddings, as :meth:`SentenceTransformer.encode`.
+
+        Parameters
+        ----------
+        sentences : str or list of str
+            One sentence (the result then has shape ``(d,)``) or a list of ``n``.
+        batch_size : int or None
+            Sentences per forward pass; ``None`` keeps the estimator's own setting.
+        normalize_embeddings : bool
+            Scale every vector to unit length (cosine similarity becomes a dot product).
+
+        Returns
+        -------
+        ndarray of shape (n, d) or (d,), float32
+        """
+        self._check_fitted()
+        single = isinstance(sentences, str)
+        texts = check_texts([sentences] if single else sentences)
+        if batch_size is not None and int(batch_size) < 1:
+            raise UsageError(f"batch_size must be a positive integer, got {batch_size!r}")
+        vectors = np.asarray(self._encode(texts, batch_size=batch_size), dtype=np.float32)
+        if vectors.ndim != 2 or len(vectors) != len(texts):
+            raise RuntimeError(f"{type(self).__name__}._encode returned shape {vectors.shape} for {len(texts)} "
+                               "texts; expected (n, d)")
+        if not np.isfinite(vectors).all():
+            raise UsageError(f"{type(self).__name__} produced non-finite embeddings (NaN or inf): the model's "
+                             "weights are damaged or training diverged; refit with a lower learning rate")
+        if normalize_embeddings:
+            norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+            vectors = vectors / np.maximum(norms, 1e-12)
+        return vectors[0] if single else vectors
+
+    def _encode(self, texts: list[str], *, batch_size: int | None) -> np.ndarray:
+        raise NotImplementedError
+
+    def save(self, folder: str | os.PathLike) -> Path:  # pragma: no cover - every subclass overrides it
+        raise NotImplementedError
+
+    @classmethod
+    def load(cls, folder: str | os.PathLike) -> "SentenceEstimator":  # pragma: no cover
+        raise NotImplementedError
