@@ -33,8 +33,9 @@ from layerwise.data.readers import normalize_scores
 from layerwise.encoders.registry import DEFAULT_MODEL, resolve_model, weights_sha256
 from layerwise.errors import UsageError
 from layerwise.export.sentence_transformers import EXPORT_MARKER
-from layerwise.export.tmft import write_truncated
+from layerwise.keys import keyed_name
 from layerwise.methods.truncated.config import MLMConfig, TMFTConfig, WSConfig
+from layerwise.methods.truncated.export import write_truncated
 from layerwise.methods.truncated.model import TruncatedModel
 from layerwise.methods.truncated.run import fine_tune, mlm_folder, split_word_pairs
 from layerwise.methods.truncated.tasks import PairSet
@@ -190,7 +191,7 @@ class TruncatedFineTuner(SentenceEstimator):
                      "corpus": content_checksum(texts) if texts is not None else None}
         if self.output_dir is not None:
             key = {"config": config.to_dict(), "data": checksums}
-            folder = Path(self.output_dir) / f"{config.name}-{content_checksum(key)[:8]}"
+            folder = Path(self.output_dir) / keyed_name(config.name, key)
         mlm = None if self.output_dir is None or texts is None else mlm_folder(config, self.output_dir,
                                                                                checksums["corpus"])
         fit = fine_tune(config, train, dev_set, word_pairs=word_sets, mlm_texts=texts, folder=folder, mlm_folder=mlm,
