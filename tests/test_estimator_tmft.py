@@ -84,6 +84,9 @@ def test_scores_are_read_on_their_own_scale(tiny_bert):
     assert c.encode(SENTENCES).shape == a.shape
     with pytest.raises(UsageError, match="score_scale"):
         _tuner(tiny_bert, score_scale=(0, 1)).fit(s1, s2, y)
+    words = _words()  # scored 0-10: word pairs are read on their own range, whatever score_scale says
+    assert max(words[2]) == 10
+    _tuner(tiny_bert, score_scale=(0, 5), pre_step="wordsim", epochs=1).fit(s1, s2, y, word_pairs=words)
 
 
 def test_training_matches_fine_tune_the_function_the_paper_runs_call(tiny_bert):

@@ -104,7 +104,8 @@ def _add_tmft(sub) -> None:
     files.add_argument("--test", default=None, metavar="FILE", help="scored pairs to report the Spearman of")
     add_pair_columns(files)
     files.add_argument("--score-scale", type=float, nargs=2, default=None, metavar=("LOW", "HIGH"),
-                       help="the scale of the --train and --word-pairs scores (default: read from the scores)")
+                       help="the scale of the --train scores (default: read from them; word pairs are always read "
+                            "on their own range)")
     files.add_argument("--word-pairs", default=None, metavar="FILE",
                        help="word pairs with similarity scores for --pre-step wordsim (split 70/15/15 train/dev/test)")
     add_word_columns(files)

@@ -84,8 +84,8 @@ class TruncatedFineTuner(SentenceEstimator):
         The MLM pre-step: passes over the corpus, sentences per micro-batch, micro-batches per step, learning rate,
         share of the tokens masked (of which 80 % [MASK], 10 % a random token, 10 % kept).
     score_scale : (low, high) or None
-        The scale of the training scores (and word-pair scores), mapped to [0, 1]; None: read from the scores
-        (:func:`layerwise.data.readers.normalize_scores`).
+        The scale of the training pairs' scores, mapped to [0, 1]; None: read from the scores (their minimum and
+        maximum, :func:`layerwise.data.readers.normalize_scores`). Word pairs are always read on their own range.
     output_dir : str or None
         A folder for the checkpoints of every stage (a cut-off ``fit`` with the same settings and data resumes from
         them) and the kept model (``model_path_``); None: trained in memory, nothing written.
@@ -180,7 +180,8 @@ class TruncatedFineTuner(SentenceEstimator):
             (:func:`layerwise.data.readers.read_corpus`).
         """
         config = self._config()
-        train = self._pair_set(sentences1, sentences2, scores, "sentences1", "sentences2", "scores", "train")
+        scale = None if self.score_scale is None else tuple(float(x) for x in self.score_scale)
+        train = self._pair_set(sentences1, sentences2, scores, "sentences1", "sentences2", "scores", "train", scale)
         dev_set = None if dev is None else self._dev_set(dev)
         word_sets = self._word_sets(word_pairs, config)
         texts = self._corpus(corpus, config)
@@ -273,7 +274,7 @@ class TruncatedFineTuner(SentenceEstimator):
                              f"(hidden states 0..{n_layers}); pass depth between 0 and {n_layers}")
         return n_layers
 
-    def _scaled(self, scores, n: int, name: str) -> np.ndarray:
+    def _scaled(self, scores, n: int, name: str, scale: tuple[float, float] | None) -> np.ndarray:
         try:
             values = np.asarray(scores, dtype=np.float64)
         except (TypeError, ValueError):
@@ -282,7 +283,6 @@ class TruncatedFineTuner(SentenceEstimator):
             raise UsageError(f"{name} has shape {values.shape}; give one score per pair ({n})")
         if not np.isfinite(values).all():
             raise UsageError(f"{name}[{int(np.flatnonzero(~np.isfinite(values))[0])}] is not a finite number")
-        scale = None if self.score_scale is None else tuple(float(x) for x in self.score_scale)
         if scale is not None and (values.min() < scale[0] or values.max() > scale[1]):
             raise UsageError(f"{name} range from {values.min():g} to {values.max():g}, outside score_scale={scale}; "
                              "pass the scale the scores are on")
@@ -291,13 +291,14 @@ class TruncatedFineTuner(SentenceEstimator):
         except UsageError as exc:
             raise UsageError(f"{name}: {exc}") from None
 
-    def _pair_set(self, texts1, texts2, scores, n1: str, n2: str, ns: str, label: str) -> PairSet:
+    def _pair_set(self, texts1, texts2, scores, n1: str, n2: str, ns: str, label: str,
+                  scale: tuple[float, float] | None = None) -> PairSet:
         texts1, texts2 = check_texts(texts1, name=n1), check_texts(texts2, name=n2)
         if len(texts1) != len(texts2):
             raise UsageError(f"{n1} has {len(texts1)} texts but {n2} has {len(texts2)}; pass one per pair")
         if len(texts1) < 2:
             raise UsageError(f"{n1} has {len(texts1)} pair; fine-tuning needs at least 2")
-        return PairSet(tuple(texts1), tuple(texts2), self._scaled(scores, len(texts1), ns), label)
+        return PairSet(tuple(texts1), tuple(texts2), self._scaled(scores, len(texts1), ns, scale), label)
 
     def _dev_set(self, dev) -> PairSet:
         if isinstance(dev, tuple) and len(dev) == 3:
@@ -368,7 +369,8 @@ class TruncatedFineTuner(SentenceEstimator):
 
     @classmethod
     def load(cls, folder: str | os.PathLike, *, device: str | None = None) -> "TruncatedFineTuner":
-        """The fitted estimator saved in ``folder`` by :meth:`save` (the same embeddings)."""
+        """The fitted estimator saved in ``folder`` by :meth:`save` (the same embeddings), on ``device`` (None:
+        cpu)."""
         folder = Path(folder)
         marker = folder / EXPORT_MARKER
         info = json.loads(marker.read_text()) if marker.is_file() else {}
@@ -378,7 +380,7 @@ class TruncatedFineTuner(SentenceEstimator):
         known = cls._get_param_names()
         params = {k: tuple(v) if k in _TUPLE_PARAMS and isinstance(v, list) else v
                   for k, v in info["estimator"].items() if k in known}
-        est = cls(**{**params, "device": device if device is not None else params.get("device")})
+        est = cls(**{**params, "device": device})  # where it runs is the caller's, not the saved estimator's
         est.model_ = TruncatedModel.load(folder)
         if est.device is not None:
             est.model_.to(est.device)
