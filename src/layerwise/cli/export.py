@@ -157,7 +157,7 @@ def run_encode(args, command) -> int:
     if ray_only:
         raise UsageError(f"{', '.join(ray_only)} apply to --engine ray only; add --engine ray or leave them out")
     source = CorpusSource(args.corpus, column=args.column, id_column=args.id_column)
-    check_output(args.out, overwrite=args.overwrite)
+    check_output(args.out, overwrite=args.overwrite, inputs=(args.corpus,))
     n = scan_corpus(source)  # a bad file stops here, before the model loads
     result = encode_corpus(source, args.out, _embedder_config(args).build(), chunk_size=args.chunk_size or 4096,
                            overwrite=args.overwrite, show_progress=not args.quiet, resume=not args.no_cache)

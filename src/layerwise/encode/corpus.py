@@ -50,7 +50,7 @@ def encode_corpus(source: CorpusSource, output: str | os.PathLike, embedder, *, 
     """
     if int(chunk_size) < 1:
         raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
-    output = check_output(output, overwrite=overwrite)
+    output = check_output(output, overwrite=overwrite, inputs=(source.path,))
     corpus = check_corpus(source)
     t0 = time.perf_counter()
     journal = open_journal(output, embedder, corpus, int(chunk_size), resume=resume)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import uuid
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
@@ -28,19 +29,70 @@ def ids_path(output: str | os.PathLike) -> Path:
     return output.with_name(output.stem + ".ids.txt")
 
 
-def check_output(output: str | os.PathLike, *, overwrite: bool = False) -> Path:
-    """Refuse, before any work, an output of an unknown format or one that exists (unless ``overwrite``)."""
+def check_output(output: str | os.PathLike, *, overwrite: bool = False,
+                 inputs: Sequence[str | os.PathLike] = ()) -> Path:
+    """Refuse, before any work, an output of an unknown format, one that exists (unless ``overwrite``), one that
+    ``overwrite`` would replace although ``layerwise encode`` did not write it, or one whose file (or ids file) is one
+    of the ``inputs`` (the corpus): no file the tool did not write is ever replaced."""
     output = Path(output)
     if output.suffix.lower() not in OUTPUT_FORMATS:
         raise UsageError(f"output {output} must end in {' or '.join(OUTPUT_FORMATS)}")
-    if output.suffix.lower() == ".parquet":
+    npy = output.suffix.lower() == ".npy"
+    targets = (output, ids_path(output)) if npy else (output,)
+    for path in targets:
+        for given in inputs:
+            if _same_file(path, given):
+                what = "output" if path == output else "the output's ids file"
+                raise UsageError(f"{what} {path} is the input {given}: writing it would destroy the input; choose "
+                                 "another output path")
+    if not npy:
         require_pyarrow(f"writing {output}")
-    for path in (output, ids_path(output)) if output.suffix.lower() == ".npy" else (output,):
+    for path in targets:
         if path.is_dir():
             raise UsageError(f"output {path} is a folder; pass a file path")
         if path.exists() and not overwrite:
             raise UsageError(f"output {path} exists: pass --overwrite to replace it, or choose another path")
+    if overwrite and any(p.exists() for p in targets):
+        reason = _not_ours(output)
+        if reason:
+            raise UsageError(f"output {output} was not written by `layerwise encode` ({reason}); overwrite replaces "
+                             "only the tool's own outputs: choose another path")
     return output
+
+
+def _same_file(a: Path, b: str | os.PathLike) -> bool:
+    """Whether ``a`` and ``b`` name one file (through links and relative paths too)."""
+    try:
+        return Path(a).exists() and os.path.samefile(a, b)
+    except OSError:
+        return os.path.abspath(a) == os.path.abspath(b)
+
+
+def _not_ours(output: Path) -> str | None:
+    """Why an existing ``output`` (and ids file) is not an embedding file this module wrote, or None when it is."""
+    if output.suffix.lower() == ".npy":
+        ids = ids_path(output)
+        if not output.is_file():
+            return f"{ids} exists without {output.name}"
+        if not ids.is_file():
+            return f"no {ids.name} beside it"
+        try:
+            with open(output, "rb") as f:
+                major, _ = np.lib.format.read_magic(f)
+                read_header = (np.lib.format.read_array_header_1_0 if major == 1
+                               else np.lib.format.read_array_header_2_0)
+                shape, _, dtype = read_header(f)  # the header only, no data read
+        except (OSError, ValueError) as exc:
+            return f"not a .npy file: {exc}"
+        if dtype != np.float32 or len(shape) != 2:
+            return f"a .npy of {dtype} {shape}, not float32 (n, d)"
+        return None
+    pq = require_pyarrow(f"reading {output}")
+    try:
+        names = pq.read_schema(str(output)).names
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a file that is not Parquet
+        return f"not a Parquet file: {type(exc).__name__}"
+    return None if names == ["id", "embedding"] else f"its columns are {names}, not id and embedding"
 
 
 class EmbeddingWriter:

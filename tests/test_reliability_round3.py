@@ -1,0 +1,149 @@
+"""Round 3 of bad input and faults (issue 27), by class: data loss and silently wrong results.
+
+Each test reproduces one case of the class (a user file replaced, a damaged chunk used, NaN passed on) and asserts the
+behaviour now: a refusal or one-line error (exit 2) with the user's files intact, or a correct result. Each records its
+case (``case`` fixture) for docs/reliability.md. Internal errors, memory and unclear errors: test_reliability_files.py.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+RELIABILITY_GROUP = "Data loss"
+
+
+@pytest.fixture()
+def corpus(env):
+    path = env / "corpus.txt"
+    path.write_text("a man is playing a guitar .\nthe dog runs in the park .\ntwo people sit .\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture()
+def no_bars():
+    """transformers' own weight bars off (export has no --quiet): the error must be the only stderr line."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    yield
+    hf_logging.enable_progress_bar()
+
+
+def _no_model_load(monkeypatch):
+    from layerwise.encoders import layer_encoder
+
+    def boom(*a, **k):
+        raise AssertionError("a model was loaded before the arguments were checked")
+
+    monkeypatch.setattr(layer_encoder, "_load", boom)
+
+
+# -- data loss --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.reliability("Data loss")
+def test_export_overwrite_keeps_the_users_files(tiny_bert, env, case, capsys):
+    dest = env / "exported"
+    assert case.run(["export", tiny_bert, dest, "--layers", "0,2"], capsys).code == 0
+    (dest / "my-notes.txt").write_text("keep me", encoding="utf-8")
+    sub = next(p for p in dest.iterdir() if p.is_dir())
+    (sub / "mine.json").write_text("{}", encoding="utf-8")
+    seen = case.run(["export", tiny_bert, dest, "--layers", "1,2", "--overwrite"], capsys)
+    assert seen.code == 0, seen.err
+    assert (dest / "my-notes.txt").read_text() == "keep me" and (sub / "mine.json").is_file()
+    manifest = json.loads((dest / "layerwise_export.json").read_text())
+    assert "my-notes.txt" not in manifest["files"] and "model.safetensors" in manifest["files"]
+    case.record("export --overwrite over an export holding the user's files (was: whole folder deleted)",
+                f"layerwise export {tiny_bert} {dest} --layers 1,2 --overwrite", "correct result",
+                "the export's own files (listed in layerwise_export.json) replaced; my-notes.txt and "
+                "a module folder's mine.json kept", code=seen.code)
+
+
+@pytest.mark.reliability("Data loss")
+def test_export_overwrite_refuses_a_user_file_of_an_exports_name(tiny_bert, env, case, capsys, no_bars):
+    dest = env / "exported"
+    assert case.run(["export", tiny_bert, dest, "--layers", "0,2"], capsys).code == 0
+    manifest = json.loads((dest / "layerwise_export.json").read_text())
+    manifest["files"].remove("README.md")
+    (dest / "layerwise_export.json").write_text(json.dumps(manifest))
+    (dest / "README.md").write_text("my own card", encoding="utf-8")
+    case.cli_error(["export", tiny_bert, dest, "--layers", "1,2", "--overwrite"], capsys, outcome="refusal",
+                   what="export --overwrite where a file the export did not write has a name the export takes",
+                   match=("README.md", "not written by layerwise"))
+    assert (dest / "README.md").read_text() == "my own card"
+
+
+@pytest.mark.reliability("Data loss")
+def test_export_overwrite_of_an_export_without_a_file_list_is_refused(tiny_bert, env, case, capsys):
+    dest = env / "old-export"
+    dest.mkdir()
+    (dest / "layerwise_export.json").write_text('{"written_by": "layerwise"}')
+    (dest / "data.bin").write_bytes(b"user data")
+    case.cli_error(["export", tiny_bert, dest, "--layers", "0,2", "--overwrite"], capsys, outcome="refusal",
+                   what="export --overwrite into a folder whose marker lists no files (which are ours is unknown)",
+                   match=("lists no files", "nothing is replaced"))
+    assert (dest / "data.bin").read_bytes() == b"user data"
+
+
+def _parquet_corpus(path):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"text": ["a first text", "another one"]}), str(path))
+    return path
+
+
+@pytest.mark.reliability("Data loss")
+@pytest.mark.parametrize("overwrite", [False, True], ids=["plain", "overwrite"])
+@pytest.mark.parametrize("kind", ["output", "ids"])
+def test_encode_never_writes_over_its_corpus(kind, overwrite, tiny_bert, env, case, capsys, monkeypatch):
+    _no_model_load(monkeypatch)
+    if kind == "output":
+        corpus = out = _parquet_corpus(env / "corpus.parquet")
+        what = "encode CORPUS OUT with OUT = the corpus (was: corpus replaced)"
+    else:
+        corpus, out = env / "vectors.ids.txt", env / "vectors.npy"
+        corpus.write_text("a first text\nanother one\n", encoding="utf-8")
+        what = "encode CORPUS OUT.npy whose ids file OUT.ids.txt is the corpus (was: corpus replaced)"
+    before = corpus.read_bytes()
+    extra = ["--overwrite"] if overwrite else []
+    case.cli_error(["encode", corpus, out, "--model", tiny_bert, "-q", *extra], capsys, outcome="refusal",
+                   what=what + (" with --overwrite" if overwrite else ""), match=("destroy the input", str(corpus)))
+    assert corpus.read_bytes() == before
+
+
+def test_encode_output_equal_to_the_corpus_in_the_library(env):
+    from layerwise.encode import CorpusSource
+    from layerwise.encode.writers import check_output
+    from layerwise.errors import UsageError
+
+    corpus = env / "texts.ids.txt"
+    corpus.write_text("one\ntwo\n")
+    with pytest.raises(UsageError, match="destroy the input"):
+        check_output(env / "texts.npy", inputs=(CorpusSource(str(corpus)).path,))
+    check_output(env / "other.npy", inputs=(str(corpus),))  # another name: fine
+
+
+@pytest.mark.reliability("Data loss")
+def test_encode_overwrite_refuses_a_file_it_did_not_write(tiny_bert, corpus, env, case, capsys, monkeypatch):
+    _no_model_load(monkeypatch)
+    mine = env / "results.npy"
+    np.save(mine, np.arange(6, dtype=np.int64).reshape(2, 3))
+    before = mine.read_bytes()
+    case.cli_error(["encode", corpus, mine, "--model", tiny_bert, "--overwrite", "-q"], capsys, outcome="refusal",
+                   what="encode --overwrite onto a .npy that encode did not write (no ids file, int64)",
+                   match=("not written by `layerwise encode`", "results.ids.txt"))
+    assert mine.read_bytes() == before
+
+
+def test_encode_overwrite_replaces_its_own_output(tiny_bert, corpus, env, capsys):
+    from layerwise.cli import main
+
+    out = env / "v.npy"
+    assert main(["encode", str(corpus), str(out), "--model", str(tiny_bert), "-q", "--no-cache"]) == 0
+    first = np.load(out)
+    assert main(["encode", str(corpus), str(out), "--model", str(tiny_bert), "-q", "--no-cache", "--overwrite"]) == 0
+    np.testing.assert_array_equal(np.load(out), first)
