@@ -147,3 +147,47 @@ def test_encode_overwrite_replaces_its_own_output(tiny_bert, corpus, env, capsys
     first = np.load(out)
     assert main(["encode", str(corpus), str(out), "--model", str(tiny_bert), "-q", "--no-cache", "--overwrite"]) == 0
     np.testing.assert_array_equal(np.load(out), first)
+
+
+# -- silently wrong ---------------------------------------------------------------------------------------
+
+
+def _texts(n: int) -> str:
+    words = ["a man", "the dog", "two people", "a woman", "the cat", "a child"]
+    return "".join(f"{words[i % 6]} is playing {'red ' * (i % 4)}guitar .\n" for i in range(n))
+
+
+@pytest.mark.reliability("Silently wrong")
+def test_a_damaged_resume_chunk_that_still_loads_is_encoded_again(tiny_bert, env, case, capsys, monkeypatch,
+                                                                   caplog):
+    from layerwise.encode import SpecEmbedder
+    from layerwise.encode.journal import work_folders
+
+    corpus = env / "corpus.txt"
+    corpus.write_text(_texts(12), encoding="utf-8")
+    base = ["encode", corpus, "--model", tiny_bert, "--chunk-size", "4", "-q"]
+    assert case.run([*base[:2], env / "straight.npy", *base[2:], "--no-cache"], capsys).code == 0
+    real, calls = SpecEmbedder.encode, []
+
+    def stopping(self, texts):
+        calls.append(len(texts))
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(self, texts)
+
+    monkeypatch.setattr(SpecEmbedder, "encode", stopping)
+    out = env / "out.npy"
+    assert case.run([*base[:2], out, *base[2:]], capsys).code == 130
+    (work,) = work_folders(out)
+    chunk = np.load(work / "chunk-000001.npy")
+    chunk[2] = 0.0  # one row zeroed: the file still loads, of the right shape and dtype
+    np.save(work / "chunk-000001.npy", chunk)
+    monkeypatch.setattr(SpecEmbedder, "encode", real)
+    seen = case.run([*base[:2], out, *base[2:]], capsys)
+    assert seen.code == 0, seen.err
+    np.testing.assert_allclose(np.load(out), np.load(env / "straight.npy"), atol=1e-6)
+    warned = [r.getMessage() for r in caplog.records if "damaged" in r.getMessage()]
+    assert warned and "chunk 1" in warned[0] and "sha256" in warned[0]
+    case.record("encode resume with a finished chunk edited in place (one row zeroed; was used as it was)",
+                f"layerwise encode corpus.txt {out} --model {tiny_bert} --chunk-size 4 (after Ctrl-C)",
+                "recovery", warned[0], code=seen.code)
