@@ -191,3 +191,133 @@ def test_a_damaged_resume_chunk_that_still_loads_is_encoded_again(tiny_bert, env
     case.record("encode resume with a finished chunk edited in place (one row zeroed; was used as it was)",
                 f"layerwise encode corpus.txt {out} --model {tiny_bert} --chunk-size 4 (after Ctrl-C)",
                 "recovery", warned[0], code=seen.code)
+
+
+def _nan_copy(model, dest, *, tensor: str = "encoder.layer.0.attention.self.query.weight"):
+    """A copy of the model folder ``model`` with one NaN in ``tensor``."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(model, dest)
+    state = load_file(str(dest / "model.safetensors"))
+    key = next(k for k in state if k.endswith(tensor))
+    state[key][0, 0] = float("nan")
+    save_file(state, str(dest / "model.safetensors"), metadata={"format": "pt"})
+    return dest
+
+
+@pytest.fixture()
+def nan_bert(tiny_bert, env):
+    return _nan_copy(tiny_bert, env / "nan-bert")
+
+
+@pytest.mark.reliability("Silently wrong")
+def test_nan_weights_in_encode_are_one_line(nan_bert, corpus, env, case, capsys):
+    case.cli_error(["encode", corpus, env / "v.npy", "--model", nan_bert, "-q"], capsys,
+                   what="encode with a model holding one NaN weight (was: all-NaN vectors, exit 0)",
+                   match=("nan-bert", "NaN or inf", "encoder.layer.0"))
+    assert not (env / "v.npy").exists()
+
+
+@pytest.mark.reliability("Silently wrong")
+def test_nan_weights_in_export_are_one_line(nan_bert, env, case, capsys, no_bars):
+    case.cli_error(["export", nan_bert, env / "exp", "--layers", "0,2"], capsys,
+                   what="export of a model holding one NaN weight (was: an export giving NaN vectors)",
+                   match=("nan-bert", "NaN or inf"))
+    assert not (env / "exp").exists()
+
+
+@pytest.fixture()
+def sts(env):
+    from conftest import write_stsb
+
+    folder = write_stsb(env / "data", n_pairs=12)
+    (folder / "train.txt").write_text("a man is playing a guitar .\nthe dog runs .\ntwo people sit .\n"
+                                      "a woman eats food .\n")
+    return folder
+
+
+@pytest.mark.reliability("Silently wrong")
+def test_nan_weights_in_train_and_tmft_are_one_line(nan_bert, sts, env, case, capsys):
+    case.cli_error(["train", "--model", nan_bert, "--train-data", sts / "train.txt", "--data-dir", sts, "--steps", "2",
+                    "--batch-size", "2", "--max-length", "16", "--output", env / "t", "-q"], capsys,
+                   what="train from a model holding one NaN weight (was: 'best dev nan', exit 0)",
+                   match=("nan-bert", "NaN or inf"))
+    case.cli_error(["tmft", "--model", nan_bert, "--layers", "1", "--epochs", "1", "--batch-size", "4",
+                    "--data-dir", sts, "--output", env / "m", "-q"], capsys,
+                   what="tmft from a model holding one NaN weight (was: NaN tables, exit 0)",
+                   match=("nan-bert", "NaN or inf"))
+
+
+@pytest.mark.reliability("Silently wrong")
+def test_nan_in_a_trained_pooler_is_refused_at_load(tiny_bert, env, case, capsys, no_bars):
+    import torch
+
+    from layerwise.encoders.trainable import SentenceModel
+
+    model = SentenceModel.from_pretrained(str(tiny_bert), max_length=16)
+    with torch.no_grad():
+        next(model.pooler.parameters()).fill_(float("nan"))
+    model.save(env / "trained")
+    case.cli_error(["export", env / "trained", env / "exp"], capsys, outcome="refusal",
+                   what="export of a trained layer-attention pooler whose weights are NaN (was: NaN export, exit 0)",
+                   match=("pooler", "NaN or inf"))
+    assert not (env / "exp").exists()
+
+
+@pytest.mark.reliability("Silently wrong")
+def test_nan_vectors_from_an_exported_folder_are_never_written(tiny_bert, corpus, env, case, capsys, no_bars):
+    exported = env / "exp"
+    assert case.run(["export", tiny_bert, exported, "--layers", "0,2"], capsys).code == 0
+    from safetensors.torch import load_file, save_file
+
+    state = load_file(str(exported / "model.safetensors"))
+    key = next(k for k in state if k.endswith("word_embeddings.weight"))
+    state[key][:] = float("nan")
+    save_file(state, str(exported / "model.safetensors"), metadata={"format": "pt"})
+    case.cli_error(["encode", corpus, env / "v.npy", "--folder", exported, "-q"], capsys,
+                   what="encode --folder with an export whose weights were made NaN after export (was: NaN .npy)",
+                   match=("folder", "not finite", "corpus rows 0..2"))
+    assert not (env / "v.npy").exists() and not list(env.glob(".v.npy.tmp-*"))  # (the resume folder stays)
+
+
+@pytest.mark.reliability("Silently wrong")
+def test_multitask_lr_inf_is_refused_like_train_and_tmft(env, case, capsys):
+    for command in ("multitask", "train", "tmft"):
+        case.cli_error([command, *(["BASELINE"] if command == "multitask" else []), "--lr", "inf", "--output",
+                        env / "o"], capsys, what=f"{command} --lr inf (multitask accepted it and trained to NaN)",
+                       match=("--lr", "finite"))
+
+
+def test_one_learning_rate_validation_for_every_trainer():
+    from layerwise.errors import UsageError
+    from layerwise.finite import check_rate
+    from layerwise.methods.multitask.config import MultitaskConfig
+
+    for bad in (float("inf"), float("nan"), 0.0, -1e-3, "x"):
+        with pytest.raises(UsageError, match="finite number above 0|not a number"):
+            check_rate(bad, "lr")
+    with pytest.raises(UsageError, match="MultitaskConfig.lr"):
+        MultitaskConfig(lr=float("inf"))
+    assert check_rate("2e-5", "lr") == 2e-5
+
+
+@pytest.mark.reliability("Silently wrong")
+@pytest.mark.parametrize("name", ["../../x", "/tmp/abs-x", ".hidden", "a/b"])
+def test_multitask_config_name_stays_inside_output(name, env, case, capsys):
+    config = env / "c.json"
+    config.write_text(json.dumps({"name": name}))
+    case.cli_error(["multitask", "--config", config, "--output", env / "o", "-q"], capsys,
+                   what=f"multitask --config naming the experiment {name!r} (was: written outside OUTPUT)",
+                   match=("MultitaskConfig.name", "inside OUTPUT"))
+    assert not (env / "o").exists() or not any((env / "o").rglob("*x*"))
+
+
+@pytest.mark.reliability("Silently wrong")
+def test_training_on_one_example_is_refused(tiny_bert, sts, env, case, capsys):
+    (sts / "one.txt").write_text("a man is playing a guitar .\n")
+    case.cli_error(["train", "--model", tiny_bert, "--train-data", sts / "one.txt", "--data-dir", sts, "--steps", "2",
+                    "--batch-size", "4", "--max-length", "16", "--output", env / "t", "-q"], capsys,
+                   what="train on a file of one sentence (was: loss 0.000 at every step, exit 0)",
+                   match=("1 training examples", "loss is 0", "at least 2"))

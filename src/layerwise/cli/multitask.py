@@ -6,6 +6,7 @@ re-run skips what is done and a cut-off run resumes from its checkpoints in ``OU
 
 from __future__ import annotations
 
+from layerwise.cli._checks import max_length, positive_float, positive_int, seed
 from layerwise.cli._common import add_training_tail
 from layerwise.encoders.registry import BUILTIN_MODELS, DEFAULT_MODEL
 from layerwise.methods.multitask.config import SCHEDULES
@@ -22,16 +23,16 @@ def add_parsers(sub) -> None:
                         "layer mix per task) or +SUBSET (a layer subset per task)")
     p.add_argument("--config", action="append", default=[], metavar="FILE",
                    help="a JSON file of MultitaskConfig fields (repeatable), run besides the named experiments")
-    p.add_argument("--seeds", type=int, nargs="+", default=[0])
-    p.add_argument("--epochs", type=int, default=None, help="epochs over the task data (default: 10, the report's)")
+    p.add_argument("--seeds", type=seed, nargs="+", default=[0])
+    p.add_argument("--epochs", type=positive_int, default=None, help="epochs over the task data (default: 10, the report's)")
     p.add_argument("--schedule", default=None, choices=SCHEDULES,
                    help="batch order within an epoch (default: task_by_task, the report's)")
-    p.add_argument("--batch-size", type=int, default=None, help="default: 32 (the report's); under torchrun the global batch, split over the "
+    p.add_argument("--batch-size", type=positive_int, default=None, help="default: 32 (the report's); under torchrun the global batch, split over the "
                                                     "processes")
-    p.add_argument("--lr", type=float, default=None, help="encoder and head learning rate (default: 2e-5)")
-    p.add_argument("--max-length", type=int, default=None, help="tokens per sentence (default: 128)")
-    p.add_argument("--limit", type=int, default=None, help="at most this many training examples per task")
-    p.add_argument("--eval-limit", type=int, default=None, help="at most this many dev / test examples per task")
+    p.add_argument("--lr", type=positive_float, default=None, help="encoder and head learning rate (default: 2e-5)")
+    p.add_argument("--max-length", type=max_length, default=None, help="tokens per sentence (default: 128)")
+    p.add_argument("--limit", type=positive_int, default=None, help="at most this many training examples per task")
+    p.add_argument("--eval-limit", type=positive_int, default=None, help="at most this many dev / test examples per task")
     p.add_argument("--model", default=DEFAULT_MODEL,
                    help=f"built-in name ({', '.join(BUILTIN_MODELS)}) or a local Hugging Face folder")
     p.add_argument("--data-dir", default=None,

@@ -22,6 +22,7 @@ from layerwise._progress import progress
 from layerwise.encode.journal import open_journal
 from layerwise.encode.readers import CorpusSource, check_corpus, iter_corpus
 from layerwise.encode.writers import check_output, ids_path, open_writer
+from layerwise.finite import check_finite
 
 logger = logging.getLogger(__name__)
 
@@ -56,14 +57,18 @@ def encode_corpus(source: CorpusSource, output: str | os.PathLike, embedder, *, 
     journal = open_journal(output, embedder, corpus, int(chunk_size), resume=resume)
     writer = open_writer(output, corpus.n, embedder.dim)
     show = logger.isEnabledFor(logging.INFO) if show_progress is None else show_progress
+    done = 0
     try:
         with progress(total=corpus.n, desc="encoding corpus", unit="text", disable=not show) as bar:
             for index, (ids, texts) in enumerate(iter_corpus(source, int(chunk_size))):
                 vectors = journal.load(index, ids)
                 if vectors is None:
-                    vectors = journal.save(index, ids, embedder.encode(texts))
+                    vectors = check_finite(embedder.encode(texts), f"the vectors of {_describe(embedder)} for "
+                                           f"corpus rows {done}..{done + len(ids) - 1}", fix=_NAN_FIX)
+                    vectors = journal.save(index, ids, vectors)
                 writer.write(ids, vectors)
                 bar.update(len(ids))
+                done += len(ids)
         writer.close()
     except BaseException:
         writer.abort()
@@ -72,6 +77,19 @@ def encode_corpus(source: CorpusSource, output: str | os.PathLike, embedder, *, 
     npy = output.suffix.lower() == ".npy"
     return EncodeResult(str(output), str(ids_path(output)) if npy else None, corpus.n, embedder.dim,
                         time.perf_counter() - t0)
+
+
+_NAN_FIX = ("the model's weights are damaged or its training diverged: load another copy of the model; nothing was "
+            "written")
+
+
+def _describe(embedder) -> str:
+    """The model or folder behind ``embedder``, for messages."""
+    about = embedder.describe() if hasattr(embedder, "describe") else {}
+    if "folder" in about:
+        return f"the folder {about['folder']}"
+    model = about.get("model") or {}
+    return str(model.get("name") or type(embedder).__name__)
 
 
 def load_embeddings(output: str | os.PathLike):

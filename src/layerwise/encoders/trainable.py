@@ -19,6 +19,7 @@ from layerwise.encoders.batching import length_sorted_batches
 from layerwise.encoders.layer_encoder import pool_hidden_states
 from layerwise.encoders.registry import resolve_model
 from layerwise.files import atomic_folder
+from layerwise.finite import check_finite_weights
 from layerwise.modules.poolers import LayerPooler, PoolerConfig, build_pooler, load_pooler
 
 __all__ = ["SENTENCE_MODEL_FILE", "SentenceModel", "is_sentence_model_folder"]
@@ -51,6 +52,7 @@ class SentenceModel(nn.Module):
         path = resolve_model(model).path
         tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
         enc = AutoModel.from_pretrained(path, local_files_only=True)
+        check_finite_weights(enc, str(model))
         cfg = PoolerConfig(kind=pooler, hidden_size=enc.config.hidden_size, n_states=enc.config.num_hidden_layers + 1)
         return cls(enc, tok, build_pooler(cfg), max_length=max_length)
 
@@ -131,6 +133,7 @@ class SentenceModel(nn.Module):
         folder = Path(folder)
         info = cls.read_info(folder)
         enc = AutoModel.from_pretrained(folder / "encoder", local_files_only=True)
+        check_finite_weights(enc, str(folder / "encoder"))
         tok = AutoTokenizer.from_pretrained(folder / "encoder", local_files_only=True)
         return cls(enc, tok, load_pooler(folder / "pooler"), max_length=info["max_length"])
 

@@ -23,6 +23,7 @@ from torch import nn
 
 from layerwise.encoders.layer_encoder import pool_hidden_states
 from layerwise.files import atomic_folder
+from layerwise.finite import check_finite_weights
 from layerwise.modules import heads as head_modules
 from layerwise.modules.scalar_mix import ScalarMix
 
@@ -173,6 +174,7 @@ class MultitaskModel(nn.Module):
                     layers=info["layers"], subsets=info["subsets"], max_length=info["max_length"])
         for task, mix in model.mixes.items():
             mix.load_weights(folder / "mixes" / task)
+        check_finite_weights(model.encoder, str(folder / "encoder"))
         return model.eval()
 
     def load_weights(self, folder: str | Path) -> "MultitaskModel":

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from layerwise.finite import check_finite_weights
 from layerwise.methods.multitask.config import TASKS, MultitaskConfig
 from layerwise.methods.multitask.evaluate import TaskScores, evaluate_split
 from layerwise.methods.multitask.model import MultitaskModel, build_heads
@@ -90,6 +91,7 @@ def build_model(model_name: str, config: MultitaskConfig, n_classes: int, *, sub
 
     path = resolve_model(model_name).path
     enc = AutoModel.from_pretrained(path, local_files_only=True)
+    check_finite_weights(enc, str(model_name))
     tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
     heads, shared = build_heads(config, enc.config.hidden_size, n_classes, enc.config.num_attention_heads)
     return MultitaskModel(enc, tok, heads, shared=shared, layers=config.layers, subsets=subsets,

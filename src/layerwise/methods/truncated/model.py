@@ -23,6 +23,7 @@ from layerwise.encoders.batching import length_sorted_batches
 from layerwise.encoders.layer_encoder import pool_hidden_states
 from layerwise.encoders.registry import resolve_model
 from layerwise.export.sentence_transformers import EXPORT_MARKER, write_sentence_transformer
+from layerwise.finite import check_finite_weights
 from layerwise.layers import validate_layers
 from layerwise.methods.truncated.truncate import count_parameters, truncate_encoder
 
@@ -51,6 +52,7 @@ class TruncatedModel(nn.Module):
         path = resolve_model(model).path
         tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
         full = AutoModel.from_pretrained(path, local_files_only=True)
+        check_finite_weights(full, str(model))
         layers = validate_layers(layers, full.config.num_hidden_layers + 1)
         return cls(truncate_encoder(full, max(layers), copy_model=False), tok, layers, max_length=max_length)
 
@@ -108,6 +110,7 @@ class TruncatedModel(nn.Module):
                                     "by `layerwise tmft` or TruncatedModel.save")
         info = json.loads(marker.read_text())
         enc = AutoModel.from_pretrained(folder, local_files_only=True)
+        check_finite_weights(enc, str(folder))
         tok = AutoTokenizer.from_pretrained(folder, local_files_only=True)
         return cls(enc, tok, tuple(info["layers"]), max_length=info["max_length"])
 
