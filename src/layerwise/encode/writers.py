@@ -1,7 +1,9 @@
 """Embedding files written chunk by chunk, into a temporary sibling renamed into place at the end.
 
-``.npy``: a float32 array of shape (n, d) written through a memory map (``numpy.lib.format.open_memmap``), with the
-ids in ``<name>.ids.txt`` beside it (one per line, in row order). ``.parquet``: columns ``id`` (string) and
+``.npy``: a float32 array of shape (n, d), its header then its rows appended chunk by chunk with plain writes (not
+through a memory map: a full disk under a memory map kills the process with SIGBUS, where a write raises an error),
+with the ids in ``<name>.ids.txt`` beside it (one per line, in row order). The free space is checked before the first
+byte, and a write that still fails (the disk filled meanwhile) removes the temporary files and says so in one line. ``.parquet``: columns ``id`` (string) and
 ``embedding`` (fixed-size list of d float32), one row group per chunk (needs pyarrow). A run that stops leaves no
 partial output, only a hidden ``.NAME.tmp-*`` file the next run removes.
 """
@@ -9,6 +11,7 @@ partial output, only a hidden ``.NAME.tmp-*`` file the next run removes.
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from pathlib import Path
 from typing import Sequence
@@ -18,7 +21,7 @@ import numpy as np
 from layerwise.encode.readers import require_pyarrow
 from layerwise.errors import UsageError
 
-__all__ = ["OUTPUT_FORMATS", "EmbeddingWriter", "check_output", "ids_path", "open_writer"]
+__all__ = ["OUTPUT_FORMATS", "EmbeddingWriter", "check_free_space", "check_output", "ids_path", "open_writer"]
 
 OUTPUT_FORMATS = (".npy", ".parquet")
 
@@ -95,6 +98,24 @@ def _not_ours(output: Path) -> str | None:
     return None if names == ["id", "embedding"] else f"its columns are {names}, not id and embedding"
 
 
+def check_free_space(folder: str | os.PathLike, needed: int, what: str) -> None:
+    """Refuse, before writing, when ``folder``'s file system has less than ``needed`` bytes free."""
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return  # unknown: the writes themselves will say
+    if free < needed:
+        raise UsageError(f"{what} needs about {needed / 1e6:,.1f} MB but {folder} has {free / 1e6:,.1f} MB free; free "
+                         "some space or choose an output on another disk")
+
+
+def _write_failed(exc: OSError, output: Path) -> OSError:
+    """A write error as one line naming the output; the caller has removed the temporary files."""
+    reason = exc.strerror or str(exc)
+    return OSError(exc.errno, f"writing {output} failed ({reason}); nothing was left behind: free some space or "
+                              "choose another output, then run the same command again")
+
+
 class EmbeddingWriter:
     """``write(ids, vectors)`` chunks in order, then ``close()`` (renames into place) or ``abort()``."""
 
@@ -104,6 +125,7 @@ class EmbeddingWriter:
             stale.unlink()
         self.tmp = self.output.parent / f".{self.output.name}.tmp-{uuid.uuid4().hex[:8]}"
         self.output.parent.mkdir(parents=True, exist_ok=True)
+        check_free_space(self.output.parent, self.n * self.dim * 4 + (1 << 20), f"writing {self.output}")
 
     def write(self, ids: list[str], vectors: np.ndarray) -> None:
         raise NotImplementedError
@@ -120,24 +142,49 @@ class EmbeddingWriter:
 class _NpyWriter(EmbeddingWriter):
     def __init__(self, output, n: int, dim: int):
         super().__init__(output, n, dim)
-        self.array = np.lib.format.open_memmap(self.tmp, mode="w+", dtype=np.float32, shape=(self.n, self.dim))
         self.ids_tmp = self.tmp.with_name(self.tmp.name + ".ids")
-        self.ids_file = open(self.ids_tmp, "w", encoding="utf-8")  # noqa: SIM115 - closed in close/abort
+        self.file = self.ids_file = None
+        try:
+            self.file = open(self.tmp, "wb")  # noqa: SIM115 - closed in close/abort
+            header = {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)), "fortran_order": False,
+                      "shape": (self.n, self.dim)}
+            np.lib.format.write_array_header_1_0(self.file, header)  # what np.save writes for this shape
+            self.ids_file = open(self.ids_tmp, "w", encoding="utf-8")  # noqa: SIM115 - closed in close/abort
+        except OSError as exc:
+            self.abort()
+            raise _write_failed(exc, self.output) from None
 
     def write(self, ids, vectors) -> None:
-        self.array[self.rows:self.rows + len(ids)] = vectors
-        self.ids_file.write("".join(f"{i}\n" for i in ids))
+        block = np.ascontiguousarray(vectors, dtype="<f4")
+        if block.shape != (len(ids), self.dim):
+            raise ValueError(f"vectors of shape {block.shape} for {len(ids)} ids; expected ({len(ids)}, {self.dim})")
+        try:
+            self.file.write(block.tobytes())
+            self.ids_file.write("".join(f"{i}\n" for i in ids))
+        except OSError as exc:
+            self.abort()
+            raise _write_failed(exc, self.output) from None
         self.rows += len(ids)
 
     def close(self) -> None:
-        self.array.flush()
-        del self.array
-        self.ids_file.close()
+        try:
+            for f in (self.file, self.ids_file):
+                f.flush()
+                os.fsync(f.fileno())
+                f.close()
+        except OSError as exc:
+            self.abort()
+            raise _write_failed(exc, self.output) from None
         os.replace(self.ids_tmp, ids_path(self.output))
         self._finish()
 
     def abort(self) -> None:
-        self.ids_file.close()
+        for f in (self.file, self.ids_file):
+            if f is not None:
+                try:
+                    f.close()
+                except OSError:
+                    pass  # a full disk can fail the close's flush too: the files are removed below either way
         self.ids_tmp.unlink(missing_ok=True)
         super().abort()
 

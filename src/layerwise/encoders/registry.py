@@ -42,6 +42,7 @@ __all__ = [
     "folder_sha256",
     "layerwise_home",
     "resolve_model",
+    "check_config_fits_weights",
     "check_model_folder",
     "tokenizer_sha256",
     "verify_builtin_weights",
@@ -260,6 +261,37 @@ def check_model_folder(path: str | os.PathLike) -> None:
         raise ModelFilesError(
             f"{folder} has no tokenizer files: expected one of {', '.join(VOCABULARY_FILES)} "
             "(copy them from the model's source; without them every word would be [UNK])")
+    check_config_fits_weights(folder, config)
+
+
+_SIZE_KEYS = ("num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads", "vocab_size",
+              "max_position_embeddings")
+
+
+def check_config_fits_weights(folder: str | os.PathLike, config: dict) -> None:
+    """Refuse a config whose sizes the weight files cannot hold, before transformers allocates anything.
+
+    Every size must be a positive integer, and the attention matrices alone of ``num_hidden_layers`` layers of
+    ``hidden_size`` (4 x hidden_size**2 numbers each, at 1 byte per number: a bound no real checkpoint is under)
+    must fit in the weight files' bytes. ``num_hidden_layers: 100000`` or ``hidden_size: 10**7`` in a model of a
+    few MB would otherwise allocate gigabytes, or terabytes, of random weights.
+    """
+    folder = Path(folder)
+    for key in _SIZE_KEYS:
+        value = config.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ModelFilesError(f"{folder / 'config.json'}: {key} = {value!r} is not a positive integer; restore "
+                                  "the model's config.json")
+    layers, hidden = config.get("num_hidden_layers"), config.get("hidden_size")
+    if layers is None or hidden is None:
+        return
+    weight_bytes = sum(f.stat().st_size for pattern in WEIGHT_PATTERNS for f in folder.glob(pattern) if f.is_file())
+    needed = 4 * layers * hidden * hidden
+    if needed > weight_bytes:
+        raise ModelFilesError(
+            f"{folder / 'config.json'} asks for {layers} layers of hidden size {hidden} (at least {needed:,} weights) "
+            f"but the weight files hold {weight_bytes:,} bytes: the config does not belong to these weights; "
+            "restore the model's config.json")
 
 
 _VERIFIED_FILE = "verified-weights.json"  # under $LAYERWISE_HOME: path -> size, mtime and sha256 already checked

@@ -15,9 +15,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from layerwise.encoders.batching import length_sorted_batches
+from layerwise.encoders.batching import cut_texts, length_sorted_batches
 from layerwise.encoders.layer_encoder import pool_hidden_states
-from layerwise.encoders.registry import resolve_model
+from layerwise.encoders.registry import check_model_folder, resolve_model
 from layerwise.files import atomic_folder
 from layerwise.finite import check_finite_weights
 from layerwise.modules.poolers import LayerPooler, PoolerConfig, build_pooler, load_pooler
@@ -68,7 +68,7 @@ class SentenceModel(nn.Module):
 
     def layer_vectors(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
         """Per-layer CLS and masked-mean vectors of one batch of texts, each (B, K, d)."""
-        enc = self.tokenizer(list(texts), padding=True, truncation=True, max_length=self.max_length,
+        enc = self.tokenizer(cut_texts(texts, self.max_length), padding=True, truncation=True, max_length=self.max_length,
                              return_tensors="pt")
         return self.encoding_vectors(enc)
 
@@ -132,6 +132,7 @@ class SentenceModel(nn.Module):
 
         folder = Path(folder)
         info = cls.read_info(folder)
+        check_model_folder(folder / "encoder")  # sizes against the weights before anything is allocated
         enc = AutoModel.from_pretrained(folder / "encoder", local_files_only=True)
         check_finite_weights(enc, str(folder / "encoder"))
         tok = AutoTokenizer.from_pretrained(folder / "encoder", local_files_only=True)

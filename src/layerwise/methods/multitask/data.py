@@ -17,6 +17,7 @@ import numpy as np
 
 from layerwise.data.checksum import content_checksum
 from layerwise.data.nli import read_lines, require_dir
+from layerwise.errors import UsageError
 
 __all__ = ["DATA_NOTES", "LabelledPairs", "LabelledSentences", "MultitaskData", "TaskSplits", "load_multitask_data",
            "load_quora_pairs"]
@@ -125,13 +126,28 @@ def _sst(data_dir, limit, eval_limit, seed) -> tuple[TaskSplits, int]:
                       _head(part["test"], eval_limit)), d.n_classes
 
 
+def _usable_quora(pairs: LabelledPairs, data_dir, split: str, minimum: int) -> LabelledPairs:
+    """Refuse a Quora split the PARA task cannot use: fewer than ``minimum`` pairs, or no duplicate (label 1) or
+    no non-duplicate (label 0) pair, which would train a constant classifier or leave a split empty."""
+    where = f"Quora {split}.tsv in {require_dir(data_dir, 'quora')}"
+    duplicates = int((pairs.targets > 0.5).sum())
+    if len(pairs) < minimum:
+        raise UsageError(f"{where} holds {len(pairs)} pairs; the PARA task needs at least {minimum} (with duplicates "
+                         "and non-duplicates): restore the file")
+    if duplicates in (0, len(pairs)):
+        kind = "duplicate (label 1)" if duplicates == 0 else "non-duplicate (label 0)"
+        raise UsageError(f"{where} has no {kind} pair among its {len(pairs)}: a duplicate classifier cannot be "
+                         "trained or scored on it; restore the file")
+    return pairs
+
+
 def _para(data_dir, limit, eval_limit, split_seed) -> TaskSplits:
-    dev = load_quora_pairs(data_dir, "dev")
+    dev = _usable_quora(load_quora_pairs(data_dir, "dev"), data_dir, "dev", 10)  # 90 / 10: both parts non-empty
     perm = np.random.default_rng(split_seed).permutation(len(dev))
     cut = int(round(0.9 * len(dev)))
     train, select = dev.take(np.sort(perm[:cut])), dev.take(np.sort(perm[cut:]))
     return TaskSplits(_limit(train, limit, split_seed), _head(select, eval_limit),
-                      _head(load_quora_pairs(data_dir, "test"), eval_limit))
+                      _head(_usable_quora(load_quora_pairs(data_dir, "test"), data_dir, "test", 2), eval_limit))
 
 
 def _sts(data_dir, limit, eval_limit, seed) -> TaskSplits:

@@ -21,7 +21,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from layerwise.encoders.batching import cut_texts
 from layerwise.encoders.layer_encoder import pool_hidden_states
+from layerwise.encoders.registry import check_model_folder
 from layerwise.files import atomic_folder
 from layerwise.finite import check_finite_weights
 from layerwise.modules import heads as head_modules
@@ -87,7 +89,7 @@ class MultitaskModel(nn.Module):
 
     def encode_texts(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``mean`` (B, K, d) per-state masked means, ``tokens`` (B, T, d) last-layer states, ``mask`` (B, T)."""
-        enc = self.tokenizer(list(texts), padding=True, truncation=True, max_length=self.max_length,
+        enc = self.tokenizer(cut_texts(texts, self.max_length), padding=True, truncation=True, max_length=self.max_length,
                              return_tensors="pt")
         enc = {k: v.to(self.device) for k, v in enc.items()}
         out = self.encoder(**enc, output_hidden_states=True)
@@ -167,6 +169,7 @@ class MultitaskModel(nn.Module):
         if unknown:
             raise ValueError(f"{folder / MODEL_FILE} names unknown head classes {unknown}; "
                              f"valid: {sorted(HEAD_CLASSES)}")
+        check_model_folder(folder / "encoder")  # sizes against the weights before anything is allocated
         heads = {t: HEAD_CLASSES[c].load(folder / "heads" / t) for t, c in info["heads"].items()}
         shared = SharedHidden.load(folder / "shared") if info["shared"] else None
         model = cls(AutoModel.from_pretrained(folder / "encoder", local_files_only=True),

@@ -19,9 +19,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from layerwise.encoders.batching import length_sorted_batches
+from layerwise.encoders.batching import cut_texts, length_sorted_batches
 from layerwise.encoders.layer_encoder import pool_hidden_states
-from layerwise.encoders.registry import resolve_model
+from layerwise.encoders.registry import check_model_folder, resolve_model
 from layerwise.export.sentence_transformers import EXPORT_MARKER, write_sentence_transformer
 from layerwise.finite import check_finite_weights
 from layerwise.layers import validate_layers
@@ -75,7 +75,7 @@ class TruncatedModel(nn.Module):
         return mean[:, list(self.layers)].mean(dim=1)
 
     def forward(self, texts: list[str]) -> torch.Tensor:
-        enc = self.tokenizer(list(texts), padding=True, truncation=True, max_length=self.max_length,
+        enc = self.tokenizer(cut_texts(texts, self.max_length), padding=True, truncation=True, max_length=self.max_length,
                              return_tensors="pt")
         return self.embed(enc)
 
@@ -109,6 +109,7 @@ class TruncatedModel(nn.Module):
             raise FileNotFoundError(f"{folder} holds no TMFT model ({EXPORT_MARKER} missing): pass a folder written "
                                     "by `layerwise tmft` or TruncatedModel.save")
         info = json.loads(marker.read_text())
+        check_model_folder(folder)  # sizes against the weights before anything is allocated
         enc = AutoModel.from_pretrained(folder, local_files_only=True)
         check_finite_weights(enc, str(folder))
         tok = AutoTokenizer.from_pretrained(folder, local_files_only=True)
