@@ -21,7 +21,7 @@ from pathlib import Path
 from layerwise._progress import progress
 from layerwise.encode.journal import open_journal
 from layerwise.encode.readers import CorpusSource, check_corpus, iter_corpus
-from layerwise.encode.writers import check_output, ids_path, open_writer
+from layerwise.encode.writers import check_output, ids_path, open_writer, output_lock
 from layerwise.finite import check_finite
 
 logger = logging.getLogger(__name__)
@@ -52,6 +52,12 @@ def encode_corpus(source: CorpusSource, output: str | os.PathLike, embedder, *, 
     if int(chunk_size) < 1:
         raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
     output = check_output(output, overwrite=overwrite, inputs=(source.path,))
+    with output_lock(output):  # a second encode of this output is refused while this one runs
+        return _encode(source, output, embedder, int(chunk_size), show_progress, resume)
+
+
+def _encode(source: CorpusSource, output: Path, embedder, chunk_size: int, show_progress, resume: bool
+            ) -> EncodeResult:
     corpus = check_corpus(source)
     t0 = time.perf_counter()
     journal = open_journal(output, embedder, corpus, int(chunk_size), resume=resume)

