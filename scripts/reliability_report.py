@@ -21,7 +21,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ["tests/test_reliability.py", "tests/test_reliability_models.py", "tests/test_faults.py",
-         "tests/test_reliability_runs.py", "tests/test_reliability_scale.py"]
+         "tests/test_reliability_runs.py", "tests/test_reliability_scale.py", "tests/test_reliability_round3.py",
+         "tests/test_reliability_files.py"]
 OUTCOMES = ("clear error", "refusal", "recovery", "correct result")
 
 RESUME = """## How an interrupted long run continues
@@ -81,6 +82,7 @@ def render(cases: list[dict]) -> str:
         "`layerwise --debug ...` shows the traceback).",
         "",
     ]
+    lines += _totals(cases)
     for group in dict.fromkeys(c["group"] for c in cases):
         lines += [f"## {group}", "", "| case | input | outcome | observed |", "|---|---|---|---|"]
         for c in (c for c in cases if c["group"] == group):
@@ -89,6 +91,22 @@ def render(cases: list[dict]) -> str:
                          f"{_cell(c['observed'])} |")
         lines.append("")
     return "\n".join(lines) + "\n" + RESUME
+
+
+def _totals(cases: list[dict]) -> list[str]:
+    """The totals table: per group (the issue classes of round 3 are groups too), the good outcomes and the bad ones
+    (a refusal or error with exit 0, i.e. a silent wrong result, or a traceback)."""
+    head = ["group", "cases", *OUTCOMES, "silent wrong", "tracebacks"]
+    lines = ["## Totals", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    groups = [*dict.fromkeys(c["group"] for c in cases), None]
+    for group in groups:
+        mine = [c for c in cases if group is None or c["group"] == group]
+        counts = Counter(c["outcome"] for c in mine)
+        silent = sum(1 for c in mine if c["outcome"] in ("clear error", "refusal") and c["exit_code"] == 0)
+        tracebacks = sum(1 for c in mine if c["traceback"])
+        cells = [group or "**all**", len(mine), *(counts[o] for o in OUTCOMES), silent, tracebacks]
+        lines.append("| " + " | ".join(str(x) for x in cells) + " |")
+    return [*lines, ""]
 
 
 def main() -> int:

@@ -348,3 +348,13 @@ def test_not_installed_builtin_says_where_it_looked_and_how_to_point_there(env, 
     (models / "all-mpnet-base-v2" / "config.json").write_text("{}")
     monkeypatch.setenv("LAYERWISE_MODELS", str(models))
     assert registry.models_home() == models and registry._mpnet_path() == models / "all-mpnet-base-v2"
+
+
+@pytest.mark.reliability("Internal errors")
+def test_a_trained_folder_whose_description_is_not_an_object(trained, env, case, capsys, no_bars):
+    folder = env / "trained"
+    shutil.copytree(trained, folder)
+    (folder / "sentence_model.json").write_text("[1, 2]")
+    case.cli_error(["export", folder, env / "exp"], capsys, outcome="refusal",
+                   what="a trained model folder whose sentence_model.json is a JSON list (was: internal error)",
+                   match=("sentence_model.json", "not SentenceModel format"))

@@ -122,7 +122,7 @@ class SentenceModel(nn.Module):
                 "pass a folder written by SentenceModel.save or `layerwise train` (OUTPUT/best or OUTPUT/last)"
             )
         info = json.loads((folder / SENTENCE_MODEL_FILE).read_text())
-        if info.get("format_version") != FORMAT_VERSION or "max_length" not in info:
+        if not isinstance(info, dict) or info.get("format_version") != FORMAT_VERSION or "max_length" not in info:
             raise ValueError(f"{folder / SENTENCE_MODEL_FILE} is not SentenceModel format {FORMAT_VERSION}: {info}")
         return info
 

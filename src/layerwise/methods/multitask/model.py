@@ -162,9 +162,9 @@ class MultitaskModel(nn.Module):
             raise FileNotFoundError(f"{folder} holds no saved MultitaskModel (encoder/ and {MODEL_FILE}); pass a "
                                     "folder written by MultitaskModel.save or `layerwise multitask` (best/ or last/)")
         info = json.loads((folder / MODEL_FILE).read_text())
-        if info.get("format_version") != FORMAT_VERSION:
-            raise ValueError(f"{folder / MODEL_FILE} has format {info.get('format_version')}, expected "
-                             f"{FORMAT_VERSION}")
+        if not isinstance(info, dict) or info.get("format_version") != FORMAT_VERSION:
+            found = info.get("format_version") if isinstance(info, dict) else type(info).__name__
+            raise ValueError(f"{folder / MODEL_FILE} has format {found}, expected {FORMAT_VERSION}")
         unknown = sorted(set(info["heads"].values()) - set(HEAD_CLASSES))
         if unknown:
             raise ValueError(f"{folder / MODEL_FILE} names unknown head classes {unknown}; "

@@ -109,6 +109,9 @@ class TruncatedModel(nn.Module):
             raise FileNotFoundError(f"{folder} holds no TMFT model ({EXPORT_MARKER} missing): pass a folder written "
                                     "by `layerwise tmft` or TruncatedModel.save")
         info = json.loads(marker.read_text())
+        if not isinstance(info, dict) or not isinstance(info.get("layers"), list) or "max_length" not in info:
+            raise ValueError(f"{marker} does not describe a TMFT model (layers and max_length); pass a folder written "
+                             "by `layerwise tmft` or TruncatedModel.save")
         check_model_folder(folder)  # sizes against the weights before anything is allocated
         enc = AutoModel.from_pretrained(folder, local_files_only=True)
         check_finite_weights(enc, str(folder))
