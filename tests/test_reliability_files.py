@@ -358,3 +358,15 @@ def test_a_trained_folder_whose_description_is_not_an_object(trained, env, case,
     case.cli_error(["export", folder, env / "exp"], capsys, outcome="refusal",
                    what="a trained model folder whose sentence_model.json is a JSON list (was: internal error)",
                    match=("sentence_model.json", "not SentenceModel format"))
+
+
+@pytest.mark.reliability("Unclear errors")
+def test_non_utf8_corpus_names_file_and_line_end_to_end(tiny_bert, env, case, capsys, monkeypatch):
+    _no_model_load(monkeypatch)
+    lines = [b"a man is playing a guitar ."] * 15_010
+    lines[14_999] = b"caf\xe9 au lait"  # line 15,000, as in the issue
+    corpus = env / "latin1.txt"
+    corpus.write_bytes(b"\n".join(lines) + b"\n")
+    case.cli_error(["encode", corpus, env / "v.npy", "--model", tiny_bert, "-q"], capsys,
+                   what="encode a corpus with a Latin-1 byte on line 15,000 (was: 'position 5307', no file or line)",
+                   match=(str(corpus), "line 15000", "UTF-8"))
