@@ -321,3 +321,33 @@ def test_training_on_one_example_is_refused(tiny_bert, sts, env, case, capsys):
                     "--batch-size", "4", "--max-length", "16", "--output", env / "t", "-q"], capsys,
                    what="train on a file of one sentence (was: loss 0.000 at every step, exit 0)",
                    match=("1 training examples", "loss is 0", "at least 2"))
+
+
+class Killed(BaseException):
+    """Stands for SIGKILL: a BaseException, so no ``except Exception`` in the code under test catches it."""
+
+
+@pytest.mark.reliability("Data loss")
+def test_kill_while_an_overwrite_carries_user_files_keeps_the_folder(tiny_bert, env, case, capsys, monkeypatch):
+    from layerwise.export import sentence_transformers as st
+
+    dest = env / "exported"
+    assert case.run(["export", tiny_bert, dest, "--layers", "0,2"], capsys).code == 0
+    (dest / "my-notes.txt").write_text("keep me", encoding="utf-8")
+    before = {p.relative_to(dest): p.read_bytes() for p in dest.rglob("*") if p.is_file()}
+
+    def killed(*a, **k):
+        raise Killed
+
+    monkeypatch.setattr(st.shutil, "copy2", killed)
+    with pytest.raises(Killed):
+        case.run(["export", tiny_bert, dest, "--layers", "1,2", "--overwrite"], capsys)
+    assert {p.relative_to(dest): p.read_bytes() for p in dest.rglob("*") if p.is_file()} == before
+    assert not list(env.glob(".exported.*"))
+    monkeypatch.undo()
+    seen = case.run(["export", tiny_bert, dest, "--layers", "1,2", "--overwrite"], capsys)
+    assert seen.code == 0 and (dest / "my-notes.txt").read_text() == "keep me"
+    case.record("kill while export --overwrite copies the user's files into the new folder", f"layerwise export "
+                f"{tiny_bert} {dest} --layers 1,2 --overwrite (killed, then again)", "recovery",
+                "the earlier export and my-notes.txt untouched, no temporary folder left; the re-run replaced the "
+                "export and kept my-notes.txt", code=seen.code)
