@@ -35,9 +35,11 @@ file, see *Faults during writes*). Run the same command again and it continues w
   reads the finished shards and encodes only the missing texts; the cache key holds the weights, tokenizer and
   config hashes, `max_length` and dtype, so a changed model never gets old vectors.
 - **encode a corpus** (`layerwise encode`, with `--model` or an exported `--folder`): each finished chunk is also
-  kept, atomically, in a hidden work folder beside the output (`.OUTPUT.partial-<key>/`, keyed on the corpus rows,
-  the embedder's identity and the chunk size); the same command again reads the finished chunks back, encodes the
-  rest, writes the output and removes the work folder. `--no-cache` keeps nothing.
+  kept, atomically and with its sha256, in a hidden work folder beside the output (`.OUTPUT.partial-<key>/`, keyed
+  on the corpus rows, the embedder's identity and the chunk size); the same command again reads the finished chunks
+  back (a chunk whose bytes no longer match its sha256 is encoded again), encodes the rest, writes the output and
+  removes the work folder. `--no-cache` keeps nothing. While it runs the output is locked (`.OUTPUT.lock`): a
+  second encode of the same output is refused.
 - **transfer, ablate**: each finished part (a task, an ablation) is kept in the output folder's results store,
   keyed on every setting; a re-run with the same settings skips finished parts (different settings never reuse
   them).
