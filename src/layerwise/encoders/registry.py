@@ -14,6 +14,7 @@ import difflib
 import hashlib
 import json
 import logging
+import math
 import os
 import shutil
 import sys
@@ -297,9 +298,11 @@ def check_config_fits_weights(folder: str | os.PathLike, config: dict) -> None:
     """Refuse a config whose sizes the weight files cannot hold, before transformers allocates anything.
 
     Every size must be a positive integer, and the attention matrices alone of ``num_hidden_layers`` layers of
-    ``hidden_size`` (4 x hidden_size**2 numbers each, at 1 byte per number: a bound no real checkpoint is under)
-    must fit in the weight files' bytes. ``num_hidden_layers: 100000`` or ``hidden_size: 10**7`` in a model of a
-    few MB would otherwise allocate gigabytes, or terabytes, of random weights.
+    ``hidden_size`` (4 x hidden_size**2 numbers each, a bound no real checkpoint is under) must fit in the numbers
+    the weight files hold (counted from the safetensors headers, no tensor read; a ``.bin`` file counts one number
+    per byte). ``num_hidden_layers: 100000`` or ``hidden_size: 10**7`` in a model of a few MB would otherwise
+    allocate gigabytes, or terabytes, of random weights. A weight file whose header cannot be read is left to the
+    loader, which reports it as damaged.
     """
     folder = Path(folder)
     for key in _SIZE_KEYS:
@@ -310,13 +313,31 @@ def check_config_fits_weights(folder: str | os.PathLike, config: dict) -> None:
     layers, hidden = config.get("num_hidden_layers"), config.get("hidden_size")
     if layers is None or hidden is None:
         return
-    weight_bytes = sum(f.stat().st_size for pattern in WEIGHT_PATTERNS for f in folder.glob(pattern) if f.is_file())
+    held = 0
+    for f in (f for pattern in WEIGHT_PATTERNS for f in sorted(folder.glob(pattern)) if f.is_file()):
+        count = _safetensors_numbers(f) if f.suffix == ".safetensors" else f.stat().st_size
+        if count is None:
+            return  # a damaged file: the loader says so, naming it
+        held += count
     needed = 4 * layers * hidden * hidden
-    if needed > weight_bytes:
+    if needed > held:
         raise ModelFilesError(
             f"{folder / 'config.json'} asks for {layers} layers of hidden size {hidden} (at least {needed:,} weights) "
-            f"but the weight files hold {weight_bytes:,} bytes: the config does not belong to these weights; "
-            "restore the model's config.json")
+            f"but the weight files hold {held:,}: the config does not belong to these weights; restore the model's "
+            "config.json")
+
+
+def _safetensors_numbers(path: Path) -> int | None:
+    """How many numbers a safetensors file holds, from its header alone; None when the header cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            size = int.from_bytes(f.read(8), "little")
+            if not 0 < size <= min(path.stat().st_size - 8, 100_000_000):
+                return None
+            header = json.loads(f.read(size))
+        return sum(math.prod(t["shape"]) for k, t in header.items() if k != "__metadata__")
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return None
 
 
 _VERIFIED_FILE = "verified-weights.json"  # under $LAYERWISE_HOME: path -> size, mtime and sha256 already checked
