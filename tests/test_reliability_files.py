@@ -263,7 +263,8 @@ def test_a_line_of_megabytes_reaches_the_tokenizer_cut(tiny_bert, env, case, cap
     case.record("encode a corpus with one 3 MB line (a 5.6 MB line peaked at 1.73 GB)",
                 f"layerwise encode big.txt {out} --model {tiny_bert} --max-length 32",
                 "correct result", f"the tokenizer received at most {max(seen_sizes)} characters per text; vectors "
-                f"equal those of the line cut by hand; {time.perf_counter() - t0:.1f} s", code=seen.code)
+                "equal those of the line cut by hand", code=seen.code)
+    assert time.perf_counter() - t0 < 60
 
 
 def test_cut_texts_keeps_short_texts_and_bounds_long_ones():

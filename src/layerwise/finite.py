@@ -47,8 +47,8 @@ def check_finite(values, what: str, *, fix: str):
     """
     bad, total = _count_bad(values)
     if bad:
-        some = f"{bad} of {total} values are" if total > 1 else "it is"
-        raise NonFiniteError(f"{what} is not finite ({some} NaN or inf); {fix}")
+        some = f"{bad} of {total} values are" if total > 1 else "the value is"
+        raise NonFiniteError(f"{what}: {some} NaN or inf; {fix}")
     return values
 
 

@@ -157,8 +157,10 @@ def check_free_space(folder: str | os.PathLike, needed: int, what: str) -> None:
 def _write_failed(exc: OSError, output: Path) -> OSError:
     """A write error as one line naming the output; the caller has removed the temporary files."""
     reason = exc.strerror or str(exc)
-    return OSError(exc.errno, f"writing {output} failed ({reason}); nothing was left behind: free some space or "
-                              "choose another output, then run the same command again")
+    error = OSError(f"writing {output} failed ({reason}); nothing was left behind: free some space or choose "
+                    "another output, then run the same command again")
+    error.errno = exc.errno  # (set after: OSError(errno, text) would print as "[Errno 28] text")
+    return error
 
 
 class EmbeddingWriter:

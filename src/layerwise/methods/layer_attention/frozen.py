@@ -154,7 +154,7 @@ def train_pooler_on_features(
     n = len(views[0])
     if any(len(v) != n for v in views):
         raise ValueError(f"views differ in length: {[len(v) for v in views]}")
-    check_in_batch_examples(n, config.batch_size, what=f"examples ({config.objective})")
+    check_in_batch_examples(n, config.batch_size, objective=config.objective)
     task = FrozenPoolerTask(pooler, views, config, dev)
     run = train(task, config.training_config(), output_dir=output_dir, resume=resume, overwrite=overwrite,
                 show_progress=show_progress, restore_best=True)

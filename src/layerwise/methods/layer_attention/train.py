@@ -134,7 +134,7 @@ def train_contrastive(
     ``max_steps_this_run`` stops early (as an interruption would) without changing the schedule.
     Returns the history {"step", "loss", "dev", "best_dev", "seconds", "train_seconds", "steps_this_run", "config"}.
     """
-    check_in_batch_examples(len(examples), config.batch_size, what=f"examples ({config.objective})")
+    check_in_batch_examples(len(examples), config.batch_size, objective=config.objective)
     task = ContrastiveTask(model, examples, config, dev)
     run = train(task, config.training_config(), output_dir=output_dir, resume=resume, show_progress=show_progress,
                 max_steps_this_run=max_steps_this_run)
