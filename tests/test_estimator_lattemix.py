@@ -150,3 +150,125 @@ def test_bad_texts_name_the_argument(fitted, tiny_bert):
         _make(tiny_bert).fit("a man is playing guitar .")
     with pytest.raises(UsageError, match=r"texts\[1\] .* no tokens besides special tokens"):
         fitted.mixtures(["a man .", ""])
+
+
+# ---------------------------------------------------------------- the user's files, from Python and the CLI
+
+CLI_SMALL = ["--layer", "1", "--n-groups", "3", "--n-classes", "4", "--latent-dim", "5", "--epochs", "2",
+             "--train-batch-size", "16", "--beta-warmup-steps", "5", "--seeds", "0", "-q"]
+
+
+def _write_table(path, columns: dict[str, list]) -> None:
+    """``columns`` as a csv, tsv, jsonl or parquet file (by ``path``'s suffix)."""
+    import csv
+    import json
+
+    names = list(columns)
+    rows = list(zip(*columns.values()))
+    if path.suffix in (".csv", ".tsv"):
+        with path.open("w", newline="") as f:
+            writer = csv.writer(f, delimiter="," if path.suffix == ".csv" else "\t")
+            writer.writerow(names)
+            writer.writerows(rows)
+    elif path.suffix == ".jsonl":
+        path.write_text("".join(json.dumps(dict(zip(names, r))) + "\n" for r in rows))
+    else:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.table(columns), path)
+
+
+def _user_files(folder, fmt: str):
+    """A corpus (column ``body``; txt: one per line) and pairs (``left``, ``right``, ``sim`` on a 0-1 scale)."""
+    rnd = np.random.default_rng(0)
+    corpus = folder / f"my_corpus.{fmt}"
+    if fmt == "txt":
+        corpus.write_text("".join(s + "\n" for s in CORPUS))
+    else:
+        _write_table(corpus, {"body": CORPUS})
+    pair_fmt = "csv" if fmt == "txt" else fmt
+    pairs = folder / f"my_pairs.{pair_fmt}"
+    left = [SENTENCES[i] for i in rnd.integers(0, len(SENTENCES), 10)]
+    right = [SENTENCES[i] for i in rnd.integers(0, len(SENTENCES), 10)]
+    _write_table(pairs, {"left": left, "right": right, "sim": [round(float(x), 3) for x in rnd.uniform(0, 1, 10)]})
+    return corpus, pairs
+
+
+@pytest.mark.parametrize("fmt", ["txt", "csv", "tsv", "jsonl", "parquet"])
+def test_python_and_cli_on_the_users_files(fmt, tiny_bert, tmp_path, capsys):
+    import json
+
+    from layerwise.cli import main
+    from layerwise.data.readers import data_label, read_corpus, read_pairs
+    from layerwise.evaluation.metrics import spearman
+
+    corpus_file, pairs_file = _user_files(tmp_path, fmt)
+    corpus = read_corpus(corpus_file, column="body")
+    pairs = read_pairs(pairs_file, sentence1="left", sentence2="right", score="sim")
+    assert corpus == CORPUS
+    est = _make(tiny_bert).fit(corpus)
+    rho = {m: 100 * spearman(est.similarity(pairs.sentences1, pairs.sentences2, measure=m), pairs.scores)
+           for m in ("cosine", "js")}
+
+    out = tmp_path / "out"
+    code = main(["lattemix", "--model", str(tiny_bert), "--train", str(corpus_file), "--text-column", "body",
+                 "--pairs", str(pairs_file), "--sentence1-column", "left", "--sentence2-column", "right",
+                 "--score-column", "sim", "--kinds", "categorical", "--output", str(out), *CLI_SMALL])
+    assert code == 0
+    printed = capsys.readouterr().out
+    label = data_label(pairs_file)
+    assert label in printed and data_label(corpus_file) in printed and "categorical js" in printed
+    result = json.loads((out / f"lattemix-{data_label(corpus_file)}.json").read_text())
+    assert [p["label"] for p in result["pairs"]] == [label]
+    for m in ("cosine", "js"):  # the command is the estimator: the same fit (seed 0), the same scores
+        assert result["spearman_x100"][f"categorical {m}"][label] == pytest.approx([rho[m]], abs=1e-6)
+    assert " " not in (out / f"lattemix-{data_label(corpus_file)}.json").name
+
+
+def test_cli_two_pairs_files_every_kind_and_saved_models(tiny_bert, tmp_path, capsys):
+    import json
+
+    from layerwise.cli import main
+
+    corpus_file, pairs_a = _user_files(tmp_path, "txt")
+    pairs_b = tmp_path / "more_pairs.tsv"
+    _write_table(pairs_b, {"left": SENTENCES[:6], "right": SENTENCES[6:], "sim": [0, 1, 2, 3, 4, 5]})
+    out = tmp_path / "out"
+    assert main(["lattemix", "--model", str(tiny_bert), "--train", str(corpus_file), "--pairs", str(pairs_a),
+                 str(pairs_b), "--sentence1-column", "left", "--sentence2-column", "right", "--score-column", "sim",
+                 "--output", str(out), "--save-models", *CLI_SMALL]) == 0  # --kinds: all three by default
+    printed = capsys.readouterr().out
+    (results,) = out.glob("lattemix-*.json")
+    result = json.loads(results.read_text())
+    assert {"categorical cosine", "categorical js", "normal l2", "normal cosine", "ae cosine"} <= set(
+        result["spearman_x100"])
+    assert len(result["pairs"]) == 2 and "normal l2" in printed
+    saved = sorted(p.name for p in (out / "models").iterdir())
+    assert len(saved) == 2 and not any("normal" in name for name in saved)  # a normal model has no vector to save
+    st = ST.SentenceTransformer(str(out / "models" / saved[0]), device="cpu", trust_remote_code=True)
+    assert st.encode(SENTENCES[:2]).shape[0] == 2
+
+
+@pytest.mark.parametrize("case", ["wrong column", "empty corpus", "empty pairs", "pairs without train"])
+def test_cli_bad_files_give_one_line_and_exit_2_before_any_model_loads(case, tmp_path, capsys):
+    from layerwise.cli import main
+
+    corpus_file, pairs_file = _user_files(tmp_path, "csv")
+    args = ["lattemix", "--model", str(tmp_path / "no-such-model"), "--train", str(corpus_file), "--text-column",
+            "body", "--pairs", str(pairs_file), "--sentence1-column", "left", "--sentence2-column", "right",
+            "--score-column", "sim", "--output", str(tmp_path / "out"), *CLI_SMALL]
+    if case == "wrong column":
+        args[args.index("left")] = "first"
+    elif case == "empty corpus":
+        corpus_file.write_text("")
+    elif case == "empty pairs":
+        pairs_file.write_text("")
+    else:
+        i = args.index("--train")
+        del args[i:i + 4]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert "no-such-model" not in err  # the files are refused before the model is looked for
+    assert not (tmp_path / "out").exists()
