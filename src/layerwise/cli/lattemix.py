@@ -116,10 +116,10 @@ def run_files(args, command) -> int:
     training: dict[str, list[dict]] = {}
     layer = None
     for kind in args.kinds:
-        for seed in args.seeds:
-            est = LatteMix(**_estimator_params(args), kind=kind, seed=int(seed)).fit(corpus)
+        for run_seed in args.seeds:
+            est = LatteMix(**_estimator_params(args), kind=kind, seed=int(run_seed)).fit(corpus)
             layer = est.layer_
-            training.setdefault(kind, []).append({"seed": int(seed), **est.training_})
+            training.setdefault(kind, []).append({"seed": int(run_seed), **est.training_})
             for label, data in zip(labels, pairs):
                 unique = list(dict.fromkeys([*data.sentences1, *data.sentences2]))
                 where = {s: i for i, s in enumerate(unique)}
@@ -135,7 +135,7 @@ def run_files(args, command) -> int:
                     emb = stack.mean[:, est.layer_]
                     baseline[label] = 100 * spearman(cosine_rows(emb[i1], emb[i2]), data.scores)
             if args.save_models and kind != "normal":
-                saved.append(str(est.save(f"{args.output}/models/lattemix-{train_label}-{kind}-seed{seed}",
+                saved.append(str(est.save(f"{args.output}/models/lattemix-{train_label}-{kind}-seed{run_seed}",
                                           overwrite=True)))
     rows = {f"mean pooling (hidden state {layer})": {label: [v] for label, v in baseline.items()}, **scores}
     result = {
