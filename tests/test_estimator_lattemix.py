@@ -15,7 +15,7 @@ from layerwise.methods.lattemix import pair_similarity
 ST = pytest.importorskip("sentence_transformers")
 
 CORPUS = SENTENCES * 3
-SMALL = dict(layer=1, n_groups=3, n_classes=4, latent_dim=5, epochs=2, batch_size=16, lr_warmup_steps=2,
+SMALL = dict(layer=1, n_groups=3, n_classes=4, latent_dim=5, epochs=1, batch_size=32, lr_warmup_steps=2,
              beta_warmup_steps=5, show_progress=False)
 
 
@@ -154,8 +154,8 @@ def test_bad_texts_name_the_argument(fitted, tiny_bert):
 
 # ---------------------------------------------------------------- the user's files, from Python and the CLI
 
-CLI_SMALL = ["--layer", "1", "--n-groups", "3", "--n-classes", "4", "--latent-dim", "5", "--epochs", "2",
-             "--train-batch-size", "16", "--beta-warmup-steps", "5", "--seeds", "0", "-q"]
+CLI_SMALL = ["--layer", "1", "--n-groups", "3", "--n-classes", "4", "--latent-dim", "5", "--epochs", "1",
+             "--train-batch-size", "32", "--beta-warmup-steps", "5", "--lr-warmup-steps", "2", "--seeds", "0", "-q"]
 
 
 def _write_table(path, columns: dict[str, list]) -> None:
@@ -204,7 +204,8 @@ def test_python_and_cli_on_the_users_files(fmt, tiny_bert, tmp_path, capsys):
     from layerwise.evaluation.metrics import spearman
 
     corpus_file, pairs_file = _user_files(tmp_path, fmt)
-    corpus = read_corpus(corpus_file, column="body")
+    column = {} if fmt == "txt" else {"column": "body"}  # a .txt corpus has no columns (naming one is refused)
+    corpus = read_corpus(corpus_file, **column)
     pairs = read_pairs(pairs_file, sentence1="left", sentence2="right", score="sim")
     assert corpus == CORPUS
     est = _make(tiny_bert).fit(corpus)
@@ -212,8 +213,8 @@ def test_python_and_cli_on_the_users_files(fmt, tiny_bert, tmp_path, capsys):
            for m in ("cosine", "js")}
 
     out = tmp_path / "out"
-    code = main(["lattemix", "--model", str(tiny_bert), "--train", str(corpus_file), "--text-column", "body",
-                 "--pairs", str(pairs_file), "--sentence1-column", "left", "--sentence2-column", "right",
+    code = main(["lattemix", "--model", str(tiny_bert), "--train", str(corpus_file),
+                 *([] if fmt == "txt" else ["--text-column", "body"]), "--pairs", str(pairs_file), "--sentence1-column", "left", "--sentence2-column", "right",
                  "--score-column", "sim", "--kinds", "categorical", "--output", str(out), *CLI_SMALL])
     assert code == 0
     printed = capsys.readouterr().out
@@ -250,12 +251,19 @@ def test_cli_two_pairs_files_every_kind_and_saved_models(tiny_bert, tmp_path, ca
     assert st.encode(SENTENCES[:2]).shape[0] == 2
 
 
-@pytest.mark.parametrize("case", ["wrong column", "empty corpus", "empty pairs", "pairs without train"])
-def test_cli_bad_files_give_one_line_and_exit_2_before_any_model_loads(case, tmp_path, capsys):
+@pytest.mark.parametrize("case", ["wrong column", "empty corpus", "empty pairs", "pairs without train",
+                                  "benchmark option"])
+def test_cli_bad_files_give_one_line_and_exit_2_before_any_model_loads(case, tiny_bert, tmp_path, capsys,
+                                                                      monkeypatch):
     from layerwise.cli import main
+    from layerwise.methods.lattemix import estimator
 
+    def no_model(*args, **kwargs):
+        raise AssertionError("a model was loaded before the files were checked")
+
+    monkeypatch.setattr(estimator, "LayerEncoder", no_model)
     corpus_file, pairs_file = _user_files(tmp_path, "csv")
-    args = ["lattemix", "--model", str(tmp_path / "no-such-model"), "--train", str(corpus_file), "--text-column",
+    args = ["lattemix", "--model", str(tiny_bert), "--train", str(corpus_file), "--text-column",
             "body", "--pairs", str(pairs_file), "--sentence1-column", "left", "--sentence2-column", "right",
             "--score-column", "sim", "--output", str(tmp_path / "out"), *CLI_SMALL]
     if case == "wrong column":
@@ -264,11 +272,12 @@ def test_cli_bad_files_give_one_line_and_exit_2_before_any_model_loads(case, tmp
         corpus_file.write_text("")
     elif case == "empty pairs":
         pairs_file.write_text("")
-    else:
+    elif case == "pairs without train":
         i = args.index("--train")
         del args[i:i + 4]
+    else:
+        args += ["--train-limit", "5"]
     assert main(args) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
-    assert "no-such-model" not in err  # the files are refused before the model is looked for
     assert not (tmp_path / "out").exists()

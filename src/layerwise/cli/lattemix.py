@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from layerwise.cli._checks import nonnegative_float, nonnegative_int, positive_float, positive_int, seed
+from layerwise.cli._checks import _check_data, nonnegative_float, nonnegative_int, positive_float, positive_int, seed
 from layerwise.cli._common import STS_CHOICES, add_encoder_options, encoder_options
 from layerwise.cli._files import add_corpus_columns, add_pair_columns, corpus_from_args, pairs_from_args
 from layerwise.errors import UsageError
 from layerwise.methods.lattemix.config import MODEL_KINDS
+from layerwise.methods.lattemix.results import TRAIN_SOURCES
+
+BENCHMARK_DATASETS = ("stsb", "sickr")
 
 
 def add_parsers(sub) -> None:
@@ -23,8 +26,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--pairs", metavar="FILE", nargs="+", default=None,
                    help="evaluation pairs with a similarity score (any scale), one or more files")
     add_pair_columns(p)
-    p.add_argument("--datasets", nargs="+", default=["stsb", "sickr"], choices=STS_CHOICES,
-                   help="built-in STS sets of the benchmark run (without --train/--pairs)")
+    p.add_argument("--datasets", nargs="+", default=None, choices=STS_CHOICES,
+                   help="built-in STS sets of the benchmark run, without --train/--pairs (default: stsb sickr)")
     p.add_argument("--layer", type=int, default=-1, help="hidden state whose token vectors are modelled (default: last)")
     p.add_argument("--kinds", nargs="+", default=list(MODEL_KINDS), choices=MODEL_KINDS)
     p.add_argument("--seeds", type=seed, nargs="+", default=[0, 1, 2])
@@ -38,8 +41,10 @@ def add_parsers(sub) -> None:
     p.add_argument("--epochs", type=positive_int, default=1)
     p.add_argument("--train-batch-size", type=positive_int, default=256)
     p.add_argument("--lr", type=positive_float, default=1e-3)
-    p.add_argument("--train-sources", nargs="+", default=["snli", "wiki"], choices=["snli", "wiki"],
-                   help="built-in training text of the benchmark run (without --train)")
+    p.add_argument("--lr-warmup-steps", type=nonnegative_int, default=200,
+                   help="the learning rate rises linearly over these steps (default 200)")
+    p.add_argument("--train-sources", nargs="+", default=None, choices=list(TRAIN_SOURCES),
+                   help="built-in training text of the benchmark run, without --train (default: snli wiki)")
     p.add_argument("--train-limit", type=positive_int, default=None,
                    help="at most this many training sentences (seeded sample; benchmark run)")
     p.add_argument("--include-special", action="store_true", help="keep [CLS]/[SEP] tokens in training and mixtures")
@@ -53,6 +58,11 @@ def add_parsers(sub) -> None:
 def run(args, command) -> int:
     if args.train is not None or args.pairs is not None:
         return run_files(args, command)
+    # the benchmark's defaults are filled here (None lets a run on the user's files skip their data): check them now,
+    # before the model loads, as preflight checks the ones given
+    args.datasets = args.datasets or list(BENCHMARK_DATASETS)
+    args.train_sources = args.train_sources or list(TRAIN_SOURCES)
+    _check_data(args)
     from layerwise.methods.lattemix import LatteMixConfig, TrainConfig
     from layerwise.methods.lattemix.report import METHOD_NAMES, format_cell, method_table, write_outputs
     from layerwise.methods.lattemix.run import LatteMixRun, run_lattemix
@@ -60,7 +70,8 @@ def run(args, command) -> int:
 
     config = LatteMixConfig(n_classes=args.n_classes, n_groups=args.n_groups, latent_dim=args.latent_dim,
                             depth=args.depth, tau=args.tau, beta=args.beta, beta_warmup_steps=args.beta_warmup_steps)
-    train = TrainConfig(epochs=args.epochs, batch_size=args.train_batch_size, lr=args.lr)
+    train = TrainConfig(epochs=args.epochs, batch_size=args.train_batch_size, lr=args.lr,
+                        lr_warmup_steps=args.lr_warmup_steps)
     run = LatteMixRun(model=args.model, datasets=tuple(args.datasets), layer=args.layer, kinds=tuple(args.kinds),
                       seeds=tuple(args.seeds), config=config, train=train, train_sources=tuple(args.train_sources),
                       train_limit=args.train_limit, include_special=args.include_special, aggregation=args.aggregation)
@@ -83,7 +94,8 @@ def _estimator_params(args) -> dict:
     return dict(model=args.model, layer=args.layer, n_groups=args.n_groups, n_classes=args.n_classes,
                 latent_dim=args.latent_dim, depth=args.depth, tau=args.tau, beta=args.beta,
                 beta_warmup_steps=args.beta_warmup_steps, epochs=args.epochs, batch_size=args.train_batch_size,
-                lr=args.lr, include_special=args.include_special, max_length=args.max_length,
+                lr=args.lr, lr_warmup_steps=args.lr_warmup_steps, include_special=args.include_special,
+                max_length=args.max_length,
                 encode_batch_size=args.batch_size, device=args.device, show_progress=False if args.quiet else None)
 
 
@@ -99,6 +111,10 @@ def run_files(args, command) -> int:
     if args.train is None or args.pairs is None:
         raise UsageError("--train and --pairs go together: give the training corpus (--train FILE) and the "
                          "evaluation pairs (--pairs FILE ...), or neither for the built-in benchmark (--datasets)")
+    benchmark = [flag for flag, value in (("--datasets", args.datasets), ("--train-sources", args.train_sources),
+                                          ("--train-limit", args.train_limit)) if value is not None]
+    if benchmark:
+        raise UsageError(f"{', '.join(benchmark)} belong to the benchmark run; with --train and --pairs, leave them out")
     if args.dtype != "float32":
         raise UsageError(f"--dtype {args.dtype} is not available with --train (Latte-Mix reads float32 token vectors)")
     # every file is read and checked before any model loads
