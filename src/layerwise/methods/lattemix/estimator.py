@@ -262,8 +262,12 @@ class LatteMix(SentenceEstimator):
         unique = list(dict.fromkeys(a + b))
         where = {s: i for i, s in enumerate(unique)}
         mix = self._mixtures(unique, batch_size=batch_size, name="sentences")
-        return pair_similarity(mix.take(np.array([where[s] for s in a])), mix.take(np.array([where[s] for s in b])),
-                               measure)
+        sim = pair_similarity(mix.take(np.array([where[s] for s in a])), mix.take(np.array([where[s] for s in b])),
+                              measure)
+        if not np.isfinite(sim).all():
+            raise UsageError(f"the {measure} similarity is not finite (NaN or inf): the model's weights are damaged or "
+                             "training diverged; refit with a lower lr")
+        return sim
 
     def _encode(self, texts: list[str], *, batch_size: int | None) -> np.ndarray:
         """The mixture vectors: ``categorical`` (n, n_groups * n_classes), ``ae`` (n, latent_dim); their cosine is
