@@ -136,6 +136,7 @@ def test_ae_saves_and_normal_compares_gaussian_mixtures(tiny_bert, tmp_path):
     ({"n_classes": 1}, "n_classes=1"),
     ({"layer": 7}, "layer=7"),
     ({"batch_size": 0}, "batch_size=0"),
+    ({"device": "gpu7"}, "device='gpu7'"),
 ])
 def test_bad_parameters_are_refused_in_fit_naming_the_argument(tiny_bert, params, match):
     est = _make(tiny_bert, **params)  # __init__ stores, fit validates

@@ -21,6 +21,7 @@ import os
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from layerwise.base import SentenceEstimator, check_texts
 from layerwise.encoders.layer_encoder import LayerEncoder
@@ -90,6 +91,22 @@ class LatteMix(SentenceEstimator):
     show_progress : bool or None
         Progress bars (None: when the output is a terminal).
 
+    Methods
+    -------
+    fit(texts)
+        Train on an unlabeled corpus (list of str).
+    similarity(sentences1, sentences2, measure="cosine")
+        One value per pair, float64 ``(n,)``; ``measure``: ``cosine`` or ``js`` (categorical), ``l2`` or ``cosine``
+        (normal), ``cosine`` (ae).
+    mixtures(texts)
+        The per-text mixtures (:class:`~layerwise.methods.lattemix.similarity.Mixtures`; ``.probs`` of shape
+        ``(n, n_groups, n_classes)`` for a categorical model).
+    encode(sentences)
+        The mixture vectors, float32: ``(n, n_groups * n_classes)`` (categorical: the mixtures flattened) or
+        ``(n, latent_dim)`` (ae: the mean code); their cosine is the ``cosine`` measure. A ``normal`` model has none.
+    save(folder), load(folder)
+        A sentence-transformers folder with the same ``encode`` (categorical and ae).
+
     Attributes
     ----------
     latent_model_ : TokenLatentModel
@@ -156,6 +173,10 @@ class LatteMix(SentenceEstimator):
                 and (value > low if strict else value >= low)
             if not ok:
                 raise UsageError(f"{name}={value!r} is invalid: use a finite number {'>' if strict else '>='} {low:g}")
+        try:
+            torch.device(self.device)
+        except (RuntimeError, TypeError):
+            raise UsageError(f"device={self.device!r} is not a torch device; use 'cpu', 'cuda' or 'cuda:N'") from None
         if not isinstance(self.include_special, bool):
             raise UsageError(f"include_special={self.include_special!r} is invalid: use True or False")
         config = LatteMixConfig(kind=self.kind, n_classes=int(self.n_classes), n_groups=int(self.n_groups),
