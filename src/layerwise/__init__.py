@@ -13,6 +13,7 @@ from layerwise.encoders.registry import BUILTIN_MODELS, DEFAULT_MODEL, ModelNotF
 from layerwise.evaluation.metrics import pearson, spearman, spearman_rows
 from layerwise.evaluation.sts import per_layer_scores, sts_scores
 from layerwise.layers import LayerStack
+from layerwise.methods.lattemix.estimator import LatteMix
 from layerwise.methods.lc.protocol import LCResult, run_bert_lc
 from layerwise.methods.lc.search import LayerSubsetSearch, naive_subset_scores
 from layerwise.pooling import (
@@ -33,6 +34,7 @@ __all__ = [
     "LayerEncoder",
     "LayerStack",
     "LayerSubsetSearch",
+    "LatteMix",
     "ModelIdentity",
     "ModelNotFoundError",
     "Pooling",
