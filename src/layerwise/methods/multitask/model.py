@@ -27,6 +27,7 @@ from layerwise.encoders.registry import check_model_folder
 from layerwise.files import atomic_folder
 from layerwise.finite import check_finite_weights
 from layerwise.modules import heads as head_modules
+from layerwise.modules.heads import SharedHidden
 from layerwise.modules.scalar_mix import ScalarMix
 
 __all__ = ["MODEL_FILE", "MultitaskModel", "build_heads", "is_multitask_folder"]
@@ -154,8 +155,6 @@ class MultitaskModel(nn.Module):
     def load(cls, folder: str | Path) -> "MultitaskModel":
         """The model saved in ``folder`` (by :meth:`save` or a training checkpoint), in eval mode."""
         from transformers import AutoModel, AutoTokenizer
-
-        from layerwise.modules.heads import SharedHidden
 
         folder = Path(folder)
         if not is_multitask_folder(folder):
