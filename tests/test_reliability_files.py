@@ -127,7 +127,7 @@ HUGE_CONFIGS = [
     ("encoder config with num_hidden_layers 100000 (was: still running at 120 s, 5.2 GB)", {"num_hidden_layers": 100000},
      ("100000 layers", "does not belong")),
     ("encoder config with hidden_size 10**6", {"hidden_size": 10**6}, ("hidden size 1000000", "does not belong")),
-    ("encoder config with num_hidden_layers -3", {"num_hidden_layers": -3}, ("num_hidden_layers", "positive integer")),
+    ("encoder config with num_hidden_layers -3", {"num_hidden_layers": -3}, ("num_hidden_layers", "integer of at least 0")),
 ]
 
 

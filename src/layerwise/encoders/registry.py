@@ -308,9 +308,10 @@ def check_config_fits_weights(folder: str | os.PathLike, config: dict) -> None:
     folder = Path(folder)
     for key in _SIZE_KEYS:
         value = config.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise ModelFilesError(f"{folder / 'config.json'}: {key} = {value!r} is not a positive integer; restore "
-                                  "the model's config.json")
+        least = 0 if key == "num_hidden_layers" else 1  # 0 layers: a model truncated to its embeddings (tmft L0)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
+            raise ModelFilesError(f"{folder / 'config.json'}: {key} = {value!r} is not an integer of at least {least}; "
+                                  "restore the model's config.json")
     layers, hidden = config.get("num_hidden_layers"), config.get("hidden_size")
     if layers is None or hidden is None:
         return
