@@ -353,3 +353,35 @@ def test_kill_while_an_overwrite_carries_user_files_keeps_the_folder(tiny_bert, 
                 f"{tiny_bert} {dest} --layers 1,2 --overwrite (killed, then again)", "recovery",
                 "the earlier export and my-notes.txt untouched, no temporary folder left; the re-run replaced the "
                 "export and kept my-notes.txt", code=seen.code)
+
+
+@pytest.mark.reliability("Silently wrong")
+@pytest.mark.parametrize("target", ["chunk-000001.sha256", "chunk-000001.npy"])
+def test_kill_while_a_resume_chunk_is_written_then_the_same_numbers(target, tiny_bert, env, case, capsys,
+                                                                     monkeypatch):
+    from layerwise.encode import journal
+
+    corpus = env / "corpus.txt"
+    corpus.write_text(_texts(12), encoding="utf-8")
+    base = ["encode", corpus, "--model", tiny_bert, "--chunk-size", "4", "-q"]
+    assert case.run([*base[:2], env / "straight.npy", *base[2:], "--no-cache"], capsys).code == 0
+    real = journal.write_bytes
+
+    def killed(path, data):
+        if str(path).endswith(target):
+            raise Killed
+        return real(path, data)
+
+    monkeypatch.setattr(journal, "write_bytes", killed)
+    out = env / "out.npy"
+    with pytest.raises(Killed):
+        case.run([*base[:2], out, *base[2:]], capsys)
+    monkeypatch.setattr(journal, "write_bytes", real)
+    seen = case.run([*base[:2], out, *base[2:]], capsys)
+    assert seen.code == 0, seen.err
+    assert out.read_bytes() == (env / "straight.npy").read_bytes()
+    assert not list(env.glob(".out.npy.*"))  # work folder, temporaries and lock all gone
+    case.record(f"kill while encode writes {target} of its resume journal", "layerwise encode corpus.txt out.npy "
+                "--model tiny-bert --chunk-size 4 (killed, then again)", "recovery",
+                "the re-run encoded the unfinished chunk again; out.npy byte-identical to a straight run; no work "
+                "folder, temporary or lock file left", code=seen.code)
