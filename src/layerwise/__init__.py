@@ -16,6 +16,8 @@ from layerwise.evaluation.sts import per_layer_scores, sts_scores
 from layerwise.layers import LayerStack
 from layerwise.methods.lc.protocol import LCResult, run_bert_lc
 from layerwise.methods.lc.search import LayerSubsetSearch, naive_subset_scores
+from layerwise.methods.multitask.estimator import MultitaskModel
+from layerwise.methods.multitask.tasks import Task
 from layerwise.pooling import (
     Pooling,
     baseline_poolings,
@@ -36,6 +38,7 @@ __all__ = [
     "LayerSubsetSearch",
     "ModelIdentity",
     "ModelNotFoundError",
+    "MultitaskModel",
     "Pooling",
     "__version__",
     "assemble_mpnet",
@@ -53,4 +56,5 @@ __all__ = [
     "spearman",
     "spearman_rows",
     "sts_scores",
+    "Task",
 ]

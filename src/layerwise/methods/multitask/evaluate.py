@@ -14,8 +14,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
-__all__ = ["TaskScores", "evaluate_split", "metric_term", "overall_score", "predict_logits", "predict_pairs",
-           "predict_sst", "task_metrics", "task_score"]
+__all__ = ["TaskScores", "evaluate_split", "metric_term", "overall_score", "predict_embeddings", "predict_logits",
+           "predict_pairs", "predict_sst", "task_metrics", "task_score"]
 
 
 def overall_score(sst_acc: float, para_acc: float, sts_pearson: float) -> float:
@@ -62,6 +62,21 @@ def predict_logits(model, task: str, sentences: list[str], *, batch_size: int = 
         out = np.empty((len(sentences), logits.shape[1]), dtype=np.float32) if out is None else out
         out[idx] = logits
     return out if out is not None else np.empty((0, 0), dtype=np.float32)
+
+
+@torch.inference_mode()
+def predict_embeddings(model, sentences: list[str], *, batch_size: int = 64) -> np.ndarray:
+    """(n, d) float32 sentence embeddings (the last layer's token mean, what an exported folder computes), in eval
+    mode."""
+    was = model.training
+    model.eval()
+    out = np.empty((len(sentences), model.encoder.config.hidden_size), dtype=np.float32)
+    try:
+        for idx in _batches([len(s) for s in sentences], batch_size):
+            out[idx] = model.sentence_embeddings([sentences[i] for i in idx]).float().cpu().numpy()
+    finally:
+        model.train(was)
+    return out
 
 
 def predict_sst(model, sentences: list[str], *, batch_size: int = 64) -> np.ndarray:

@@ -13,7 +13,7 @@ reads the last layer's token states instead (and gets no mix). Saved as one fold
 model and tokenizer), ``heads/<task>/``, ``mixes/<task>/`` and ``shared/`` (each in the
 :class:`~layerwise.modules.base.Module` format) and ``multitask_model.json`` (format version, head classes,
 layer mode, subsets, mixed tasks, max_length), written into a temporary sibling and renamed into place;
-:meth:`MultitaskModel.save_heads` writes all but ``encoder/`` (beside an encoder saved elsewhere).
+:meth:`MultitaskNetwork.save_heads` writes all but ``encoder/`` (beside an encoder saved elsewhere).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from layerwise.files import atomic_folder
 from layerwise.modules import heads as head_modules
 from layerwise.modules.scalar_mix import ScalarMix
 
-__all__ = ["MODEL_FILE", "MultitaskModel", "build_heads", "is_multitask_folder"]
+__all__ = ["MODEL_FILE", "MultitaskNetwork", "build_heads", "is_multitask_folder"]
 
 MODEL_FILE = "multitask_model.json"
 FORMAT_VERSION = 1
@@ -64,7 +64,7 @@ def build_heads(config, hidden_size: int, n_classes: int, n_heads: int) -> tuple
     return {"sst": sst, "para": para, "sts": sts}, shared
 
 
-class MultitaskModel(nn.Module):
+class MultitaskNetwork(nn.Module):
     """Encoder + task heads. ``subsets`` maps a task to its hidden-state indices (layers="subset", or any task that
     reads fixed states); ``mix_tasks`` names the tasks with a layer mix of their own (layers="mix": every task)."""
 
@@ -169,16 +169,16 @@ class MultitaskModel(nn.Module):
         return folder
 
     @classmethod
-    def load(cls, folder: str | Path) -> "MultitaskModel":
+    def load(cls, folder: str | Path) -> "MultitaskNetwork":
         """The model saved in ``folder`` (by :meth:`save` or a training checkpoint), in eval mode."""
         folder = Path(folder)
         if not is_multitask_folder(folder):
-            raise FileNotFoundError(f"{folder} holds no saved MultitaskModel (encoder/ and {MODEL_FILE}); pass a "
-                                    "folder written by MultitaskModel.save or `layerwise multitask` (best/ or last/)")
+            raise FileNotFoundError(f"{folder} holds no saved MultitaskNetwork (encoder/ and {MODEL_FILE}); pass a "
+                                    "folder written by MultitaskNetwork.save or `layerwise multitask` (best/ or last/)")
         return cls.load_parts(folder / "encoder", folder)
 
     @classmethod
-    def load_parts(cls, encoder: str | Path, heads: str | Path) -> "MultitaskModel":
+    def load_parts(cls, encoder: str | Path, heads: str | Path) -> "MultitaskNetwork":
         """The model whose encoder (Hugging Face model + tokenizer) is in ``encoder`` and whose heads
         :meth:`save_heads` wrote into ``heads``, in eval mode."""
         from transformers import AutoModel, AutoTokenizer
@@ -188,7 +188,7 @@ class MultitaskModel(nn.Module):
         folder = Path(heads)
         if not (folder / MODEL_FILE).is_file():
             raise FileNotFoundError(f"{folder} holds no {MODEL_FILE}: pass a folder written by "
-                                    "MultitaskModel.save_heads")
+                                    "MultitaskNetwork.save_heads")
         info = json.loads((folder / MODEL_FILE).read_text())
         if info.get("format_version") != FORMAT_VERSION:
             raise ValueError(f"{folder / MODEL_FILE} has format {info.get('format_version')}, expected "
@@ -207,7 +207,7 @@ class MultitaskModel(nn.Module):
             mix.load_weights(folder / "mixes" / task)
         return model.eval()
 
-    def load_weights(self, folder: str | Path) -> "MultitaskModel":
+    def load_weights(self, folder: str | Path) -> "MultitaskNetwork":
         """Copy every weight saved in ``folder`` into this model (same architecture)."""
         self.load_state_dict(type(self).load(folder).state_dict())
         return self

@@ -8,7 +8,7 @@ Phases, each in its own folder ``OUTPUT/<phase>/`` (``last/``, ``best/``; resuma
     para_sts   PARA and STS only (best dev mean of their terms kept), then
     sst_head   the larger SST head alone on the frozen encoder (best dev SST accuracy kept)
 
-The model of the last phase's ``best/`` is the trained model (:class:`MultitaskModel` format). The method part,
+The model of the last phase's ``best/`` is the trained model (:class:`MultitaskNetwork` format). The method part,
 building nothing and writing no results (:func:`train_phases`: the phases of a model on its data), is shared with
 the estimator (``MultitaskModel`` of ``estimator.py``, on a user's task list); :func:`run_experiment` adds the named
 experiment's model, subsets and prototypes and the dev / test scores.
@@ -26,7 +26,7 @@ import torch
 
 from layerwise.methods.multitask.config import TASKS, MultitaskConfig
 from layerwise.methods.multitask.evaluate import TaskScores, evaluate_split
-from layerwise.methods.multitask.model import MultitaskModel, build_heads
+from layerwise.methods.multitask.model import MultitaskNetwork, build_heads
 from layerwise.methods.multitask.schedule import BatchPlan
 from layerwise.methods.multitask.task import NLIPhase, TaskPhase
 from layerwise.training import TrainingConfig, seed_everything, train
@@ -35,8 +35,8 @@ from layerwise.training.distributed import local_device
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ExperimentResult", "PhaseSummary", "RunControl", "build_model", "phases", "run_experiment",
-           "set_prototypes", "train_phases"]
+__all__ = ["ExperimentResult", "PhaseSummary", "RunControl", "build_model", "load_encoder", "phases",
+           "run_experiment", "set_prototypes", "train_phases"]
 
 
 @dataclass(frozen=True)
@@ -85,22 +85,27 @@ class ExperimentResult:
                       "phases": [PhaseSummary(**s) for s in p["phases"]]})
 
 
-def build_model(model_name: str, config: MultitaskConfig, n_classes: int, *, subsets=None) -> MultitaskModel:
-    """Encoder ``model_name`` (built-in name or folder) with fresh heads (seed torch first)."""
+def load_encoder(model_name: str):
+    """(Hugging Face encoder, tokenizer) of ``model_name`` (a built-in name or a local folder)."""
     from transformers import AutoModel, AutoTokenizer
 
     from layerwise.encoders.registry import resolve_model
 
     path = resolve_model(model_name).path
-    enc = AutoModel.from_pretrained(path, local_files_only=True)
-    tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    return AutoModel.from_pretrained(path, local_files_only=True), AutoTokenizer.from_pretrained(path,
+                                                                                              local_files_only=True)
+
+
+def build_model(model_name: str, config: MultitaskConfig, n_classes: int, *, subsets=None) -> MultitaskNetwork:
+    """Encoder ``model_name`` (built-in name or folder) with fresh heads (seed torch first)."""
+    enc, tok = load_encoder(model_name)
     heads, shared = build_heads(config, enc.config.hidden_size, n_classes, enc.config.num_attention_heads)
-    return MultitaskModel(enc, tok, heads, shared=shared, layers=config.layers, subsets=subsets,
+    return MultitaskNetwork(enc, tok, heads, shared=shared, layers=config.layers, subsets=subsets,
                           max_length=config.max_length)
 
 
 @torch.inference_mode()
-def set_prototypes(model: MultitaskModel, data, per_label: int, seed: int, *, task: str = "sst") -> list[int]:
+def set_prototypes(model: MultitaskNetwork, data, per_label: int, seed: int, *, task: str = "sst") -> list[int]:
     """Pick ``per_label`` training sentences of each label of the classification task ``task`` (seeded) and store
     their embeddings in its head."""
     train_split, n_classes = data.task(task).train, data.specs[task].n_classes
@@ -160,7 +165,7 @@ def _run_phase(model, data, config, seed, spec, folder: Path | None, control: Ru
     return PhaseSummary(name, loop.steps, per, epoch_loss, run.dev, run.best_dev, run.seconds)
 
 
-def train_phases(model: MultitaskModel, data, config: MultitaskConfig, seed: int, output_dir=None, *,
+def train_phases(model: MultitaskNetwork, data, config: MultitaskConfig, seed: int, output_dir=None, *,
                  tasks: tuple[str, ...] = TASKS, frozen: tuple[str, ...] | None = None,
                  control: RunControl | None = None, show_progress: bool | None = None) -> list[PhaseSummary] | None:
     """Train ``model`` on ``data`` (a MultitaskData or a TaskSet) phase by phase (see :func:`phases`) with the one
