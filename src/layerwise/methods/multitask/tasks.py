@@ -320,48 +320,44 @@ def prepare_tasks(tasks) -> tuple[TaskSet, list[PreparedTask], str | None]:
 
 def read_task_file(path: str | os.PathLike) -> list[Task]:
     """The task list in a JSON or TOML file: ``{"tasks": [{"name": ..., "kind": ..., "data": FILE, ...}, ...]}``
-    (TOML: ``[[tasks]]`` tables), fields as :class:`Task`; relative data paths are read from the file's folder.
-    Other top-level keys are returned untouched by :func:`read_task_config`."""
-    return read_task_config(path)[0]
-
-
-def read_task_config(path: str | os.PathLike) -> tuple[list[Task], dict]:
-    """(tasks, the file's other top-level settings) of a task file (see :func:`read_task_file`)."""
+    (TOML: ``[[tasks]]`` tables), fields as :class:`Task`; relative ``data`` / ``dev`` paths are taken from the task
+    file's folder. Only the structure is checked here (the data is read by ``MultitaskModel.fit``)."""
     path = Path(path)
     if not path.is_file():
         raise DataFileError(f"task file {path} does not exist; give a .json or .toml file listing the tasks")
     suffix = path.suffix.lower()
+    if suffix not in (".json", ".toml"):
+        raise DataFileError(f"task file {path} is not .json or .toml; write the task list in one of them")
     try:
-        if suffix == ".json":
-            doc = json.loads(path.read_text(encoding="utf-8"))
-        elif suffix == ".toml":
-            doc = _toml().loads(path.read_text(encoding="utf-8"))
-        else:
-            raise DataFileError(f"task file {path} is not .json or .toml; write the task list in one of them")
+        text = path.read_text(encoding="utf-8")
+        doc = json.loads(text) if suffix == ".json" else _toml().loads(text)
     except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError and TOMLDecodeError are ValueErrors
         if isinstance(exc, DataFileError):
             raise
         raise DataFileError(f"task file {path} cannot be read: {' '.join(str(exc).split())}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("tasks"), list) or not doc["tasks"]:
         raise DataFileError(f"task file {path} must hold a non-empty list 'tasks' of tables (name, kind, data, ...)")
+    if set(doc) != {"tasks"}:
+        raise DataFileError(f"task file {path} has keys {sorted(set(doc) - {'tasks'})} besides 'tasks'; settings "
+                            "such as epochs are options of the command")
     known = {f.name for f in fields(Task)}
     tasks = []
     for i, entry in enumerate(doc["tasks"]):
         if not isinstance(entry, dict):
-            raise DataFileError(f"{path}: tasks[{i}] is not a table of Task fields")
+            raise DataFileError(f"task file {path}: tasks[{i}] is not a table of Task fields")
         unknown = sorted(set(entry) - known)
         missing = [k for k in ("name", "kind", "data") if k not in entry]
         if unknown or missing:
             what = f"unknown fields {unknown}" if unknown else f"no {', '.join(missing)}"
-            raise DataFileError(f"{path}: tasks[{i}] has {what}; fields: {', '.join(sorted(known))}")
+            raise DataFileError(f"task file {path}: tasks[{i}] has {what}; fields: {', '.join(sorted(known))}")
         entry = dict(entry)
         for key in ("data", "dev"):
             if isinstance(entry.get(key), str):
                 entry[key] = str(path.parent / entry[key])
             elif entry.get(key) is not None:
-                raise DataFileError(f"{path}: tasks[{i}].{key} must be a file path (a string)")
+                raise DataFileError(f"task file {path}: tasks[{i}].{key} must be a file path (a string)")
         tasks.append(Task(**entry))
-    return tasks, {k: v for k, v in doc.items() if k != "tasks"}
+    return tasks
 
 
 def _toml():
