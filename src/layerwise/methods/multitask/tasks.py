@@ -184,48 +184,65 @@ def _sequences(i: int, field: str, data, n: int, what: str, *, texts: int) -> li
     return cols
 
 
-def _read(i: int, field: str, task: Task, data):
-    """The raw columns of one split: (texts,) or (texts1, texts2), then labels / scores (None for triplets)."""
+def _read(i: int, field: str, task: Task, data) -> tuple[list, list | None]:
+    """The raw columns of one split (texts, or texts1 and texts2, then labels or scores; or the triplets' three
+    texts) and the label names in the data's own order (None: not given, sorted later)."""
     c = _columns(task)
     try:
-        if task.objective in ("contrastive", "triplet"):
-            if _is_path(data):
-                t = read_triplets(data, anchor=c["anchor"], positive=c["positive"], negative=c["negative"])
-            elif hasattr(data, "anchors"):
-                t = data
-            else:
-                return _sequences(i, field, data, 3, "(anchors, positives, negatives)", texts=3)
-            if t.negatives is None:
-                raise UsageError(f"{_where(i, field)} has no negatives: the {task.objective} objective needs "
-                                 "anchor, positive and negative columns")
-            return [list(t.anchors), list(t.positives), list(t.negatives)]
-        if task.kind == "classification":
-            if _is_path(data):
-                data = read_labeled(data, text=c["text"], label=c["label"])
-            if hasattr(data, "label_names"):
-                if data.sentences2 is not None:
-                    raise UsageError(f"{_where(i, field)} holds sentence pairs: use kind 'pair_classification'")
-                return [list(data.sentences), [data.label_names[k] for k in data.labels]]
-            return _sequences(i, field, data, 2, "(texts, labels)", texts=1)
-        if task.kind in ("pair_classification", "nli"):
-            if _is_path(data):
-                data = read_labeled(data, text=c["sentence1"], text2=c["sentence2"], label=c["label"])
-            if hasattr(data, "label_names"):
-                if data.sentences2 is None:
-                    raise UsageError(f"{_where(i, field)} holds single texts: use kind 'classification'")
-                return [list(data.sentences), list(data.sentences2), [data.label_names[k] for k in data.labels]]
-            return _sequences(i, field, data, 3, "(texts1, texts2, labels)", texts=2)
+        return _read_columns(i, field, task, data, c)
+    except DataFileError as exc:  # the reader's column argument is a role of ``columns`` here
+        role = _ROLES.get(exc.argument, exc.argument) if task.kind != "classification" else exc.argument
+        argument = None if exc.argument is None else f"tasks[{i}].columns[{role!r}]"
+        raise DataFileError(f"{_where(i, field)}: {exc.template}", argument=argument) from None
+
+
+_ROLES = {"text": "sentence1", "text2": "sentence2"}  # read_labeled's arguments for pairs -> roles of columns
+
+
+def _read_columns(i: int, field: str, task: Task, data, c: dict) -> tuple[list, list | None]:
+    """The raw columns and the label names in the data's order (see :func:`_read`)."""
+    if task.objective in ("contrastive", "triplet"):
         if _is_path(data):
-            data = read_pairs(data, sentence1=c["sentence1"], sentence2=c["sentence2"], score=c["score"])
-        if hasattr(data, "scores"):
-            return [list(data.sentences1), list(data.sentences2), np.asarray(data.scores, dtype=np.float64)]
-        return _sequences(i, field, data, 3, "(texts1, texts2, scores)", texts=2)
-    except DataFileError as exc:
-        raise DataFileError(f"{_where(i, field)}: {exc}") from None
+            t = read_triplets(data, anchor=c["anchor"], positive=c["positive"], negative=c["negative"])
+        elif hasattr(data, "anchors"):
+            t = data
+        else:
+            return _sequences(i, field, data, 3, "(anchors, positives, negatives)", texts=3), None
+        if t.negatives is None:
+            raise UsageError(f"{_where(i, field)} has no negatives: the {task.objective} objective needs "
+                             "anchor, positive and negative columns")
+        return [list(t.anchors), list(t.positives), list(t.negatives)], None
+    if task.kind == "classification":
+        if _is_path(data):
+            data = read_labeled(data, text=c["text"], label=c["label"])
+        if hasattr(data, "label_names"):
+            if data.sentences2 is not None:
+                raise UsageError(f"{_where(i, field)} holds sentence pairs: use kind 'pair_classification'")
+            return [list(data.sentences), [data.label_names[k] for k in data.labels]], list(data.label_names)
+        return _sequences(i, field, data, 2, "(texts, labels)", texts=1), None
+    if task.kind in ("pair_classification", "nli"):
+        if _is_path(data):
+            data = read_labeled(data, text=c["sentence1"], text2=c["sentence2"], label=c["label"])
+        if hasattr(data, "label_names"):
+            if data.sentences2 is None:
+                raise UsageError(f"{_where(i, field)} holds single texts: use kind 'classification'")
+            return ([list(data.sentences), list(data.sentences2), [data.label_names[k] for k in data.labels]],
+                    list(data.label_names))
+        return _sequences(i, field, data, 3, "(texts1, texts2, labels)", texts=2), None
+    if _is_path(data):
+        data = read_pairs(data, sentence1=c["sentence1"], sentence2=c["sentence2"], score=c["score"])
+    if hasattr(data, "scores"):
+        return [list(data.sentences1), list(data.sentences2), np.asarray(data.scores, dtype=np.float64)], None
+    return _sequences(i, field, data, 3, "(texts1, texts2, scores)", texts=2), None
 
 
-def _labels(i: int, field: str, raw: list, names: list | None) -> tuple[np.ndarray, list]:
-    """Class indices of ``raw`` labels and the label names (those of the training data when ``names`` is given)."""
+def _labels(i: int, field: str, raw: list, names: list | None, own: list | None = None) -> tuple[np.ndarray, list]:
+    """Class indices of ``raw`` labels and the label names: those of the training data when ``names`` is given, else
+    the data's ``own`` order (a file's), else sorted."""
+    if names is None and own is not None:
+        names = list(own)
+        if len(names) < 2:
+            raise UsageError(f"{_where(i, field)} has a single label {names!r}: a classification needs two or more")
     if names is None:
         try:
             names = sorted(set(raw))
@@ -244,14 +261,14 @@ def _labels(i: int, field: str, raw: list, names: list | None) -> tuple[np.ndarr
 
 def _split(i: int, field: str, task: Task, data, names, score_range):
     """One split as labelled sentences or pairs (and the label names / score range it set)."""
-    cols = _read(i, field, task, data)
+    cols, own = _read(i, field, task, data)
     if len(cols[0]) < 2:
         raise UsageError(f"{_where(i, field)} has {len(cols[0])} example(s): give at least 2")
     if task.kind == "classification":
-        labels, names = _labels(i, field, cols[1], names)
+        labels, names = _labels(i, field, cols[1], names, own)
         return LabelledSentences(cols[0], labels), names, None
     if task.kind == "pair_classification":
-        labels, names = _labels(i, field, cols[2], names)
+        labels, names = _labels(i, field, cols[2], names, own)
         return LabelledPairs(cols[0], cols[1], labels.astype(np.float64)), names, None
     scores = np.asarray(cols[2], dtype=np.float64)
     if not np.isfinite(scores).all():
@@ -265,7 +282,7 @@ def _split(i: int, field: str, task: Task, data, names, score_range):
 
 
 def _nli(i: int, task: Task):
-    cols = _read(i, "data", task, task.data)
+    cols, _ = _read(i, "data", task, task.data)
     if task.objective != "regression":
         return None, list(zip(*cols, strict=True))
     unknown = sorted({str(x) for x in cols[2]} - set(NLI_LABEL_SCORES))
