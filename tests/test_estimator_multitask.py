@@ -11,6 +11,7 @@ import random
 import numpy as np
 import pytest
 import torch
+from sklearn.base import clone
 
 from conftest import SENTENCES
 from estimator_checks import check_estimator
@@ -277,3 +278,21 @@ def test_task_file_checks(tmp_path, monkeypatch):
     monkeypatch.setitem(__import__("sys").modules, "tomli", None)
     with pytest.raises(DataFileError, match="needs Python 3.11 or the tomli package"):
         read_task_file(toml)
+
+
+def test_output_dir_checkpoints_and_a_refit_resumes(tiny_bert, tmp_path, memory_tasks, monkeypatch):
+    """With output_dir every phase checkpoints; fitting again there continues the finished run (nothing retrained)."""
+    from layerwise.methods.multitask.task import TaskPhase
+
+    tasks = [memory_tasks[0], Task("similar", "pair_regression", memory_tasks[1].data, dev=memory_tasks[1].data)]
+    est = MultitaskModel(str(tiny_bert), tasks=tasks, output_dir=str(tmp_path / "ckpt"), **TINY).fit()
+    assert (tmp_path / "ckpt" / "tasks" / "last").is_dir() and (tmp_path / "ckpt" / "tasks" / "best").is_dir()
+
+    def no_training(self, step, micro):
+        raise AssertionError("a finished phase was trained again")
+
+    monkeypatch.setattr(TaskPhase, "loss", no_training)
+    again = clone(est).fit()
+    probe = ["a man plays the guitar .", "a dog ."]
+    np.testing.assert_array_equal(again.encode(probe), est.encode(probe))
+    assert again.dev_scores_ == est.dev_scores_

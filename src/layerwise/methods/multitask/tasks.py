@@ -385,6 +385,6 @@ def _toml():
     try:
         import tomli
     except ImportError:
-        raise DataFileError("reading a .toml task file needs Python 3.11 or the tomli package (pip install tomli); "
-                            "or write the task list as .json") from None
+        raise DataFileError("reading a .toml task file needs Python 3.11 or the tomli package (pip install "
+                            "'layerwise[toml]'); or write the task list as .json") from None
     return tomli
