@@ -296,3 +296,13 @@ def test_output_dir_checkpoints_and_a_refit_resumes(tiny_bert, tmp_path, memory_
     probe = ["a man plays the guitar .", "a dog ."]
     np.testing.assert_array_equal(again.encode(probe), est.encode(probe))
     assert again.dev_scores_ == est.dev_scores_
+
+
+def test_cli_task_options_need_a_task_file(tiny_bert, env, capsys):
+    err = _cli_error(capsys, ["multitask", "BASELINE", "--freeze", "sst", "--model", str(tiny_bert), "--output",
+                              str(env / "out")])
+    assert "--freeze apply to --tasks FILE" in err
+    (env / "t.json").write_text(json.dumps({"tasks": [{"name": "a", "kind": "classification", "data": "a.csv"}]}))
+    err = _cli_error(capsys, ["multitask", "BASELINE", "--tasks", str(env / "t.json"), "--model", str(tiny_bert),
+                              "--output", str(env / "out")])
+    assert "leave out experiment names" in err

@@ -79,6 +79,11 @@ def configs_from_args(args) -> list:
 def run(args, command) -> int:
     if args.task_file is not None:
         return run_tasks(args)
+    only_tasks = [flag for flag, value in (("--shared-layers", args.shared_layers), ("--freeze", args.freeze),
+                                           ("--nli-epochs", args.nli_epochs)) if value is not None]
+    if only_tasks:
+        raise ValueError(f"{', '.join(only_tasks)} apply to --tasks FILE; the named experiments set these "
+                         "themselves (SHARED, FREEZE_SST, NLI_*)")
     from pathlib import Path
 
     from layerwise.experiments.page_parts import run_record, save_png

@@ -214,7 +214,7 @@ def _read_columns(i: int, field: str, task: Task, data, c: dict) -> tuple[list, 
         return [list(t.anchors), list(t.positives), list(t.negatives)], None
     if task.kind == "classification":
         if _is_path(data):
-            data = read_labeled(data, text=c["text"], label=c["label"])
+            data = read_labeled(data, text=c["text"], label=c["label"], min_rows=2)
         if hasattr(data, "label_names"):
             if data.sentences2 is not None:
                 raise UsageError(f"{_where(i, field)} holds sentence pairs: use kind 'pair_classification'")
@@ -222,7 +222,8 @@ def _read_columns(i: int, field: str, task: Task, data, c: dict) -> tuple[list, 
         return _sequences(i, field, data, 2, "(texts, labels)", texts=1), None
     if task.kind in ("pair_classification", "nli"):
         if _is_path(data):
-            data = read_labeled(data, text=c["sentence1"], text2=c["sentence2"], label=c["label"])
+            data = read_labeled(data, text=c["sentence1"], text2=c["sentence2"], label=c["label"],
+                                min_rows=2)
         if hasattr(data, "label_names"):
             if data.sentences2 is None:
                 raise UsageError(f"{_where(i, field)} holds single texts: use kind 'classification'")
@@ -230,7 +231,7 @@ def _read_columns(i: int, field: str, task: Task, data, c: dict) -> tuple[list, 
                     list(data.label_names))
         return _sequences(i, field, data, 3, "(texts1, texts2, labels)", texts=2), None
     if _is_path(data):
-        data = read_pairs(data, sentence1=c["sentence1"], sentence2=c["sentence2"], score=c["score"])
+        data = read_pairs(data, sentence1=c["sentence1"], sentence2=c["sentence2"], score=c["score"], min_rows=2)
     if hasattr(data, "scores"):
         return [list(data.sentences1), list(data.sentences2), np.asarray(data.scores, dtype=np.float64)], None
     return _sequences(i, field, data, 3, "(texts1, texts2, scores)", texts=2), None
