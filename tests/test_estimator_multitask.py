@@ -20,7 +20,7 @@ from layerwise.cli import main
 from layerwise.data.readers import DataFileError
 from layerwise.errors import UsageError
 from layerwise.methods.multitask import estimator as estimator_module
-from layerwise.methods.multitask.tasks import read_task_file
+from layerwise.methods.multitask.task_list import read_task_file
 
 TINY = {"epochs": 1, "batch_size": 4, "max_length": 12, "lr": 1e-3, "show_progress": False}
 FORMATS = ("csv", "tsv", "jsonl", "parquet")

@@ -17,7 +17,7 @@ from layerwise.layers import LayerStack
 from layerwise.methods.lc.protocol import LCResult, run_bert_lc
 from layerwise.methods.lc.search import LayerSubsetSearch, naive_subset_scores
 from layerwise.methods.multitask.estimator import MultitaskModel
-from layerwise.methods.multitask.tasks import Task
+from layerwise.methods.multitask.task_list import Task
 from layerwise.pooling import (
     Pooling,
     baseline_poolings,

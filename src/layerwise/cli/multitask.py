@@ -2,7 +2,7 @@
 
 Named experiments: results go into a store under ``OUTPUT/state`` (one part per experiment x seed, keyed on every
 setting), so a re-run skips what is done and a cut-off run resumes from its checkpoints in ``OUTPUT/runs/``.
-``--tasks FILE`` (a task list in JSON or TOML, see ``methods/multitask/tasks.py``): the estimator
+``--tasks FILE`` (a task list in JSON or TOML, see ``methods/multitask/task_list.py``): the estimator
 ``MultitaskModel`` trains on the user's files and the command writes ``OUTPUT/multitask-<FILE>.json`` (per-task
 dev scores) and the model folder ``OUTPUT/multitask-<FILE>-model/`` (sentence-transformers, heads beside it).
 """
@@ -123,7 +123,7 @@ def run(args, command) -> int:
 def estimator_from_args(args):
     """The :class:`MultitaskModel` of ``--tasks FILE`` and the options given (the task file read and checked)."""
     from layerwise.methods.multitask.estimator import MultitaskModel
-    from layerwise.methods.multitask.tasks import read_task_file
+    from layerwise.methods.multitask.task_list import read_task_file
 
     unused = [flag for flag, value in (("experiment names", args.experiments), ("--config", args.config),
                                        ("--limit", args.limit), ("--eval-limit", args.eval_limit),

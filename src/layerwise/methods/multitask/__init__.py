@@ -20,7 +20,7 @@ from layerwise.methods.multitask.experiment import run_parts
 from layerwise.methods.multitask.model import MultitaskNetwork
 from layerwise.methods.multitask.run import ExperimentResult, run_experiment
 from layerwise.methods.multitask.schedule import BatchPlan
-from layerwise.methods.multitask.tasks import Task, read_task_file
+from layerwise.methods.multitask.task_list import Task, read_task_file
 
 __all__ = [
     "EXPERIMENTS",

@@ -11,7 +11,7 @@
     mt.encode(texts)                                  # (n, d): the fine-tuned encoder's last-layer mean
     mt.save("out")                                    # SentenceTransformer("out") loads it; MultitaskModel.load too
 
-``fit`` reads every task's data (:mod:`layerwise.methods.multitask.tasks`), builds a head per task on the encoder
+``fit`` reads every task's data (:mod:`layerwise.methods.multitask.task_list`), builds a head per task on the encoder
 (:class:`~layerwise.methods.multitask.model.MultitaskNetwork`) and trains the phases of
 :func:`~layerwise.methods.multitask.run.train_phases` with the one training loop: an NLI task first (pre-finetuning
 the encoder), then every task in the batch order of ``schedule``; the tasks named in ``freeze`` last, their heads
@@ -39,7 +39,7 @@ from layerwise.methods.multitask.config import SCHEDULES, MultitaskConfig
 from layerwise.methods.multitask.evaluate import predict_embeddings, predict_logits, predict_pairs, task_metrics
 from layerwise.methods.multitask.model import MultitaskNetwork
 from layerwise.methods.multitask.run import RunControl, load_encoder, set_prototypes, train_phases
-from layerwise.methods.multitask.tasks import PreparedTask, Task, prepare_tasks
+from layerwise.methods.multitask.task_list import PreparedTask, Task, prepare_tasks
 from layerwise.modules import heads as head_modules
 from layerwise.training import seed_everything
 from layerwise.training.distributed import local_device
