@@ -306,3 +306,15 @@ def test_cli_task_options_need_a_task_file(tiny_bert, env, capsys):
     err = _cli_error(capsys, ["multitask", "BASELINE", "--tasks", str(env / "t.json"), "--model", str(tiny_bert),
                               "--output", str(env / "out")])
     assert "leave out experiment names" in err
+
+
+def test_frozen_tasks_train_their_head_and_mix_only(tiny_bert, memory_tasks):
+    from transformers import AutoModel
+
+    task = Task("sentiment", "classification", memory_tasks[0].data, layer="mix")
+    est = MultitaskModel(str(tiny_bert), tasks=[task], freeze=["sentiment"], **TINY).fit()
+    assert [p["name"] for p in est.history_] == ["sentiment_head"]
+    original = AutoModel.from_pretrained(tiny_bert).state_dict()
+    for name, tensor in est.network_.encoder.state_dict().items():
+        assert torch.equal(tensor, original[name]), name
+    assert not np.allclose(est.layer_weights_["sentiment"], 1 / 3)  # the task's layer mix trained with its head

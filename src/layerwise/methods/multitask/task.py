@@ -9,8 +9,9 @@ orders them (step s -> one task's batch), with the loss of the task's kind (its 
     pair_regression (STS)         mean squared error of the (B,) predictions with the score mapped to [0, 1]
                                   (STS: gold / 5)
 
-``frozen_encoder=True`` (FREEZE_SST's second phase) trains the phase's heads alone: the encoder runs in eval mode
-with no gradient and no other weight is given to the optimizer, so everything but those heads stays bit-identical.
+``frozen_encoder=True`` (FREEZE_SST's second phase) trains the phase's heads (and their tasks' layer mixes) alone:
+the encoder runs in eval mode with no gradient and no other weight is given to the optimizer, so everything else
+stays bit-identical.
 Its dev score is the mean of its tasks' terms of the overall score (tasks without dev data left out; none: no
 dev score, the last state is kept). :class:`NLIPhase` pre-finetunes the encoder
 on SNLI with one of the objectives of :mod:`layerwise.losses.nli` (no dev score: its last state is kept).
@@ -74,9 +75,11 @@ class TaskPhase(TrainingTask):
             for p in m.parameters():
                 p.requires_grad_(False)
             head = [p for t in self.tasks for p in m.heads[t].parameters()]
-            for p in head:
+            mixes = [p for t in self.tasks if t in m.mixes for p in m.mixes[t].parameters()]
+            for p in head + mixes:
                 p.requires_grad_(True)
-            return [{"name": f"{'_'.join(self.tasks)}_head", "params": head, "lr": c.lr}]
+            groups = [{"name": f"{'_'.join(self.tasks)}_head", "params": head, "lr": c.lr}]
+            return groups + ([{"name": "mixes", "params": mixes, "lr": c.mix_lr}] if mixes else [])
         for p in m.parameters():
             p.requires_grad_(True)
         heads = [p for t in self.tasks for p in m.heads[t].parameters()]
