@@ -105,7 +105,7 @@ def test_save_load_and_sentence_transformers_equality(tiny_bert, tmp_path):
 
     entries = write_task_files(tmp_path / "data", {"classification": "csv", "pair_classification": "tsv",
                                                    "pair_regression": "jsonl"})
-    est = MultitaskModel(str(tiny_bert), tasks=_tasks(entries, similar={"head": "cosine"},
+    est = MultitaskModel(tiny_bert, tasks=_tasks(entries, similar={"head": "cosine"},
                                                       paraphrase={"layer": 1, "features": "abs_diff"}), **TINY).fit()
     probe = ["a man is playing guitar .", "the dog is swimming in the water .", "a child eats food ."]
     pairs = (probe, probe[::-1])

@@ -292,7 +292,7 @@ class MultitaskModel(SentenceEstimator):
 
         def heads(tmp: Path) -> None:
             self.network_.save_heads(tmp / HEADS_FOLDER)
-            (tmp / HEADS_FOLDER / ESTIMATOR_FILE).write_text(json.dumps(info, indent=2) + "\n")
+            (tmp / HEADS_FOLDER / ESTIMATOR_FILE).write_text(json.dumps(info, indent=2, default=_jsonable) + "\n")
 
         return write_multitask_folder(self.network_, folder, source={"name": str(self.model)}, overwrite=True,
                                       extra=heads)
@@ -331,6 +331,15 @@ def _resolve_layers(tasks, prepared: list[PreparedTask], n_states: int) -> list[
             layer = int(layer) % n_states
         out.append(PreparedTask(**{**{f.name: getattr(p, f.name) for f in fields(p)}, "layer": layer}))
     return out
+
+
+def _jsonable(value):
+    """Paths and numpy scalars in the saved settings as JSON values."""
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
 def _task_list(tasks) -> list[dict] | None:
