@@ -20,6 +20,7 @@ from layerwise.cli import main
 from layerwise.data.readers import DataFileError
 from layerwise.errors import UsageError
 from layerwise.methods.multitask import estimator as estimator_module
+from layerwise.methods.multitask import task_list
 from layerwise.methods.multitask.task_list import read_task_file
 
 TINY = {"epochs": 1, "batch_size": 4, "max_length": 12, "lr": 1e-3, "show_progress": False}
@@ -274,8 +275,7 @@ def test_task_file_checks(tmp_path, monkeypatch):
     toml = tmp_path / "t.toml"
     toml.write_text('[[tasks]]\nname = "a"\nkind = "classification"\ndata = "sub/a.csv"\n')
     assert read_task_file(toml) == [Task("a", "classification", str(tmp_path / "sub" / "a.csv"))]
-    monkeypatch.setattr("sys.version_info", (3, 10, 0))  # Python 3.10 without tomli: a clear refusal
-    monkeypatch.setitem(__import__("sys").modules, "tomli", None)
+    monkeypatch.setattr(task_list, "tomllib", None)  # Python 3.10 without tomli: a clear refusal
     with pytest.raises(DataFileError, match="needs Python 3.11 or the tomli package"):
         read_task_file(toml)
 

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from layerwise.encoders.registry import resolve_model
 from layerwise.methods.multitask.config import TASKS, MultitaskConfig
 from layerwise.methods.multitask.evaluate import TaskScores, evaluate_split
 from layerwise.methods.multitask.model import MultitaskNetwork, build_heads
@@ -88,8 +89,6 @@ class ExperimentResult:
 def load_encoder(model_name: str):
     """(Hugging Face encoder, tokenizer) of ``model_name`` (a built-in name or a local folder)."""
     from transformers import AutoModel, AutoTokenizer
-
-    from layerwise.encoders.registry import resolve_model
 
     path = resolve_model(model_name).path
     return AutoModel.from_pretrained(path, local_files_only=True), AutoTokenizer.from_pretrained(path,

@@ -42,6 +42,14 @@ from layerwise.losses.nli import NLI_LABEL_SCORES, NLI_OBJECTIVES
 from layerwise.methods.multitask.data import LabelledPairs, LabelledSentences, TaskSet, TaskSpec, TaskSplits
 from layerwise.modules.heads import PAIR_FEATURES
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10: the tomli package (the `toml` extra), if installed
+    try:
+        import tomli as tomllib
+    except ImportError:
+        tomllib = None
+
 __all__ = ["COLUMNS", "HEADS", "TASK_KINDS", "PreparedTask", "Task", "prepare_tasks", "read_task_file"]
 
 TASK_KINDS = ("classification", "pair_classification", "pair_regression", "nli")
@@ -348,7 +356,7 @@ def read_task_file(path: str | os.PathLike) -> list[Task]:
         raise DataFileError(f"task file {path} is not .json or .toml; write the task list in one of them")
     try:
         text = path.read_text(encoding="utf-8")
-        doc = json.loads(text) if suffix == ".json" else _toml().loads(text)
+        doc = json.loads(text) if suffix == ".json" else _toml_module().loads(text)
     except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError and TOMLDecodeError are ValueErrors
         if isinstance(exc, DataFileError):
             raise
@@ -378,14 +386,8 @@ def read_task_file(path: str | os.PathLike) -> list[Task]:
     return tasks
 
 
-def _toml():
-    if sys.version_info >= (3, 11):
-        import tomllib
-
-        return tomllib
-    try:
-        import tomli
-    except ImportError:
+def _toml_module():
+    if tomllib is None:
         raise DataFileError("reading a .toml task file needs Python 3.11 or the tomli package (pip install "
-                            "'layerwise[toml]'); or write the task list as .json") from None
-    return tomli
+                            "'layerwise[toml]'); or write the task list as .json")
+    return tomllib
