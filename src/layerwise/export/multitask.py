@@ -33,10 +33,9 @@ def export_multitask(source: str | os.PathLike, folder: str | os.PathLike, *, ov
 
 
 def write_multitask_folder(model, folder: str | os.PathLike, *, source: dict, overwrite: bool = False,
-                           extra=None) -> Path:
+                           name: str | None = None) -> Path:
     """Write ``model``'s encoder (a MultitaskNetwork) + mean pooling as a sentence-transformers folder; ``source``:
-    the card's description of where it came from; ``extra(tmp)`` adds files to the folder before it is renamed into
-    place (the estimator's heads)."""
+    the card's description of where it came from; ``name``: the model card's title (None: the folder's name)."""
     card = ExportCard(
         kind="multitask", source=source,
         description="The encoder of a multi-task run, mean-pooled over its last hidden state (task heads left out).",
@@ -45,4 +44,4 @@ def write_multitask_folder(model, folder: str | os.PathLike, *, source: dict, ov
     modules, _ = pooling_modules(model.encoder.config, pooling="mean")
     return save_st_folder(model.encoder, model.tokenizer, folder, modules,
                           transformer_kwargs=transformer_options(model.max_length), provenance=card.provenance(),
-                          readme=render_card(card, Path(folder).name), overwrite=overwrite, extra=extra)
+                          readme=render_card(card, name or Path(folder).name), overwrite=overwrite)

@@ -69,13 +69,10 @@ def pooling_modules(config, *, pooling: str = "mean", layers: tuple[int, ...] | 
 
 
 def save_st_folder(model, tokenizer, folder: str | os.PathLike, modules: list, *, transformer_kwargs: dict | None = None,
-                   provenance: dict | None = None, readme: str | None = None, overwrite: bool = False,
-                   extra=None) -> Path:
+                   provenance: dict | None = None, readme: str | None = None, overwrite: bool = False) -> Path:
     """Save ``model`` + ``tokenizer`` as the folder's ``Transformer`` module followed by ``modules``.
 
     ``transformer_kwargs``: see :func:`transformer_options`. ``readme``: the folder's ``README.md`` (model card).
-    ``extra``: called with the folder being written (a temporary sibling) to add files of its own, so they are
-    renamed into place with the rest.
     """
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Transformer
@@ -91,8 +88,6 @@ def save_st_folder(model, tokenizer, folder: str | os.PathLike, modules: list, *
             str(tmp), create_model_card=readme is None)
         if readme is not None:
             (tmp / "README.md").write_text(readme)
-        if extra is not None:
-            extra(tmp)
         (tmp / EXPORT_MARKER).write_text(json.dumps({"written_by": "layerwise", **(provenance or {})}, indent=2) + "\n")
     return dest
 

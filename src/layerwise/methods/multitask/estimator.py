@@ -35,6 +35,8 @@ from layerwise.base import SentenceEstimator, check_texts
 from layerwise.encoders.registry import DEFAULT_MODEL, resolve_model
 from layerwise.errors import UsageError
 from layerwise.export.multitask import write_multitask_folder
+from layerwise.export.sentence_transformers import EXPORT_MARKER, check_destination
+from layerwise.files import atomic_folder
 from layerwise.methods.multitask.config import SCHEDULES, MultitaskConfig
 from layerwise.methods.multitask.evaluate import predict_embeddings, predict_logits, predict_pairs, task_metrics
 from layerwise.methods.multitask.model import MultitaskNetwork
@@ -208,9 +210,9 @@ class MultitaskModel(SentenceEstimator):
         for p, task in zip(prepared, [t for t in self.tasks if t.kind != "nli"], strict=True):
             if p.head == "prototypes":
                 set_prototypes(network, taskset, task.prototypes, int(self.seed), task=p.name)
-        control = RunControl(resume=self.output_dir is not None, device=self.device)
+        control = RunControl(resume=self.output_dir is not None, device=self.device, show_progress=self.show_progress)
         summaries = train_phases(network, taskset, config, int(self.seed), self.output_dir, tasks=taskset.names,
-                                 frozen=frozen, control=control, show_progress=self.show_progress)
+                                 frozen=frozen, control=control)
         network.eval()
         self.dev_scores_ = {p.name: task_metrics(network, p.name, p.spec, taskset.task(p.name).dev,
                                                  batch_size=int(self.batch_size))
@@ -290,12 +292,14 @@ class MultitaskModel(SentenceEstimator):
                 "task_list": _task_list(self.tasks), "dev_scores": self.dev_scores_, "history": self.history_,
                 "layer_weights": self.layer_weights_}
 
-        def heads(tmp: Path) -> None:
+        folder = Path(folder)
+        check_destination(folder, overwrite=True)  # a folder that layerwise did not write is refused
+        with atomic_folder(folder, replaceable=lambda p: (p / EXPORT_MARKER).is_file()) as tmp:
+            write_multitask_folder(self.network_, tmp, source={"name": os.fspath(self.model)}, overwrite=True,
+                                   name=folder.name)
             self.network_.save_heads(tmp / HEADS_FOLDER)
             (tmp / HEADS_FOLDER / ESTIMATOR_FILE).write_text(json.dumps(info, indent=2, default=_jsonable) + "\n")
-
-        return write_multitask_folder(self.network_, folder, source={"name": str(self.model)}, overwrite=True,
-                                      extra=heads)
+        return folder
 
     @classmethod
     def load(cls, folder: str | os.PathLike) -> "MultitaskModel":

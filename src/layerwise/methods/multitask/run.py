@@ -48,6 +48,7 @@ class RunControl:
     overwrite: bool = False  # start again over an earlier run's checkpoints
     max_steps_per_phase: int | None = None  # stop early, as an interruption would (run_experiment returns None)
     device: str | None = None  # where the model trains (None: cpu; "cuda" under torchrun: GPU LOCAL_RANK)
+    show_progress: bool | None = None  # progress bars (None: when the log level is INFO)
 
 
 @dataclass
@@ -146,7 +147,7 @@ def phases(config: MultitaskConfig, data, seed: int, *, tasks: tuple[str, ...] =
 
 
 def _run_phase(model, data, config, seed, spec, folder: Path | None, control: RunControl, *,
-               frozen: bool, show_progress: bool | None = None) -> PhaseSummary:
+               frozen: bool) -> PhaseSummary:
     """One phase with the training loop (``folder`` None: in memory, no checkpoints)."""
     name, tasks, plan, epochs = spec
     if name == "nli":
@@ -158,7 +159,7 @@ def _run_phase(model, data, config, seed, spec, folder: Path | None, control: Ru
     cont = control.resume and folder is not None and (folder / "last" / STATE_JSON).is_file()
     run = train(task, loop, output_dir=folder, resume=cont, overwrite=control.overwrite and not cont,
                 restore_best=name != "nli", max_steps_this_run=control.max_steps_per_phase,
-                show_progress=show_progress)
+                show_progress=control.show_progress)
     losses = np.asarray(run.loss)
     epoch_loss = [float(losses[e * per:(e + 1) * per].mean()) for e in range(len(losses) // per)]
     return PhaseSummary(name, loop.steps, per, epoch_loss, run.dev, run.best_dev, run.seconds)
@@ -166,7 +167,7 @@ def _run_phase(model, data, config, seed, spec, folder: Path | None, control: Ru
 
 def train_phases(model: MultitaskNetwork, data, config: MultitaskConfig, seed: int, output_dir=None, *,
                  tasks: tuple[str, ...] = TASKS, frozen: tuple[str, ...] | None = None,
-                 control: RunControl | None = None, show_progress: bool | None = None) -> list[PhaseSummary] | None:
+                 control: RunControl | None = None) -> list[PhaseSummary] | None:
     """Train ``model`` on ``data`` (a MultitaskData or a TaskSet) phase by phase (see :func:`phases`) with the one
     training loop; each phase in ``output_dir/<phase>/`` (None: in memory). Returns the phases' summaries, or None
     when ``control.max_steps_per_phase`` stopped a phase early."""
@@ -176,8 +177,7 @@ def train_phases(model: MultitaskNetwork, data, config: MultitaskConfig, seed: i
     for spec in phases(config, data, seed, tasks=tasks, frozen=frozen):
         folder = None if output_dir is None else Path(output_dir) / spec[0]
         is_frozen = spec[0] != "nli" and set(spec[1]) <= frozen_tasks
-        summaries.append(_run_phase(model, data, config, seed, spec, folder, control, frozen=is_frozen,
-                                    show_progress=show_progress))
+        summaries.append(_run_phase(model, data, config, seed, spec, folder, control, frozen=is_frozen))
         if summaries[-1].steps > sum(1 for _ in summaries[-1].epoch_loss) * summaries[-1].steps_per_epoch:
             return None  # stopped early
     return summaries
