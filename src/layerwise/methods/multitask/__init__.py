@@ -16,7 +16,6 @@ from layerwise.methods.multitask.config import (
 from layerwise.methods.multitask.data import MultitaskData, load_multitask_data
 from layerwise.methods.multitask.estimator import MultitaskModel
 from layerwise.methods.multitask.evaluate import TaskScores, evaluate_split, overall_score
-from layerwise.methods.multitask.experiment import run_parts
 from layerwise.methods.multitask.model import MultitaskNetwork
 from layerwise.methods.multitask.run import ExperimentResult, run_experiment
 from layerwise.methods.multitask.schedule import BatchPlan
@@ -40,5 +39,4 @@ __all__ = [
     "overall_score",
     "read_task_file",
     "run_experiment",
-    "run_parts",
 ]

@@ -34,11 +34,11 @@ import numpy as np
 from layerwise.base import SentenceEstimator, check_texts
 from layerwise.encoders.registry import DEFAULT_MODEL, resolve_model
 from layerwise.errors import UsageError
-from layerwise.export.multitask import write_multitask_folder
 from layerwise.export.sentence_transformers import EXPORT_MARKER, check_destination
 from layerwise.files import atomic_folder
 from layerwise.methods.multitask.config import SCHEDULES, MultitaskConfig
 from layerwise.methods.multitask.evaluate import predict_embeddings, predict_logits, predict_pairs, task_metrics
+from layerwise.methods.multitask.export import write_multitask_folder
 from layerwise.methods.multitask.model import MultitaskNetwork
 from layerwise.methods.multitask.run import RunControl, load_encoder, set_prototypes, train_phases
 from layerwise.methods.multitask.task_list import PreparedTask, Task, prepare_tasks

@@ -27,6 +27,7 @@ from torch import nn
 from layerwise.encoders.layer_encoder import pool_hidden_states
 from layerwise.files import atomic_folder
 from layerwise.modules import heads as head_modules
+from layerwise.modules.heads import SharedHidden
 from layerwise.modules.scalar_mix import ScalarMix
 
 __all__ = ["MODEL_FILE", "MultitaskNetwork", "build_heads", "is_multitask_folder"]
@@ -182,8 +183,6 @@ class MultitaskNetwork(nn.Module):
         """The model whose encoder (Hugging Face model + tokenizer) is in ``encoder`` and whose heads
         :meth:`save_heads` wrote into ``heads``, in eval mode."""
         from transformers import AutoModel, AutoTokenizer
-
-        from layerwise.modules.heads import SharedHidden
 
         folder = Path(heads)
         if not (folder / MODEL_FILE).is_file():

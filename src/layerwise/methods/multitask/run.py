@@ -27,6 +27,7 @@ import torch
 from layerwise.encoders.registry import resolve_model
 from layerwise.methods.multitask.config import TASKS, MultitaskConfig
 from layerwise.methods.multitask.evaluate import TaskScores, evaluate_split
+from layerwise.methods.multitask.layer_choice import choose_subsets
 from layerwise.methods.multitask.model import MultitaskNetwork, build_heads
 from layerwise.methods.multitask.schedule import BatchPlan
 from layerwise.methods.multitask.task import NLIPhase, TaskPhase
@@ -196,8 +197,6 @@ def run_experiment(config: MultitaskConfig, seed: int, output_dir, *, model_name
     model = build_model(model_name, config, data.n_classes).to(local_device(control.device))
     subsets = {}
     if config.layers == "subset":
-        from layerwise.methods.multitask.layer_choice import choose_subsets
-
         subsets = choose_subsets(model, data, seed=config.split_seed, batch_size=config.batch_size)
         model.subsets = {t: tuple(c["layers"]) for t, c in subsets.items()}
     if config.sst_prototypes:
