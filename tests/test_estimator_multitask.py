@@ -318,3 +318,14 @@ def test_frozen_tasks_train_their_head_and_mix_only(tiny_bert, memory_tasks):
     for name, tensor in est.network_.encoder.state_dict().items():
         assert torch.equal(tensor, original[name]), name
     assert not np.allclose(est.layer_weights_["sentiment"], 1 / 3)  # the task's layer mix trained with its head
+
+
+def test_pair_classification_with_three_classes(tiny_bert):
+    first, second = SENTENCES[:9], SENTENCES[3:12]
+    labels = ["entailment", "neutral", "contradiction"] * 3
+    task = Task("nli3", "pair_classification", (first, second, labels), dev=(first, second, labels))
+    est = MultitaskModel(str(tiny_bert), tasks=[task], **TINY).fit()
+    assert est.network_.heads["nli3"].n_outputs == 3 and est.tasks_["nli3"].label_names == sorted(set(labels))
+    pred = est.predict("nli3", (first, second))
+    assert set(pred) <= set(labels)
+    assert est.score("nli3", (first, second), labels) == pytest.approx(est.dev_scores_["nli3"]["accuracy"])
