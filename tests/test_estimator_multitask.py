@@ -296,6 +296,8 @@ def test_output_dir_checkpoints_and_a_refit_resumes(tiny_bert, tmp_path, memory_
     probe = ["a man plays the guitar .", "a dog ."]
     np.testing.assert_array_equal(again.encode(probe), est.encode(probe))
     assert again.dev_scores_ == est.dev_scores_
+    with pytest.raises(UsageError, match=r"output_dir=.* holds the checkpoints of a fit with other settings \(.*lr"):
+        clone(est).set_params(lr=5e-4).fit()
 
 
 def test_cli_task_options_need_a_task_file(tiny_bert, env, capsys):

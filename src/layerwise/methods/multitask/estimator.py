@@ -211,8 +211,15 @@ class MultitaskModel(SentenceEstimator):
             if p.head == "prototypes":
                 set_prototypes(network, taskset, task.prototypes, int(self.seed), task=p.name)
         control = RunControl(resume=self.output_dir is not None, device=self.device, show_progress=self.show_progress)
-        summaries = train_phases(network, taskset, config, int(self.seed), self.output_dir, tasks=taskset.names,
-                                 frozen=frozen, control=control)
+        try:
+            summaries = train_phases(network, taskset, config, int(self.seed), self.output_dir, tasks=taskset.names,
+                                     frozen=frozen, control=control)
+        except ValueError as exc:  # the checkpoints of another fit (model, data or settings differ)
+            if self.output_dir is None or "cannot resume" not in str(exc):
+                raise
+            raise UsageError(f"output_dir={os.fspath(self.output_dir)!r} holds the checkpoints of a fit with other "
+                             f"settings ({str(exc).split('differs in ')[-1].split(';')[0]}): give another "
+                             "output_dir (or remove that one) to fit these settings") from None
         network.eval()
         self.dev_scores_ = {p.name: task_metrics(network, p.name, p.spec, taskset.task(p.name).dev,
                                                  batch_size=int(self.batch_size))
