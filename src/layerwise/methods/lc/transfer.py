@@ -243,14 +243,15 @@ def _key(layers) -> str:
 
 
 def choose_subset(data: TransferFeatures, rows: np.ndarray, splits, subsets, *, shortlist: int | None,
-                  seed: int, n_jobs: int = 1, screen: RidgeScreen | None = None):
+                  seed: int, n_jobs: int = 1, screen: RidgeScreen | None = None, kind: str = "mean"):
     """LC's choice on the training rows ``rows``: (layers, inner accuracy x100, screen x100, shortlist scores).
 
     ``screen``: the ``RidgeScreen`` of ``data`` to use (its alpha and projection; default: ``RidgeScreen(data)``);
-    pass the same one to successive calls to reuse its sums over all rows.
+    pass the same one to successive calls to reuse its sums over all rows. ``kind``: the token pooling of each
+    hidden state ("mean" or "cls"), of the shortlist's features and of the default screen.
     """
     if screen is None:
-        screen = RidgeScreen(data)
+        screen = RidgeScreen(data, kind=kind)
     screen = screen.scores(rows, splits, subsets).mean(1) * 100
     order = np.argsort(-screen, kind="stable")
     k = len(subsets) if shortlist is None else min(int(shortlist), len(subsets))
@@ -259,7 +260,7 @@ def choose_subset(data: TransferFeatures, rows: np.ndarray, splits, subsets, *, 
         return subsets[best], float(screen[best]), screen, {}
     cand = [subsets[i] for i in order[:k]]
     y = data.labels[rows]
-    feats = {s: data.features(s, rows=rows) for s in cand}
+    feats = {s: data.features(s, kind, rows=rows) for s in cand}
     jobs = [(s, tr, dev) for s in cand for tr, dev in splits]
     accs = parallel_map([
         (lambda s=s, tr=tr, dev=dev: logreg_accuracy(feats[s][tr], y[tr], feats[s][dev], y[dev], seed=seed))
