@@ -225,6 +225,18 @@ def _check_dev_size(args) -> None:
                          f"{len(data)} pairs): pass a --dev-size from 2 to {len(data) - 2}")
 
 
+def _check_results_file(args) -> None:
+    """``export --from``: the results file is read (and its subset found) before anything loads."""
+    if getattr(args, "command", None) != "export" or not getattr(args, "results", None):
+        return
+    from layerwise.export.layer_subset import subset_from_results
+
+    try:
+        subset_from_results(args.results, head=getattr(args, "head", False))
+    except ValueError as exc:
+        raise UsageError(f"--from: {' '.join(str(exc).split())}") from None
+
+
 def _check_model(args) -> None:
     """Resolve ``--model`` (its files are checked, a built-in's weights hash too) and check ``--layer`` against it."""
     import json
@@ -259,6 +271,7 @@ def preflight(args) -> None:
     if getattr(args, "device", None):
         check_device(args.device)
     _check_data(args)
+    _check_results_file(args)
     if getattr(args, "command", None) == "search":
         _check_dev_size(args)
     if getattr(args, "model", None):

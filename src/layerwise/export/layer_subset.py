@@ -52,7 +52,8 @@ class SubsetExport:
         if self.pooling not in SUBSET_POOLINGS:
             raise ValueError(f"unknown pooling {self.pooling!r} for a layer subset; valid: {', '.join(SUBSET_POOLINGS)}")
         if (self.layers is None) == (self.results is None):
-            raise ValueError("give exactly one of layers (e.g. --layers 0,6) and results (--from RESULTS.json)")
+            raise ValueError("give exactly one of layers (e.g. layers=(0, 6)) and results (a `layerwise search` results "
+                             "JSON, e.g. results='runs/search.json')")
         if self.head and self.pooling != "mean":
             raise ValueError("LC + MLP (head) feeds the mean pooling through the pooler head: use pooling='mean'")
 
@@ -86,11 +87,11 @@ def subset_from_results(path: str | os.PathLike, *, head: bool = False) -> Subse
     try:
         doc = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"--from {path} cannot be read as JSON ({exc}); give a results file written by "
+        raise ValueError(f"results file {path} cannot be read as JSON ({exc}); give a results file written by "
                          "`layerwise search`") from None
     run = STSRun.from_dict(doc)
     if run.kind != "search" or run.lc is None or not run.lc.splits:
-        raise ValueError(f"--from {path} is a {run.kind!r} results file with no layer search; give one written by "
+        raise ValueError(f"results file {path} is a {run.kind!r} results file with no layer search; give one written by "
                          "`layerwise search`")
     counts = Counter(s.layers for s in run.lc.splits)
     dev = {key: sum(s.dev_spearman for s in run.lc.splits if s.layers == key) / n for key, n in counts.items()}
@@ -98,7 +99,8 @@ def subset_from_results(path: str | os.PathLike, *, head: bool = False) -> Subse
     method = "lc_mlp" if head else "lc"
     summary = run.lc.summary("spearman")
     if method not in summary:
-        raise ValueError(f"--from {path} has no {method} scores (LC + MLP was not run: {run.lc_mlp}); leave out --head")
+        raise ValueError(f"results file {path} has no {method} scores (LC + MLP was not run: {run.lc_mlp}); pass "
+                         "head=False")
     where = f"{run.data.name} {run.data.split}, {len(run.lc.splits)} dev/test splits of {run.lc.dev_size} dev pairs"
     scores = {f"{name} test Spearman x100 ({where})": f"{summary[name]['mean']:.2f} ± {summary[name]['std']:.2f}"
               for name in dict.fromkeys((method, "last")) if name in summary}
@@ -118,7 +120,7 @@ def export_layer_subset(config: SubsetExport, folder: str | os.PathLike, *, over
     n_states = int(json.loads((resolved.path / "config.json").read_text())["num_hidden_layers"]) + 1
     layers = validate_layers(choice.layers if choice else config.layers, n_states)
     if choice is not None and choice.weights_sha256 != weights_sha256(resolved.path):
-        raise ValueError(f"--from {config.results} was measured on weights {choice.weights_sha256[:12]}, but "
+        raise ValueError(f"results file {config.results} was measured on weights {choice.weights_sha256[:12]}, but "
                          f"{config.model} has other weights: export the model the search ran on")
     encoder = LayerEncoder(config.model, max_length=config.max_length, cache_dir=False, show_progress=False)
     ident = encoder.identity
