@@ -29,7 +29,7 @@ from typing import Sequence
 import numpy as np
 
 from layerwise.base import SentenceEstimator, check_texts
-from layerwise.encoders.layer_encoder import LayerEncoder
+from layerwise.encoders.layer_encoder import LayerEncoder, ModelIdentity
 from layerwise.encoders.registry import DEFAULT_MODEL
 from layerwise.errors import UsageError
 from layerwise.evaluation.classification import CLASSIFIER, fit_logreg, inner_splits
@@ -102,6 +102,9 @@ class LayerCombination(SentenceEstimator):
         Hidden states of the model (L + 1).
     task_ : {"sts", "classification"}
         Which form of :meth:`fit` was used.
+    model_identity_ : ModelIdentity
+        The encoder fitted on (name, path, weight and tokenizer hashes, layers); after :meth:`load`, the source model
+        the saved folder was cut from.
     classes_ : ndarray
         Classification only: the labels, in the order of the classifier's outputs.
     classifier_ : sklearn LogisticRegression
@@ -227,6 +230,7 @@ class LayerCombination(SentenceEstimator):
             search.fit(src[:n], src[n:], gold)
         except ValueError as exc:  # e.g. every cosine the same: the message says what to check
             raise UsageError(str(exc)) from None
+        self.model_identity_ = self._get_encoder().identity
         self.layers_ = search.best_layers_
         self.score_ = search.best_score_
         self.scores_ = search.scores_
@@ -249,6 +253,7 @@ class LayerCombination(SentenceEstimator):
         layers, inner, screened, _ = choose_subset(data, rows, splits, subsets, shortlist=self.shortlist,
                                                    seed=int(self.seed), n_jobs=int(self.n_jobs), screen=screen,
                                                    kind=self.pooling)
+        self.model_identity_ = self._get_encoder().identity
         self.layers_ = tuple(int(x) for x in layers)
         self.score_ = float(inner)
         self.scores_ = np.asarray(screened, dtype=np.float64)
@@ -413,6 +418,7 @@ class LayerCombination(SentenceEstimator):
         kept = {k: v for k, v in state.get("params", {}).items() if k in cls._get_param_names()}
         kept.update(pooling=info["pooling"], max_length=int(info.get("max_length", kept.get("max_length", 256))))
         est = cls(**{**kept, "model": str(folder), **params})
+        est.model_identity_ = ModelIdentity.from_dict(info["source"])
         est.layers_ = tuple(int(x) for x in info["layers"])
         est.score_ = float(state["score"]) if state.get("score") is not None else float("nan")
         n_states = int(info.get("layers_kept", max(est.layers_))) + 1
