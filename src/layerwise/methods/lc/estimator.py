@@ -243,7 +243,7 @@ class LayerCombination(SentenceEstimator):
     def _fit_classification(self, texts: list[str], texts2: list[str] | None, labels: np.ndarray) -> None:
         classes, y = np.unique(labels, return_inverse=True)
         if len(classes) < 2:
-            raise UsageError(f"labels holds one class only ({classes[0]!r}); a classifier needs at least two")
+            raise UsageError(f"labels holds one class only ({classes.tolist()[0]!r}); a classifier needs at least two")
         data = self._features(texts, texts2, y, len(classes))
         max_layers = default_max_layers(data.n_states) if self.max_layers is None else int(self.max_layers)
         subsets = all_subsets(data.n_states, max_layers)
