@@ -99,8 +99,8 @@ def test_sts_fit_keeps_the_naive_search_best_and_every_subset_score(bert, env, p
     naive = naive_subset_scores(src[:30], src[30:], np.asarray(scores))
     assert len(est.scores_) == len(naive) == 15 and est.masks_.shape == (15, 4)
     for layers, value in naive.items():
-        assert est.score_of(layers) == pytest.approx(value, abs=1e-6)
-    best = max(naive, key=naive.get)
+        assert est.score_of(layers) == pytest.approx(value, abs=1e-6, nan_ok=True)  # CLS of state 0: constant
+    best = max((k for k in naive if not np.isnan(naive[k])), key=naive.get)
     assert est.layers_ == best and est.score_ == pytest.approx(naive[best], abs=1e-6)
     assert est.top(1) == [(est.layers_, est.score_)]
     assert len(set(np.round(est.scores_, 6))) > 5  # the subsets really differ on this model

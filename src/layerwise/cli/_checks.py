@@ -265,8 +265,9 @@ def resolve_data_options(args) -> None:
                                             ("--split", getattr(args, "split", None)),
                                             ("--sts", getattr(args, "sts", None))) if value is not None]
         if own and builtin:
-            raise UsageError(f"{', '.join(builtin)} name a built-in data set; with --pairs or --dev/--test leave "
-                             f"{'it' if len(builtin) == 1 else 'them'} out")
+            one = len(builtin) == 1
+            raise UsageError(f"{', '.join(builtin)} {'names' if one else 'name'} a built-in data set; with --pairs or "
+                             f"--dev/--test leave {'it' if one else 'them'} out")
         if own and getattr(args, "aggregation", "all") != "all":
             raise UsageError(f"--aggregation {args.aggregation} combines the subsets of STS12-16; the pairs of your "
                              "file are scored all at once: leave --aggregation out")
@@ -285,8 +286,9 @@ def resolve_data_options(args) -> None:
             given = [flag for flag, value in (("--tasks", args.tasks), ("--outer-splits", args.outer_splits),
                                               ("--screen-dim", args.screen_dim)) if value is not None]
             if given:
-                raise UsageError(f"{', '.join(given)} apply to the built-in SentEval tasks; with --train leave "
-                                 f"{'it' if len(given) == 1 else 'them'} out")
+                one = len(given) == 1
+                raise UsageError(f"{', '.join(given)} {'applies' if one else 'apply'} to the built-in SentEval tasks; "
+                                 f"with --train leave {'it' if one else 'them'} out")
         else:
             args.tasks = list(args.tasks if args.tasks is not None else DEFAULT_TRANSFER_TASKS)
             args.outer_splits = 10 if args.outer_splits is None else args.outer_splits
