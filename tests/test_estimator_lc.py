@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import json
+import pickle
 import random
 
 import numpy as np
@@ -139,6 +140,8 @@ def test_save_loads_in_sentence_transformers_without_remote_code_and_back(bert, 
     assert np.abs(back.encode(SENTENCES) - ours).max() < TOL
     assert back.model_identity_.weights_sha256 == est.model_identity_.weights_sha256
     assert clone(back).get_params()["model"] == str(out)
+    copy = pickle.loads(pickle.dumps(back))  # without the loaded encoder, rebuilt on use
+    assert "_encoder" not in vars(copy) and np.abs(copy.encode(SENTENCES) - ours).max() < TOL
     with pytest.raises(FileExistsError, match="overwrite=True"):
         est.save(out)
     assert est.save(out, overwrite=True) == out

@@ -278,6 +278,13 @@ class LayerCombination(SentenceEstimator):
 
     # -- the encoder -----------------------------------------------------------------------------------
 
+    def __getstate__(self) -> dict:
+        """Pickled (joblib, copy) without the loaded encoder, which is rebuilt from ``model`` on the next encode."""
+        state = super().__getstate__()
+        state.pop("_encoder", None)
+        state.pop("_encoder_key", None)
+        return state
+
     def _encoder_settings(self) -> dict:
         return {"max_length": int(self.max_length), "batch_size": int(self.batch_size), "device": self.device,
                 "dtype": self.dtype, "cache_dir": self.cache_dir, "show_progress": self.show_progress}
