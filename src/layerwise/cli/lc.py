@@ -35,14 +35,27 @@ def _add_pair_files(p, *, layers: bool = False) -> None:
     add_pair_columns(p)
 
 
+def _add_save(p, help: str) -> None:
+    p.add_argument("--save", default=None, metavar="FOLDER", help=help)
+    p.add_argument("--overwrite", action="store_true", help="--save replaces an earlier export in FOLDER")
+
+
 def add_parsers(sub) -> None:
+    _add_sts_parsers(sub)
+    _add_transfer_parser(sub)
+    _add_ablate_parser(sub)
+    for name in ("search", "layers"):
+        sub.choices[name].set_defaults(handler=run_sts)
+    for name in ("transfer", "ablate"):
+        sub.choices[name].set_defaults(handler=run_transfer)
+
+
+def _add_sts_parsers(sub) -> None:
     p = sub.add_parser("search", help="BERT-LC: choose a layer subset on dev, report test against baselines")
     add_common(p)
     _add_pair_files(p)
-    p.add_argument("--save", default=None, metavar="FOLDER",
-                   help="with your own pairs: also fit LayerCombination on all of --pairs (or on --dev) and save it "
-                        "as a sentence-transformers folder (built-in modules only)")
-    p.add_argument("--overwrite", action="store_true", help="--save replaces an earlier export in FOLDER")
+    _add_save(p, "with your own pairs: also fit LayerCombination on all of --pairs (or on --dev) and save it as a "
+                 "sentence-transformers folder (built-in modules only)")
     p.add_argument("--max-layers", type=positive_int, default=None,
                    help="largest subset searched (default: all subsets up to 13 hidden states, else 8)")
     p.add_argument("--splits", type=positive_int, default=5, help="number of seeded dev/test splits (default: 5)")
@@ -54,6 +67,8 @@ def add_parsers(sub) -> None:
     add_common(p)
     _add_pair_files(p, layers=True)
 
+
+def _add_transfer_parser(sub) -> None:
     p = sub.add_parser("transfer", help="BERT-LC on SentEval transfer tasks: logistic regression on layer combinations",
                        description="Each task is a part of the results store in --output (transfer/<model>-<task>--"
                                    "<digest>.json, keyed on the model hashes, max length, dtype, data checksum and "
@@ -69,10 +84,8 @@ def add_parsers(sub) -> None:
                             "splits and the classifier fitted on all of it")
     files.add_argument("--test", default=None, metavar="FILE", help="labeled texts the classifier is scored on")
     add_label_columns(p)
-    p.add_argument("--save", default=None, metavar="FOLDER",
-                   help="with --train: save the fitted LayerCombination (a sentence-transformers folder; the "
-                        "classifier beside it for LayerCombination.load)")
-    p.add_argument("--overwrite", action="store_true", help="--save replaces an earlier export in FOLDER")
+    _add_save(p, "with --train: save the fitted LayerCombination (a sentence-transformers folder; the classifier "
+                 "beside it for LayerCombination.load)")
     p.add_argument("--outer-splits", type=positive_int, default=None,
                    help="--tasks: seeded 85/15 train-dev/test splits (default 10)")
     p.add_argument("--inner-splits", type=positive_int, default=10, help="seeded 82/18 splits choosing the subset (default 10)")
@@ -89,6 +102,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--jobs", type=positive_int, default=2, help="parallel classifier fits (threads, default 2)")
     p.add_argument("--no-head", action="store_true", help="skip LC + MLP (the checkpoint's pooler head)")
 
+
+def _add_ablate_parser(sub) -> None:
     p = sub.add_parser("ablate", help="BERT-LC ablations: number of layers, excluding a layer, limited data",
                        description="Each part (STS set, transfer task, limited-data task) is a part of the results "
                                    "store in --output (ablations/...), reused when every setting in its key matches.")
@@ -112,11 +127,6 @@ def add_parsers(sub) -> None:
     p.add_argument("--inner-splits", type=positive_int, default=10)
     p.add_argument("--seed", type=seed, default=0)
     p.add_argument("--jobs", type=positive_int, default=2)
-
-    for name in ("search", "layers"):
-        sub.choices[name].set_defaults(handler=run_sts)
-    for name in ("transfer", "ablate"):
-        sub.choices[name].set_defaults(handler=run_transfer)
 
 
 def _own_pairs(args):
@@ -270,7 +280,6 @@ def run_ablate(args, command) -> int:
 
 def run_transfer_files(args, command) -> int:
     """``transfer --train FILE [--test FILE]``: LayerCombination's classification fit on the user's labeled texts."""
-    from layerwise.data.readers import data_label
     from layerwise.experiments.store import keyed_name, model_key
     from layerwise.reports import environment, write_json, write_text
 
@@ -280,49 +289,23 @@ def run_transfer_files(args, command) -> int:
         raise ValueError(f"--shortlist must be 0 (exhaustive) or positive, got {args.shortlist}")
     est = _estimator(args, n_inner=args.inner_splits, shortlist=args.shortlist or None, ridge_alpha=args.ridge_alpha,
                      seed=args.seed, n_jobs=args.jobs)
-    names = list(train.label_names)
-    labels = [names[i] for i in train.labels]
-    pair = train.sentences2 is not None
-    if pair:
+    labels = [train.label_names[i] for i in train.labels]
+    if train.sentences2 is not None:
         est.fit(train.sentences, train.sentences2, labels=labels)
     else:
         est.fit(train.sentences, labels)
-    label = data_label(args.train)
-    doc = {"kind": "transfer-file", "model": est.model_identity_.to_dict(), "train": {
-        "file": str(args.train), "name": label, "n_texts": len(labels), "pairs": pair, "classes": names},
-        "protocol": {"n_inner": args.inner_splits, "max_layers": int(est.masks_.sum(1).max()),
-                     "shortlist": args.shortlist or None, "ridge_alpha": args.ridge_alpha, "seed": args.seed},
-        "layers": list(est.layers_), "inner_accuracy": est.score_,
-        "top": [{"layers": list(ls), "screen_accuracy": v} for ls, v in est.top(10)]}
-    stem_name = f"transfer-{_plain(est.model_identity_.name)}-{label}"
-    if test is not None:
-        test_names = list(test.label_names)
-        test_labels = [test_names[i] for i in test.labels]
-        acc = est.score(test.sentences, test.sentences2, labels=test_labels) if pair else est.score(test.sentences,
-                                                                                                     test_labels)
-        doc["test"] = {"file": str(args.test), "name": data_label(args.test), "n_texts": len(test_labels),
-                       "accuracy": acc}
-        stem_name += f"-{data_label(args.test)}"
+    doc = _transfer_file_doc(args, est, train, test)
     doc["environment"] = environment(command)
     key = {"model": model_key(est.model_identity_), "encoder": {"max_length": args.max_length, "dtype": args.dtype},
            "train": doc["train"], "test": doc.get("test", {}).get("file"), "protocol": doc["protocol"]}
-    stem = keyed_name(stem_name, key)
-    lines = [f"# BERT-LC on {label}: {est.model_identity_.name}", "",
-             f"- train: `{args.train}` ({len(labels)} {'pairs' if pair else 'texts'}, classes {', '.join(names)})",
-             f"- protocol: {args.inner_splits} seeded stratified 82/18 inner splits (seed {args.seed}) score every "
-             f"subset of at most {doc['protocol']['max_layers']} hidden states; logistic regression fitted on all of "
-             "train with the chosen subset",
-             f"- chosen hidden states: {tuple(est.layers_)} (0 = embedding output); inner accuracy x100 "
-             f"{est.score_:.2f}"]
-    if test is not None:
-        lines.append(f"- test: `{args.test}` ({doc['test']['n_texts']} texts): accuracy x100 "
-                     f"{doc['test']['accuracy']:.2f}")
-    lines += ["", "## Best subsets by the ridge screen (inner accuracy x100)", "", "| hidden states | accuracy |",
-              "|---|---|", *(f"| {tuple(t['layers'])} | {t['screen_accuracy']:.2f} |" for t in doc["top"]), ""]
+    names = [doc["train"]["name"]] + ([doc["test"]["name"]] if test is not None else [])
+    stem = keyed_name(f"transfer-{_plain(est.model_identity_.name)}-{'-'.join(names)}", key)
     out = Path(args.output)
-    paths = {"json": write_json(out / f"{stem}.json", doc), "markdown": write_text(out / f"{stem}.md", "\n".join(lines))}
-    print(f"model {est.model_identity_.name} | train {label} ({len(labels)} {'pairs' if pair else 'texts'}, "
-          f"{len(names)} classes)")
+    paths = {"json": write_json(out / f"{stem}.json", doc),
+             "markdown": write_text(out / f"{stem}.md", _transfer_file_markdown(doc))}
+    t = doc["train"]
+    print(f"model {est.model_identity_.name} | train {t['name']} ({t['n_texts']} {t['unit']}, {len(t['classes'])} "
+          "classes)")
     print(f"chose hidden states {tuple(est.layers_)}: inner accuracy x100 {est.score_:.2f}")
     if test is not None:
         print(f"test {doc['test']['name']} ({doc['test']['n_texts']}): accuracy x100 {doc['test']['accuracy']:.2f}")
@@ -332,6 +315,42 @@ def run_transfer_files(args, command) -> int:
     for kind, path in paths.items():
         print(f"wrote {kind}: {path}")
     return 0
+
+
+def _transfer_file_doc(args, est, train, test) -> dict:
+    """What ``transfer --train`` writes to JSON: the files, the protocol, the choice, the best subsets, the test."""
+    from layerwise.data.readers import data_label
+
+    pair = train.sentences2 is not None
+    doc = {"kind": "transfer-file", "model": est.model_identity_.to_dict(),
+           "train": {"file": str(args.train), "name": data_label(args.train), "n_texts": len(train.labels),
+                     "unit": "pairs" if pair else "texts", "pairs": pair, "classes": list(train.label_names)},
+           "protocol": {"n_inner": args.inner_splits, "max_layers": int(est.masks_.sum(1).max()),
+                        "shortlist": args.shortlist or None, "ridge_alpha": args.ridge_alpha, "seed": args.seed},
+           "layers": list(est.layers_), "inner_accuracy": est.score_,
+           "top": [{"layers": list(ls), "screen_accuracy": v} for ls, v in est.top(10)]}
+    if test is not None:
+        labels = [test.label_names[i] for i in test.labels]
+        acc = est.score(test.sentences, test.sentences2, labels=labels) if pair else est.score(test.sentences, labels)
+        doc["test"] = {"file": str(args.test), "name": data_label(args.test), "n_texts": len(labels), "accuracy": acc}
+    return doc
+
+
+def _transfer_file_markdown(doc: dict) -> str:
+    t, p = doc["train"], doc["protocol"]
+    lines = [f"# BERT-LC on {t['name']}: {doc['model']['name']}", "",
+             f"- train: `{t['file']}` ({t['n_texts']} {t['unit']}, classes {', '.join(t['classes'])})",
+             f"- protocol: {p['n_inner']} seeded stratified 82/18 inner splits (seed {p['seed']}) score every subset "
+             f"of at most {p['max_layers']} hidden states; logistic regression fitted on all of train with the chosen "
+             "subset",
+             f"- chosen hidden states: {tuple(doc['layers'])} (0 = embedding output); inner accuracy x100 "
+             f"{doc['inner_accuracy']:.2f}"]
+    if "test" in doc:
+        lines.append(f"- test: `{doc['test']['file']}` ({doc['test']['n_texts']} {t['unit']}): accuracy x100 "
+                     f"{doc['test']['accuracy']:.2f}")
+    lines += ["", "## Best subsets by the ridge screen (inner accuracy x100)", "", "| hidden states | accuracy |",
+              "|---|---|", *(f"| {tuple(r['layers'])} | {r['screen_accuracy']:.2f} |" for r in doc["top"]), ""]
+    return "\n".join(lines)
 
 
 def _plain(name: str) -> str:
