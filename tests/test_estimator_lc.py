@@ -345,6 +345,9 @@ def test_transfer_on_the_users_labeled_texts_in_each_format(bert, env, capsys, f
     est = LayerCombination.load(tmp_path / "clf")
     assert tuple(doc["layers"]) == est.layers_
     assert doc["test"]["accuracy"] == pytest.approx(est.score(texts[30:], labels[30:]))
+    # the same classifier as LC's row of the baselines table; the baselines are the paper's
+    assert doc["test"]["methods"]["lc"] == pytest.approx(doc["test"]["accuracy"])
+    assert set(doc["test"]["methods"]) == {"cls", "last", "last_four", "random", "lc"}
     if fmt == "csv":  # pairs of texts: --text2-column
         order = random.Random(1).sample(range(len(texts)), len(texts))
         rows = [(texts[i], texts[j], int(labels[i] == labels[j])) for i, j in enumerate(order)]

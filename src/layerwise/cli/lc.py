@@ -308,7 +308,8 @@ def run_transfer_files(args, command) -> int:
           "classes)")
     print(f"chose hidden states {tuple(est.layers_)}: inner accuracy x100 {est.score_:.2f}")
     if test is not None:
-        print(f"test {doc['test']['name']} ({doc['test']['n_texts']}): accuracy x100 {doc['test']['accuracy']:.2f}")
+        cells = "  ".join(f"{m} {v:.2f}" for m, v in doc["test"]["methods"].items())
+        print(f"test {doc['test']['name']} ({doc['test']['n_texts']}): accuracy x100 {cells}")
     if args.save:
         saved = est.save(args.save, overwrite=args.overwrite)
         print(f"saved to {saved}; LayerCombination.load({str(saved)!r}) predicts, SentenceTransformer embeds")
@@ -332,8 +333,30 @@ def _transfer_file_doc(args, est, train, test) -> dict:
     if test is not None:
         labels = [test.label_names[i] for i in test.labels]
         acc = est.score(test.sentences, test.sentences2, labels=labels) if pair else est.score(test.sentences, labels)
-        doc["test"] = {"file": str(args.test), "name": data_label(args.test), "n_texts": len(labels), "accuracy": acc}
+        doc["test"] = {"file": str(args.test), "name": data_label(args.test), "n_texts": len(labels), "accuracy": acc,
+                       "methods": _baselines_on_test(args, est, train, test)}
     return doc
+
+
+def _baselines_on_test(args, est, train, test) -> dict[str, float]:
+    """Test accuracy x100 of LC and of the paper's baselines (CLS, last layer, last four, a random subset), each
+    classifier fitted on all of --train (the layer stacks come back from the layer cache)."""
+    import numpy as np
+
+    from layerwise.methods.lc.transfer import TransferFeatures, compare_on_test
+
+    index = {name: i for i, name in enumerate(train.label_names)}
+
+    def features(data, labels) -> TransferFeatures:
+        n = len(data.sentences)
+        stack = est.encode_layers(list(data.sentences) + list(data.sentences2 or []))
+        pair = data.sentences2 is not None
+        return TransferFeatures(first=stack.take(np.arange(n)) if pair else stack, labels=labels,
+                                n_classes=len(index), second=stack.take(np.arange(n, 2 * n)) if pair else None)
+
+    test_labels = np.array([index[test.label_names[i]] for i in test.labels], dtype=np.int64)
+    return compare_on_test(features(train, train.labels), features(test, test_labels), est.layers_, seed=args.seed,
+                           n_jobs=args.jobs)
 
 
 def _transfer_file_markdown(doc: dict) -> str:
@@ -348,6 +371,9 @@ def _transfer_file_markdown(doc: dict) -> str:
     if "test" in doc:
         lines.append(f"- test: `{doc['test']['file']}` ({doc['test']['n_texts']} {t['unit']}): accuracy x100 "
                      f"{doc['test']['accuracy']:.2f}")
+        lines += ["", f"## Test accuracy x100 on {doc['test']['name']} (every classifier fitted on all of train)", "",
+                  "| method | accuracy |", "|---|---|",
+                  *(f"| {m} | {v:.2f} |" for m, v in doc["test"]["methods"].items())]
     lines += ["", "## Best subsets by the ridge screen (inner accuracy x100)", "", "| hidden states | accuracy |",
               "|---|---|", *(f"| {tuple(r['layers'])} | {r['screen_accuracy']:.2f} |" for r in doc["top"]), ""]
     return "\n".join(lines)

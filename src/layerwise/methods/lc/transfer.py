@@ -53,6 +53,7 @@ __all__ = [
     "TransferFeatures",
     "RidgeScreen",
     "all_subsets",
+    "compare_on_test",
     "default_max_layers",
     "fit_logreg",
     "logreg_accuracy",
@@ -358,6 +359,24 @@ def run_transfer(
         if progress is not None:
             progress.update(1)
     return result
+
+
+def compare_on_test(train: TransferFeatures, test: TransferFeatures, layers, *, kind: str = "mean", seed: int = 0,
+                    n_jobs: int = 1) -> dict[str, float]:
+    """Test accuracy x100 of LC's ``layers`` and of the paper's baselines (:func:`baseline_layers`, the random subset
+    drawn with ``seed``), each classifier fitted on all of ``train``: method -> accuracy. ``kind``: LC's token
+    pooling. The two parts must share their classes (``test.labels`` indexing ``train``'s classes)."""
+    if test.n_classes != train.n_classes or test.is_pair != train.is_pair:
+        raise ValueError(f"train and test differ in classes ({train.n_classes} vs {test.n_classes}) or in being "
+                         "pairs; give both the same classes and the same kind of example")
+    both = TransferFeatures(
+        first=LayerStack.concatenate([train.first, test.first]), labels=np.concatenate([train.labels, test.labels]),
+        n_classes=train.n_classes,
+        second=LayerStack.concatenate([train.second, test.second]) if train.is_pair else None)
+    rows_train, rows_test = np.arange(len(train)), np.arange(len(train), len(both))
+    methods = {**baseline_layers(train.n_states, seed=seed), "lc": (kind, tuple(layers))}
+    jobs = [partial(subset_accuracy, both, rows_train, rows_test, ls, kind=k, seed=seed) for k, ls in methods.values()]
+    return {name: 100 * acc for name, acc in zip(methods, parallel_map(jobs, n_jobs), strict=True)}
 
 
 def subset_accuracy(data: TransferFeatures, train, test, layers, *, kind: str = "mean", head: bool = False,
