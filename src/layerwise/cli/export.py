@@ -180,7 +180,7 @@ def _corpus_source(args):
         raise UsageError(f"{args.corpus} is a .txt corpus, one text a line with no columns, so {' and '.join(given)} "
                          "cannot apply (the ids are the row numbers from 0); leave them out, or write the corpus as "
                          ".jsonl/.csv/.tsv/.parquet")
-    return CorpusSource(args.corpus, column=args.column or "text", id_column=args.id_column)
+    return CorpusSource(args.corpus, column="text" if args.column is None else args.column, id_column=args.id_column)
 
 
 @contextlib.contextmanager
