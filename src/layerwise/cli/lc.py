@@ -19,8 +19,6 @@ from layerwise.cli._common import STS_CHOICES, add_common, add_encoder_options, 
 from layerwise.cli._files import add_label_columns, add_pair_columns
 from layerwise.data.senteval import TRANSFER_TASKS
 
-DEFAULT_TRANSFER = DEFAULT_TRANSFER_TASKS  # the seven tasks in the shared data
-
 
 def _add_pair_files(p, *, layers: bool = False) -> None:
     """--pairs FILE or --dev FILE --test FILE (the user's STS pairs, any format) and their column options."""
@@ -77,7 +75,7 @@ def _add_transfer_parser(sub) -> None:
     add_encoder_options(p, aggregation=False)
     p.add_argument("--tasks", nargs="+", default=None,
                    help=f"transfer tasks among {', '.join(TRANSFER_TASKS)}, case-insensitive "
-                        f"(default: {' '.join(DEFAULT_TRANSFER)}; MPQA is not in the shared data)")
+                        f"(default: {' '.join(DEFAULT_TRANSFER_TASKS)}; MPQA is not in the shared data)")
     files = p.add_argument_group("your own labeled texts (instead of --tasks)")
     files.add_argument("--train", default=None, metavar="FILE",
                        help="labeled texts (CSV, TSV, JSON lines or Parquet): the subset is chosen on it by the inner "
