@@ -23,6 +23,7 @@ from layerwise.errors import UsageError
 from layerwise.pooling import layer_mean
 
 TOL = 1e-5
+FORMATS = ["csv", "tsv", "jsonl", "parquet"]
 OVERLAP_WORDS = "a man woman dog child playing plays guitar piano park water bike".split()
 
 
@@ -147,6 +148,22 @@ def test_save_loads_in_sentence_transformers_without_remote_code_and_back(bert, 
     assert est.save(out, overwrite=True) == out
 
 
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_acceptance_fitted_on_the_users_pair_file_saved_loads_in_sentence_transformers(tiny_bert, env, tmp_path, fmt):
+    """Issue 24's acceptance item, on the shared tiny BERT: the user's file (any format, own column names) -> fit ->
+    save -> SentenceTransformer(folder) without trust_remote_code, same embeddings to 1e-5."""
+    from sentence_transformers import SentenceTransformer
+
+    from layerwise.data.readers import read_pairs
+
+    path = _pair_file(tmp_path, "my_pairs", fmt)
+    data = read_pairs(path, sentence1="left", sentence2="right", score="similarity")
+    est = LayerCombination(str(tiny_bert)).fit(data.sentences1, data.sentences2, data.scores)
+    out = est.save(tmp_path / "model")
+    st = SentenceTransformer(str(out), device="cpu", trust_remote_code=False)
+    assert np.abs(st.encode(SENTENCES, convert_to_numpy=True) - est.encode(SENTENCES)).max() < TOL
+
+
 def test_the_embedding_output_alone_saves_and_loads(bert, env, tmp_path):
     """A subset of hidden state 0 alone cuts the encoder to no layers at all; both sides still agree."""
     from sentence_transformers import SentenceTransformer
@@ -244,8 +261,6 @@ def test_sts_model_has_no_classifier_and_load_wants_an_lc_folder(bert, env, tmp_
 
 
 # -- the commands on the user's files ----------------------------------------------------------------------------
-
-FORMATS = ["csv", "tsv", "jsonl", "parquet"]
 
 
 def write_table(path, columns: list[str], rows: list[tuple]) -> str:
