@@ -25,6 +25,8 @@ demo: setup
 
 lint: setup
 	$(BIN)/ruff check src tests scripts
+	# the import layering (pyproject [tool.importlinter]): cli > benchmarks > methods > shared floors, no cycles
+	$(BIN)/lint-imports
 
 test: setup
 	$(BIN)/python -m pytest -q

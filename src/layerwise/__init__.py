@@ -6,14 +6,14 @@ tuples of these indices (see :mod:`layerwise.layers`).
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
+from layerwise._version import __version__
 from layerwise.cache import LayerCache
 from layerwise.encoders.layer_encoder import LayerEncoder, ModelIdentity
 from layerwise.encoders.registry import BUILTIN_MODELS, DEFAULT_MODEL, ModelNotFoundError, assemble_mpnet, resolve_model
 from layerwise.evaluation.metrics import pearson, spearman, spearman_rows
 from layerwise.evaluation.sts import per_layer_scores, sts_scores
 from layerwise.layers import LayerStack
+from layerwise.methods.lattemix.estimator import LatteMix
 from layerwise.methods.lc.estimator import LayerCombination
 from layerwise.methods.lc.protocol import LCResult, run_bert_lc
 from layerwise.methods.lc.search import LayerSubsetSearch, naive_subset_scores
@@ -36,6 +36,7 @@ __all__ = [
     "LayerEncoder",
     "LayerStack",
     "LayerSubsetSearch",
+    "LatteMix",
     "ModelIdentity",
     "ModelNotFoundError",
     "Pooling",

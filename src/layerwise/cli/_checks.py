@@ -335,7 +335,7 @@ def _check_results_file(args) -> None:
     """``export --from``: the results file is read (and its subset found) before anything loads."""
     if getattr(args, "command", None) != "export" or not getattr(args, "results", None):
         return
-    from layerwise.export.layer_subset import subset_from_results
+    from layerwise.benchmarks.lc.run import subset_from_results
 
     try:
         subset_from_results(args.results, head=getattr(args, "head", False))

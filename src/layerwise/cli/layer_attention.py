@@ -67,7 +67,7 @@ def run(args, command) -> int:
 def _run(args, command) -> int:
     from pathlib import Path
 
-    from layerwise.methods.layer_attention.run import DataSources, run_retrieval, run_train
+    from layerwise.benchmarks.layer_attention.run import DataSources, run_retrieval, run_train
     from layerwise.methods.layer_attention.train import ContrastiveConfig
     from layerwise.reports import environment, write_json
 

@@ -159,7 +159,7 @@ def _own_pairs(args):
 
 
 def run_sts(args, command) -> int:
-    from layerwise.methods.lc import run as experiments
+    from layerwise.benchmarks.lc import run as experiments
     from layerwise.reports import environment
 
     data, dev_test = _own_pairs(args)
@@ -231,10 +231,10 @@ def run_transfer(args, command) -> int:
         return run_ablate(args, command)
     if args.train:
         return run_transfer_files(args, command)
-    from layerwise.experiments.store import ResultsStore
+    from layerwise.benchmarks.lc.transfer_report import write_transfer_outputs
+    from layerwise.benchmarks.lc.transfer_run import TransferRunConfig, run_transfer_tasks
+    from layerwise.benchmarks.store import ResultsStore
     from layerwise.methods.lc.transfer import TransferProtocol
-    from layerwise.methods.lc.transfer_report import write_transfer_outputs
-    from layerwise.methods.lc.transfer_run import TransferRunConfig, run_transfer_tasks
     from layerwise.reports import fmt
 
     if args.shortlist < 0:
@@ -256,9 +256,9 @@ def run_transfer(args, command) -> int:
 
 
 def run_ablate(args, command) -> int:
-    from layerwise.experiments.store import ResultsStore
-    from layerwise.methods.lc.ablation_report import write_ablation_outputs
-    from layerwise.methods.lc.ablation_run import AblationConfig, run_ablations
+    from layerwise.benchmarks.lc.ablation_report import write_ablation_outputs
+    from layerwise.benchmarks.lc.ablation_run import AblationConfig, run_ablations
+    from layerwise.benchmarks.store import ResultsStore
 
     if args.max_denominator < 2:
         raise ValueError(f"--max-denominator must be at least 2, got {args.max_denominator}")
@@ -278,7 +278,7 @@ def run_ablate(args, command) -> int:
 
 def run_transfer_files(args, command) -> int:
     """``transfer --train FILE [--test FILE]``: LayerCombination's classification fit on the user's labeled texts."""
-    from layerwise.experiments.store import keyed_name, model_key
+    from layerwise.benchmarks.store import keyed_name, model_key
     from layerwise.reports import environment, write_json, write_text
 
     files = user_files(args)

@@ -13,7 +13,7 @@ Two ways to fit, told apart by what is passed (never guessed from the values):
 
 Either way the embedding is the BERT-LC pooling :func:`layerwise.pooling.layer_mean` of the chosen hidden states,
 and :meth:`LayerCombination.save` writes it as a sentence-transformers folder with built-in modules only (the encoder
-cut above the highest state used, :func:`layerwise.export.export_layer_subset`).
+cut above the highest state used, :func:`layerwise.methods.lc.export.export_layer_subset`).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+from sklearn.linear_model import LogisticRegression
 
 from layerwise.base import SentenceEstimator, check_texts
 from layerwise.encoders.layer_encoder import LayerEncoder, ModelIdentity
@@ -35,9 +36,9 @@ from layerwise.errors import UsageError
 from layerwise.evaluation.classification import CLASSIFIER, fit_logreg, inner_splits
 from layerwise.evaluation.metrics import spearman
 from layerwise.evaluation.sts import check_gold
-from layerwise.export.layer_subset import SubsetExport, export_layer_subset
 from layerwise.export.sentence_transformers import EXPORT_MARKER
 from layerwise.layers import LayerStack
+from layerwise.methods.lc.export import SubsetExport, export_layer_subset
 from layerwise.methods.lc.screen import DEFAULT_RIDGE_ALPHA, RidgeScreen
 from layerwise.methods.lc.search import LayerSubsetSearch
 from layerwise.methods.lc.transfer import (
@@ -498,8 +499,6 @@ def _classifier_arrays(classifier) -> dict[str, np.ndarray]:
 
 def _classifier_from_arrays(arrays, n_classes: int, seed: int):
     """The classifier back from :func:`_classifier_arrays` (predictions equal to the saved one's)."""
-    from sklearn.linear_model import LogisticRegression
-
     clf = LogisticRegression(random_state=seed, **CLASSIFIER)
     clf.coef_ = np.asarray(arrays["coef"])
     clf.intercept_ = np.asarray(arrays["intercept"])

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from layerwise.evaluation.metrics import AGGREGATIONS
-from layerwise.evaluation.sts import sts_scores
+from layerwise.evaluation.sts import check_gold, sts_scores
 from layerwise.layers import LayerStack
 from layerwise.methods.lc.search import LayerSubsetSearch
 from layerwise.pooling import Pooling, baseline_poolings, head_pooling
@@ -119,8 +119,6 @@ def run_bert_lc(
     ``dev_test`` = (dev rows, test rows) given by the caller (e.g. a dev file and a test file, stacked): one split
     on those rows (seed ``protocol.seed``) instead of ``n_splits`` seeded ones; ``dev_size`` is then unused.
     """
-    from layerwise.evaluation.sts import check_gold
-
     gold = check_gold(gold)
     n = len(gold)
     if len(stack1) != n or len(stack2) != n:
