@@ -14,6 +14,7 @@ from layerwise.evaluation.metrics import pearson, spearman, spearman_rows
 from layerwise.evaluation.sts import per_layer_scores, sts_scores
 from layerwise.layers import LayerStack
 from layerwise.methods.lattemix.estimator import LatteMix
+from layerwise.methods.lc.estimator import LayerCombination
 from layerwise.methods.lc.protocol import LCResult, run_bert_lc
 from layerwise.methods.lc.search import LayerSubsetSearch, naive_subset_scores
 from layerwise.methods.multitask.estimator import MultitaskModel
@@ -33,6 +34,7 @@ __all__ = [
     "DEFAULT_MODEL",
     "LCResult",
     "LayerCache",
+    "LayerCombination",
     "LayerEncoder",
     "LayerStack",
     "LayerSubsetSearch",
