@@ -14,8 +14,11 @@ from layerwise.evaluation.metrics import pearson, spearman, spearman_rows
 from layerwise.evaluation.sts import per_layer_scores, sts_scores
 from layerwise.layers import LayerStack
 from layerwise.methods.lattemix.estimator import LatteMix
+from layerwise.methods.lc.estimator import LayerCombination
 from layerwise.methods.lc.protocol import LCResult, run_bert_lc
 from layerwise.methods.lc.search import LayerSubsetSearch, naive_subset_scores
+from layerwise.methods.multitask.estimator import MultitaskModel
+from layerwise.methods.multitask.task_list import Task
 from layerwise.pooling import (
     Pooling,
     baseline_poolings,
@@ -31,12 +34,14 @@ __all__ = [
     "DEFAULT_MODEL",
     "LCResult",
     "LayerCache",
+    "LayerCombination",
     "LayerEncoder",
     "LayerStack",
     "LayerSubsetSearch",
     "LatteMix",
     "ModelIdentity",
     "ModelNotFoundError",
+    "MultitaskModel",
     "Pooling",
     "__version__",
     "assemble_mpnet",
@@ -54,4 +59,5 @@ __all__ = [
     "spearman",
     "spearman_rows",
     "sts_scores",
+    "Task",
 ]
