@@ -199,7 +199,7 @@ class MultitaskNetwork(nn.Module):
         if unknown:
             raise ValueError(f"{folder / MODEL_FILE} names unknown head classes {unknown}; "
                              f"valid: {sorted(HEAD_CLASSES)}")
-        check_model_folder(folder / "encoder")  # sizes against the weights before anything is allocated
+        check_model_folder(encoder)  # sizes against the weights before anything is allocated
         heads = {t: HEAD_CLASSES[c].load(folder / "heads" / t) for t, c in info["heads"].items()}
         shared = SharedHidden.load(folder / "shared") if info["shared"] else None
         model = cls(AutoModel.from_pretrained(encoder, local_files_only=True),
@@ -208,7 +208,7 @@ class MultitaskNetwork(nn.Module):
                     mix_tasks=info.get("mix_tasks", ()))
         for task, mix in model.mixes.items():
             mix.load_weights(folder / "mixes" / task)
-        check_finite_weights(model.encoder, str(folder / "encoder"))
+        check_finite_weights(model.encoder, str(encoder))
         return model.eval()
 
     def load_weights(self, folder: str | Path) -> "MultitaskNetwork":
