@@ -13,9 +13,13 @@ from layerwise.encoders.registry import BUILTIN_MODELS, DEFAULT_MODEL, ModelNotF
 from layerwise.evaluation.metrics import pearson, spearman, spearman_rows
 from layerwise.evaluation.sts import per_layer_scores, sts_scores
 from layerwise.layers import LayerStack
+from layerwise.methods.lattemix.estimator import LatteMix
+from layerwise.methods.lc.estimator import LayerCombination
 from layerwise.methods.lc.protocol import LCResult, run_bert_lc
 from layerwise.methods.lc.search import LayerSubsetSearch, naive_subset_scores
-from layerwise.methods.truncated import TruncatedFineTuner
+from layerwise.methods.multitask.estimator import MultitaskModel
+from layerwise.methods.multitask.task_list import Task
+from layerwise.methods.truncated.estimator import TruncatedFineTuner
 from layerwise.pooling import (
     Pooling,
     baseline_poolings,
@@ -31,11 +35,14 @@ __all__ = [
     "DEFAULT_MODEL",
     "LCResult",
     "LayerCache",
+    "LayerCombination",
     "LayerEncoder",
     "LayerStack",
     "LayerSubsetSearch",
+    "LatteMix",
     "ModelIdentity",
     "ModelNotFoundError",
+    "MultitaskModel",
     "Pooling",
     "TruncatedFineTuner",
     "__version__",
@@ -54,4 +61,5 @@ __all__ = [
     "spearman",
     "spearman_rows",
     "sts_scores",
+    "Task",
 ]

@@ -1,5 +1,7 @@
 """sentence-transformers modules that exist only in layerwise (loaded with ``trust_remote_code=True``).
 
+Latte-Mix's module lives with its method (:mod:`layerwise.methods.lattemix.st_module`).
+
 sentence-transformers 6 imports a module class outside its own package only when ``trust_remote_code=True``:
 a folder whose ``modules.json`` names :class:`LayerPoolerModule` loads with
 ``SentenceTransformer(folder, trust_remote_code=True)`` where ``layerwise`` is installed. A method's own module

@@ -5,7 +5,10 @@
 A saved token model does not record its encoder or hidden state, so both are arguments; the encoder's width must
 match the model's ``input_dim``. Cosine of the exported vectors is Latte-Mix's ``cosine`` similarity for the
 categorical and ae kinds; a normal (Gaussian) model compares mixtures of Gaussians and has no vector to export.
-The module is a layerwise class: load with ``trust_remote_code=True``.
+The module is :class:`~layerwise.methods.lattemix.st_module.LatteMixModule`, a class of the installed ``layerwise``
+package that ``modules.json`` names by import path (the folder holds no ``.py`` file); sentence-transformers 6
+imports it with ``trust_remote_code=True``, and :func:`~layerwise.methods.lattemix.st_module.load_sentence_transformer`
+loads it without.
 """
 
 from __future__ import annotations
