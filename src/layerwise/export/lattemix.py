@@ -5,7 +5,8 @@
 A saved token model does not record its encoder or hidden state, so both are arguments; the encoder's width must
 match the model's ``input_dim``. Cosine of the exported vectors is Latte-Mix's ``cosine`` similarity for the
 categorical and ae kinds; a normal (Gaussian) model compares mixtures of Gaussians and has no vector to export.
-The module is a layerwise class: load with ``trust_remote_code=True``.
+The module is a class of the installed layerwise package: load with ``layerwise.load_sentence_transformer`` (no
+``trust_remote_code``).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def export_lattemix(source: str | os.PathLike, folder: str | os.PathLike, *, mod
     cut = truncate_encoder(encoder.model, layer, copy_model=False)
     card = ExportCard(
         kind="lattemix", source={**encoder.identity.to_dict(), "latent_model": str(source)}, layers=[layer],
-        pooling="mixture", trust_remote_code=True,
+        pooling="mixture", layerwise_module=True,
         description=f"Latte-Mix ({cfg.kind}): the mean posterior of the tokens of hidden state {layer} of "
                     f"{encoder.identity.name}; compare with cosine similarity.",
         extra={"max_length": encoder.max_length, "include_special": include_special, "latte_mix": cfg.to_dict()})
