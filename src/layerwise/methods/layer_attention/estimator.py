@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from layerwise.base import SentenceEstimator, check_texts
+from layerwise.base import SentenceEstimator
 from layerwise.encoders.registry import DEFAULT_MODEL
 from layerwise.encoders.trainable import SentenceModel
 from layerwise.errors import UsageError
