@@ -192,7 +192,7 @@ class LayerAttentionPooler(SentenceEstimator):
         self.output_dir = output_dir
         self.resume = resume
 
-    def _config(self) -> ContrastiveConfig:
+    def training_config(self) -> ContrastiveConfig:
         """The training settings, validated (a :class:`UsageError` names the parameter)."""
         if self.pooler not in POOLER_KINDS:
             raise UsageError(f"pooler={self.pooler!r} is unknown; valid: {', '.join(POOLER_KINDS)}")
@@ -220,7 +220,7 @@ class LayerAttentionPooler(SentenceEstimator):
         show_progress : bool or None
             A progress bar (None: when this module's logger is at INFO).
         """
-        config = self._config()
+        config = self.training_config()
         examples = training_examples(train, config.objective)
         dev = _check_dev(dev)
         device = _device(self.device)
