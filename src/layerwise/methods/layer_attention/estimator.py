@@ -194,6 +194,8 @@ class LayerAttentionPooler(SentenceEstimator):
 
     def training_config(self) -> ContrastiveConfig:
         """The training settings, validated (a :class:`UsageError` names the parameter)."""
+        if self.objective not in OBJECTIVES:
+            raise UsageError(f"objective={self.objective!r} is unknown; valid: {', '.join(OBJECTIVES)}")
         if self.pooler not in POOLER_KINDS:
             raise UsageError(f"pooler={self.pooler!r} is unknown; valid: {', '.join(POOLER_KINDS)}")
         if not isinstance(self.max_length, int) or isinstance(self.max_length, bool) or self.max_length < 2:
