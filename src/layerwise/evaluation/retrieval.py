@@ -19,8 +19,8 @@ from layerwise.data.nli import read_lines, require_dir
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["RetrievalData", "FaissIndex", "QueryRetrievalData", "beir_retrieval", "exact_topk", "load_quora_retrieval",
-           "retrieval_metrics", "search"]
+__all__ = ["RetrievalData", "FaissIndex", "QueryRetrievalData", "beir_retrieval", "evaluate_retrieval", "exact_topk",
+           "load_quora_retrieval", "retrieval_metrics", "search"]
 
 
 @dataclass(frozen=True)
@@ -198,3 +198,22 @@ def search(data: RetrievalData | QueryRetrievalData, corpus_emb: np.ndarray, *, 
                 "index": "exact (numpy)" if index is None else
                 f"faiss {index.kind}" + (f" nlist={index.nlist} nprobe={index.nprobe}" if index.kind == "ivf" else "")})
     return out
+
+
+INDEX_KINDS = ("exact", "flat", "ivf")
+
+
+def evaluate_retrieval(encode, data: RetrievalData | QueryRetrievalData, *, indexes=("exact", "flat"),
+                       nlist: int = 100, nprobe: int = 10) -> list[dict]:
+    """Embed ``data`` with ``encode`` (texts -> (n, d), e.g. an estimator's ``encode``) and :func:`search` it with
+    each of ``indexes`` (``exact``: numpy; ``flat``, ``ivf``: FAISS); one :func:`search` dict per index."""
+    unknown = [k for k in indexes if k not in INDEX_KINDS]
+    if unknown or not indexes:
+        raise ValueError(f"indexes={list(indexes)!r}: use one or more of {', '.join(INDEX_KINDS)}")
+    corpus = np.asarray(encode(list(data.corpus)), dtype=np.float32)
+    queries = None
+    if isinstance(data, QueryRetrievalData):
+        queries = np.asarray(encode(list(data.query_texts)), dtype=np.float32)
+    return [search(data, corpus, query_emb=queries,
+                   index=None if kind == "exact" else FaissIndex(kind, nlist=nlist, nprobe=nprobe))
+            for kind in indexes]

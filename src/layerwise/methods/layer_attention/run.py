@@ -6,6 +6,7 @@ import csv
 import logging
 import os
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from layerwise.data import load_sts, load_wiki_head
@@ -106,17 +107,13 @@ def run_retrieval(model_dir, *, data_dir=None, split: str = "dev", beir=None, in
     queries; None: Quora duplicate questions of ``split`` from ``data_dir``. ``without_pooler``: embed with the
     encoder's last-layer mean instead of the trained pooler (the paper's "train with the pooler, search without it").
     """
-    from layerwise.evaluation.retrieval import FaissIndex, beir_retrieval, load_quora_retrieval, search
+    from layerwise.evaluation.retrieval import beir_retrieval, evaluate_retrieval, load_quora_retrieval
 
     data = load_quora_retrieval(data_dir, split) if beir is None else beir_retrieval(beir)
     sm = load_trained_model(model_dir)
-    use_pooler = not without_pooler
-    emb = sm.encode(data.corpus, use_pooler=use_pooler, batch_size=batch_size)
-    queries = None if beir is None else sm.encode(data.query_texts, use_pooler=use_pooler, batch_size=batch_size)
-    results = []
-    for kind in indexes:
-        index = None if kind == "exact" else FaissIndex(kind, nlist=nlist, nprobe=nprobe)
-        results.append(IndexResult.from_dict(search(data, emb, index=index, query_emb=queries)))
+    encode = partial(sm.encode, use_pooler=not without_pooler, batch_size=batch_size)
+    results = [IndexResult.from_dict(r)
+               for r in evaluate_retrieval(encode, data, indexes=indexes, nlist=nlist, nprobe=nprobe)]
     info = (RetrievalDataInfo(name="quora", split=split, corpus=len(data.corpus), queries=len(data.queries))
             if beir is None else RetrievalDataInfo(name=data.name, split=data.split, corpus=len(data.corpus),
                                                    queries=len(data.query_texts)))
