@@ -191,3 +191,141 @@ def test_beir_search_exact_agrees_with_a_slow_twin_and_faiss(tiny_bert):
     assert exact["recall@10"] == pytest.approx(flat["recall@10"])
     with pytest.raises(ValueError, match="query_emb"):
         search(data, corpus)
+
+
+# the user's own files, in every format, with column names other than the defaults
+
+def _write_table(path, header, rows):
+    import csv
+
+    fmt = path.suffix[1:]
+    if fmt in ("csv", "tsv"):
+        with path.open("w", newline="") as f:
+            writer = csv.writer(f, delimiter="," if fmt == "csv" else "\t")
+            writer.writerow(header)
+            writer.writerows(rows)
+    elif fmt == "jsonl":
+        path.write_text("".join(json.dumps(dict(zip(header, r))) + "\n" for r in rows))
+    elif fmt == "parquet":
+        pa = pytest.importorskip("pyarrow")
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.table({h: [r[i] for r in rows] for i, h in enumerate(header)}), str(path))
+    else:  # txt: one text a line
+        path.write_text("".join(r[0] + "\n" for r in rows))
+    return path
+
+
+def _user_files(folder, fmt):
+    folder.mkdir(parents=True, exist_ok=True)
+    trip = _write_table(folder / f"my triplets.{fmt}", ["query", "pos", "neg"], TRIPLETS)
+    pairs = _write_table(folder / f"my_pairs.{fmt}", ["query", "pos"], PAIRS)
+    texts = _write_table(folder / f"my_texts.{fmt}", ["sentence"], [(s,) for s in SENTENCES])
+    dev = _write_table(folder / f"my_dev.{fmt}", ["left", "right", "sim"],
+                       [(a, b, float(i % 5)) for i, (a, b) in enumerate(PAIRS)])
+    return trip, pairs, texts, dev
+
+
+def _write_beir(folder):
+    (folder / "qrels").mkdir(parents=True)
+    (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": f"d{i}", "title": "", "text": s}) + "\n"
+                                                 for i, s in enumerate(SENTENCES)))
+    (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": SENTENCES[i] + " !"}) + "\n"
+                                                  for i in range(0, 12, 3)))
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
+        f"q{i}\td{i}\t1\n" for i in range(0, 12, 3)))
+    return folder
+
+
+@pytest.mark.parametrize("fmt", ["csv", "tsv", "jsonl", "parquet"])
+def test_python_end_to_end_on_the_users_files(tmp_path, tiny_bert, fmt):
+    from layerwise.data.readers import read_corpus, read_pairs, read_triplets
+
+    trip, pairs, texts, dev = _user_files(tmp_path, fmt)
+    triplets = read_triplets(trip, anchor="query", positive="pos", negative="neg")
+    dev_pairs = read_pairs(dev, sentence1="left", sentence2="right", score="sim")
+    est = _make(tiny_bert, objective="sup_hard_neg", eval_every=1).fit(triplets, dev=dev_pairs)
+    assert est.n_examples_ == len(TRIPLETS) and len(est.history_["dev"]) == 2
+    got = read_triplets(pairs, anchor="query", positive="pos", negative=None)
+    assert _make(tiny_bert, objective="in_batch", steps=1).fit(got).encode(SENTENCES).shape == (12, 32)
+    corpus = read_corpus(texts, column="sentence")
+    assert _make(tiny_bert, steps=1).fit(corpus).n_examples_ == len(SENTENCES)
+
+
+def _cli(args, capsys):
+    from layerwise.cli import main
+
+    code = main(args)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize(("fmt", "objective"), [("csv", "sup_hard_neg"), ("tsv", "in_batch"), ("jsonl", "unsup"),
+                                                ("parquet", "in_batch"), ("txt", "unsup")])
+def test_train_command_on_the_users_files(tmp_path, tiny_bert, env, capsys, fmt, objective):
+    trip, pairs, texts, dev = _user_files(tmp_path / "data", fmt)
+    data = {"sup_hard_neg": trip, "in_batch": pairs, "unsup": texts}[objective]
+    columns = {"sup_hard_neg": ["--anchor-column", "query", "--positive-column", "pos", "--negative-column", "neg"],
+               "in_batch": ["--anchor-column", "query", "--positive-column", "pos"],
+               "unsup": [] if fmt == "txt" else ["--column", "sentence"]}[objective]
+    dev_args = [] if fmt == "txt" else ["--dev", str(dev), "--sentence1-column", "left", "--sentence2-column",
+                                        "right", "--score-column", "sim"]
+    out = tmp_path / "run"
+    code, printed, err = _cli(["train", "--model", str(tiny_bert), "--objective", objective, "--train-data",
+                               str(data), *columns, *dev_args, "--steps", "2", "--batch-size", "4",
+                               "--eval-every", "1", "--max-length", "16", "--output", str(out), "-q"], capsys)
+    assert code == 0, err
+    label = {"sup_hard_neg": "my_triplets", "in_batch": "my_pairs", "unsup": "my_texts"}[objective]
+    assert f"examples of {label}:" in printed
+    assert ("my_dev Spearman" if dev_args else "STS-B dev Spearman") in printed
+    doc = json.loads((out / "train.json").read_text())
+    assert doc["training_data"].startswith(label) and doc["n_examples"] == len(SENTENCES)
+    est = LayerAttentionPooler.load(out / "model")
+    assert est.objective == objective and est.encode(SENTENCES).shape == (12, 32)
+    np.testing.assert_allclose(load_sentence_transformer(out / "model").encode(SENTENCES, convert_to_numpy=True),
+                               est.encode(SENTENCES), atol=TOL)
+
+
+def test_retrieval_command_on_a_beir_folder(tmp_path, tiny_bert, env, capsys):
+    pytest.importorskip("faiss")
+    model = _make(tiny_bert).fit(SENTENCES).save(tmp_path / "model")
+    beir = _write_beir(tmp_path / "my beir")
+    code, printed, err = _cli(["retrieval", str(model), "--beir", str(beir), "--index", "exact", "flat",
+                               "--output", str(tmp_path / "out"), "-q"], capsys)
+    assert code == 0, err
+    assert "my_beir test: 12 documents, 4 queries" in printed
+    path = tmp_path / "out" / "retrieval-my_beir-test.json"
+    from layerwise.methods.layer_attention.results import RetrievalResult
+
+    result = RetrievalResult.from_dict(json.loads(path.read_text()))
+    assert [r.index for r in result.results] == ["exact (numpy)", "faiss flat"]
+    assert result.results[0].mrr_at_10 == pytest.approx(result.results[1].mrr_at_10)
+    assert result.data.name == "my_beir" and result.data.queries == 4
+
+
+def _one_line_error(code, err, *words):
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("layerwise: error:") and "Traceback" not in err, err
+    for word in words:
+        assert word in lines[0], lines[0]
+
+
+def test_bad_files_get_one_line_before_any_model_loads(tmp_path, env, capsys):
+    trip, pairs, texts, dev = _user_files(tmp_path / "data", "csv")
+    missing = str(tmp_path / "no-such-model")  # the data error must come first: this model is never loaded
+    base = ["train", "--model", missing, "--steps", "1", "--output", str(tmp_path / "run")]
+    _one_line_error(*_cli([*base, "--objective", "sup_hard_neg", "--train-data", str(trip)], capsys)[::2], "anchor")
+    empty = tmp_path / "data" / "empty.csv"
+    empty.write_text("")
+    _one_line_error(*_cli([*base, "--objective", "in_batch", "--train-data", str(empty)], capsys)[::2], "empty")
+    _one_line_error(*_cli([*base, "--objective", "unsup", "--train-data", str(texts), "--column", "text"],
+                          capsys)[::2], "text")
+    _one_line_error(*_cli([*base, "--objective", "sup_hard_neg", "--train-data", str(pairs), "--anchor-column",
+                           "query", "--positive-column", "pos"], capsys)[::2], "sup_hard_neg")
+    _one_line_error(*_cli([*base, "--objective", "unsup", "--train-data", str(texts), "--column", "sentence",
+                           "--dev", str(dev)], capsys)[::2], "sentence1")
+    assert not (tmp_path / "run").exists()
+    beir = tmp_path / "beir"
+    beir.mkdir()
+    _one_line_error(*_cli(["retrieval", missing, "--beir", str(beir)], capsys)[::2], "qrels")
