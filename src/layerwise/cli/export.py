@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+from pathlib import Path
+
 from layerwise.cli._checks import layer_list, max_length, nonnegative_float, positive_float, positive_int
 from layerwise.encoders.registry import BUILTIN_MODELS, DEFAULT_MODEL
-from layerwise.errors import UsageError
+from layerwise.errors import DataFileError, UsageError
 
 
 def add_parsers(sub) -> None:
@@ -38,8 +41,9 @@ def add_parsers(sub) -> None:
     e.add_argument("corpus", help="one text per line (.txt), JSON lines (.jsonl), CSV/TSV or Parquet with a column")
     e.add_argument("out", metavar="OUTPUT", help="OUTPUT.npy (+ OUTPUT.ids.txt) or OUTPUT.parquet (id, embedding); "
                                                  "with --engine ray a folder of Parquet shards (row, id, embedding)")
-    e.add_argument("--column", default="text", help="the text column or field (default: text)")
-    e.add_argument("--id-column", default=None, help="the id column or field (default: the row number from 0)")
+    e.add_argument("--column", default=None, help="the text column or field (default: text; not for .txt)")
+    e.add_argument("--id-column", default=None,
+                   help="the id column or field, set on every row (default: the row number from 0; not for .txt)")
     src = e.add_mutually_exclusive_group()
     src.add_argument("--model", default=None,
                      help=f"built-in name or Hugging Face folder, pooled by --layers/--pooling (default: {DEFAULT_MODEL})")
@@ -141,7 +145,7 @@ def _embedder_config(args):
 
 
 def run_encode(args, command) -> int:
-    from layerwise.encode import CorpusSource, encode_corpus, scan_corpus
+    from layerwise.encode import encode_corpus, scan_corpus
     from layerwise.encode.writers import check_output
 
     if args.engine == "ray":
@@ -151,9 +155,10 @@ def run_encode(args, command) -> int:
                                 ("--gpus-per-actor", args.gpus_per_actor != 0.0)) if on]
     if ray_only:
         raise UsageError(f"{', '.join(ray_only)} apply to --engine ray only; add --engine ray or leave them out")
-    source = CorpusSource(args.corpus, column=args.column, id_column=args.id_column)
+    source = _corpus_source(args)
     check_output(args.out, overwrite=args.overwrite)
-    n = scan_corpus(source)  # a bad file stops here, before the model loads
+    with _flags_named():
+        n = scan_corpus(source)  # a bad file stops here, before the model loads
     result = encode_corpus(source, args.out, _embedder_config(args).build(), chunk_size=args.chunk_size or 4096,
                            overwrite=args.overwrite, show_progress=not args.quiet, resume=not args.no_cache)
     ids = f" + ids {result.ids}" if result.ids else ""
@@ -161,21 +166,42 @@ def run_encode(args, command) -> int:
     return 0
 
 
-def _run_encode_ray(args, command) -> int:
+def _corpus_source(args):
+    """The corpus of ``layerwise encode``; --column/--id-column refused for a .txt corpus, which has no columns."""
     from layerwise.encode import CorpusSource
+
+    given = [flag for flag, value in (("--column", args.column), ("--id-column", args.id_column)) if value is not None]
+    if Path(args.corpus).suffix.lower() == ".txt" and given:
+        raise UsageError(f"{args.corpus} is a .txt corpus, one text a line with no columns, so {' and '.join(given)} "
+                         "cannot apply (the ids are the row numbers from 0); leave them out, or write the corpus as "
+                         ".jsonl/.csv/.tsv/.parquet")
+    return CorpusSource(args.corpus, column=args.column or "text", id_column=args.id_column)
+
+
+@contextlib.contextmanager
+def _flags_named():
+    """A bad corpus's error names --column/--id-column instead of the Python arguments."""
+    try:
+        yield
+    except DataFileError as err:
+        raise err.naming_flags({"column": "--column", "id_column": "--id-column"}) from None
+
+
+def _run_encode_ray(args, command) -> int:
     from layerwise.encode.ray_engine import RayEncodeConfig, encode_corpus_ray, require_ray
     from layerwise.encode.shards import check_output_folder
 
     if args.device != "cpu":
         raise UsageError(f"with --engine ray the actors' device follows --gpus-per-actor (cuda when above 0), not "
                          f"--device {args.device}: leave --device out")
-    source = CorpusSource(args.corpus, column=args.column, id_column=args.id_column)
+    source = _corpus_source(args)
     check_output_folder(args.out, overwrite=args.overwrite)
     require_ray()
     config = RayEncodeConfig(address=args.address, actors=args.actors, cpus_per_actor=args.cpus_per_actor,
                              gpus_per_actor=args.gpus_per_actor, rows_per_block=args.chunk_size)
-    result = encode_corpus_ray(source, args.out, _embedder_config(args), config=config, overwrite=args.overwrite,
-                               show_progress=not args.quiet, command=command)
+    with _flags_named():
+        result = encode_corpus_ray(source, args.out, _embedder_config(args), config=config,
+                                   overwrite=args.overwrite, show_progress=not args.quiet, command=command)
     print(f"wrote {result.output} (Parquet shards): {result.n} texts x {result.dim} dims in {result.seconds:.1f} s; "
           "load it with layerwise.encode.load_embeddings")
     return 0

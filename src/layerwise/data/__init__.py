@@ -1,8 +1,23 @@
-"""Evaluation data sets: loaders that read the project's data directory (or built-in copies)."""
+"""Data: loaders of the evaluation sets in the project's data directory (or built-in copies), and readers of the
+user's own files (:mod:`layerwise.data.readers`: pairs, labelled texts, triplets, corpora, word pairs, BEIR)."""
 
 from __future__ import annotations
 
 from layerwise.data.nli import NLIPairs, load_sentences, load_snli, load_wiki_head, snli_sentences, snli_triplets
+from layerwise.data.readers import (
+    BeirData,
+    DataFileError,
+    TripletData,
+    data_label,
+    iter_texts,
+    normalize_scores,
+    read_beir,
+    read_corpus,
+    read_labeled,
+    read_pairs,
+    read_triplets,
+    read_word_pairs,
+)
 from layerwise.data.senteval import TRANSFER_TASKS, TransferData, available_transfer, load_transfer
 from layerwise.data.sts import (
     AGGREGATIONS,
@@ -16,6 +31,18 @@ from layerwise.data.sts import (
 from layerwise.data.wordsim import WORDSIM_FILES, WordSimData, available_wordsim, load_wordsim
 
 __all__ = [
+    "BeirData",
+    "DataFileError",
+    "TripletData",
+    "data_label",
+    "iter_texts",
+    "normalize_scores",
+    "read_beir",
+    "read_corpus",
+    "read_labeled",
+    "read_pairs",
+    "read_triplets",
+    "read_word_pairs",
     "AGGREGATIONS",
     "DATA_ENV_VAR",
     "STS_DATASETS",
