@@ -267,7 +267,7 @@ def test_train_command_on_the_users_files(tmp_path, tiny_bert, env, capsys, fmt,
     data = {"sup_hard_neg": trip, "in_batch": pairs, "unsup": texts}[objective]
     columns = {"sup_hard_neg": ["--anchor-column", "query", "--positive-column", "pos", "--negative-column", "neg"],
                "in_batch": ["--anchor-column", "query", "--positive-column", "pos"],
-               "unsup": [] if fmt == "txt" else ["--column", "sentence"]}[objective]
+               "unsup": [] if fmt == "txt" else ["--text-column", "sentence"]}[objective]
     dev_args = [] if fmt == "txt" else ["--dev", str(dev), "--sentence1-column", "left", "--sentence2-column",
                                         "right", "--score-column", "sim"]
     out = tmp_path / "run"
@@ -319,11 +319,11 @@ def test_bad_files_get_one_line_before_any_model_loads(tmp_path, env, capsys):
     empty = tmp_path / "data" / "empty.csv"
     empty.write_text("")
     _one_line_error(*_cli([*base, "--objective", "in_batch", "--train-data", str(empty)], capsys)[::2], "empty")
-    _one_line_error(*_cli([*base, "--objective", "unsup", "--train-data", str(texts), "--column", "text"],
+    _one_line_error(*_cli([*base, "--objective", "unsup", "--train-data", str(texts), "--text-column", "text"],
                           capsys)[::2], "text")
     _one_line_error(*_cli([*base, "--objective", "sup_hard_neg", "--train-data", str(pairs), "--anchor-column",
                            "query", "--positive-column", "pos"], capsys)[::2], "sup_hard_neg")
-    _one_line_error(*_cli([*base, "--objective", "unsup", "--train-data", str(texts), "--column", "sentence",
+    _one_line_error(*_cli([*base, "--objective", "unsup", "--train-data", str(texts), "--text-column", "sentence",
                            "--dev", str(dev)], capsys)[::2], "sentence1")
     assert not (tmp_path / "run").exists()
     beir = tmp_path / "beir"

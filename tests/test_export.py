@@ -109,7 +109,6 @@ def test_subset_export_refuses_bad_settings_and_foreign_folders(tmp_path, tiny_b
 
 def test_trained_pooler_export_needs_no_remote_code_and_equals_sentence_model(tmp_path, tiny_bert):
     from layerwise import load_sentence_transformer
-
     from layerwise.encoders.trainable import SentenceModel
 
     torch.manual_seed(3)

@@ -23,7 +23,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--pooler", default="layer_attention", choices=POOLER_KINDS)
     p.add_argument("--objective", default="unsup", choices=OBJECTIVES)
     p.add_argument("--train-data", default=None,
-                   help="your training file (.txt/.csv/.tsv/.jsonl/.parquet): texts for unsup (--column), pairs "
+                   help="your training file (.txt/.csv/.tsv/.jsonl/.parquet): texts for unsup (--text-column), pairs "
                         "for in_batch or triplets for sup_hard_neg (--anchor-column, --positive-column, "
                         "--negative-column); default: wiki head (unsup) or SNLI dev+test triplets from --data-dir")
     p.add_argument("--dev", default=None,
@@ -103,12 +103,12 @@ def _training_data(args):
     else:
         data = triplets_from_args(args, args.train_data)
         if args.objective == "in_batch" and data.negatives is not None:
-            if args.negative_column != "negative":
+            if args.negative_column:  # named on the command line: refused, not ignored
                 raise UsageError(f"--negative-column {args.negative_column} does not apply to --objective in_batch "
                                  "(pairs); leave it out, or use --objective sup_hard_neg")
             data = TripletData(data.anchors, data.positives, None, name=data.name, source=data.source)
         if args.objective == "sup_hard_neg" and data.negatives is None:
-            raise UsageError(f"{args.train_data} has no {args.negative_column!r} column: --objective sup_hard_neg "
+            raise UsageError(f"{args.train_data} has no {args.negative_column or 'negative'!r} column: --objective sup_hard_neg "
                              "needs triplets; name the column with --negative-column, or use --objective in_batch")
         examples, source, label = data, args.train_data, data_label(args.train_data)
     if args.dev is not None:
