@@ -311,10 +311,16 @@ def _one_line_error(code, err, *words):
         assert word in lines[0], lines[0]
 
 
-def test_bad_files_get_one_line_before_any_model_loads(tmp_path, env, capsys):
+def test_bad_files_get_one_line_before_any_model_loads(tmp_path, tiny_bert, env, capsys, monkeypatch):
+    from layerwise.encoders.trainable import SentenceModel
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("a model was loaded before the data was checked")
+
+    monkeypatch.setattr(SentenceModel, "from_pretrained", no_model)
+    monkeypatch.setattr(SentenceModel, "load", no_model)
     trip, pairs, texts, dev = _user_files(tmp_path / "data", "csv")
-    missing = str(tmp_path / "no-such-model")  # the data error must come first: this model is never loaded
-    base = ["train", "--model", missing, "--steps", "1", "--output", str(tmp_path / "run")]
+    base = ["train", "--model", str(tiny_bert), "--steps", "1", "--output", str(tmp_path / "run")]
     _one_line_error(*_cli([*base, "--objective", "sup_hard_neg", "--train-data", str(trip)], capsys)[::2], "anchor")
     empty = tmp_path / "data" / "empty.csv"
     empty.write_text("")
@@ -328,4 +334,6 @@ def test_bad_files_get_one_line_before_any_model_loads(tmp_path, env, capsys):
     assert not (tmp_path / "run").exists()
     beir = tmp_path / "beir"
     beir.mkdir()
-    _one_line_error(*_cli(["retrieval", missing, "--beir", str(beir)], capsys)[::2], "qrels")
+    model = tmp_path / "model"
+    model.mkdir()
+    _one_line_error(*_cli(["retrieval", str(model), "--beir", str(beir)], capsys)[::2], "qrels")
