@@ -50,6 +50,7 @@ from layerwise.methods.layer_attention.train import ContrastiveConfig, Contrasti
 from layerwise.modules.poolers import POOLER_KINDS
 from layerwise.training import prepare_output, seed_everything
 from layerwise.training import train as train_loop
+from layerwise.training.distributed import run_on_main
 
 logger = logging.getLogger(__name__)
 
@@ -227,7 +228,7 @@ class LayerAttentionPooler(SentenceEstimator):
         dev = _check_dev(dev)
         device = _device(self.device)
         if self.output_dir is not None:  # refuse an existing run (without resume) before the model loads
-            prepare_output(self.output_dir, resume=self.resume, overwrite=False)
+            run_on_main(prepare_output, self.output_dir, resume=self.resume, overwrite=False)  # torchrun: rank 0
         elif self.resume:
             raise UsageError("resume=True needs output_dir, the folder holding the run to continue")
         seed_everything(config.seed)  # the pooler's initial weights come from torch's global RNG
@@ -274,6 +275,9 @@ class LayerAttentionPooler(SentenceEstimator):
         from layerwise.export.sentence_transformers import EXPORT_MARKER
         from layerwise.export.st_modules import LayerPoolerModule
 
+        if not Path(folder).is_dir():
+            raise UsageError(f"folder={str(folder)!r} is not a folder; pass a folder written by "
+                             "LayerAttentionPooler.save")
         folder = check_no_code(folder)
         marker = folder / EXPORT_MARKER
         info = json.loads(marker.read_text()) if marker.is_file() else {}
