@@ -121,6 +121,7 @@ def _training_data(args):
 def _train(args, command) -> int:
     from pathlib import Path
 
+    from layerwise.export.sentence_transformers import check_destination
     from layerwise.methods.layer_attention.estimator import LayerAttentionPooler
     from layerwise.methods.layer_attention.results import TrainHistory, TrainResult
     from layerwise.reports import environment, write_json
@@ -137,6 +138,7 @@ def _train(args, command) -> int:
                                freeze_encoder=args.freeze_encoder, eval_every=args.eval_every,
                                max_length=args.max_length, seed=args.seed, output_dir=str(out), resume=args.resume)
     est.training_config()  # the settings, checked before any model loads
+    check_destination(out / "model", True)  # a folder there that layerwise did not write is refused, before training
     if args.overwrite:  # everything read: only now remove the earlier run's own outputs
         run_on_main(prepare_output, out, resume=args.resume, overwrite=True)
     est.fit(examples, dev=dev, show_progress=not args.quiet)
