@@ -12,6 +12,7 @@ from pathlib import Path
 from layerwise.data import load_sts, load_wiki_head
 from layerwise.data.nli import load_sentences
 from layerwise.encoders.trainable import SentenceModel, is_sentence_model_folder
+from layerwise.export.no_code import check_no_code
 from layerwise.methods.layer_attention.estimator import LayerAttentionPooler
 from layerwise.methods.layer_attention.results import (
     IndexResult,
@@ -94,7 +95,7 @@ def load_trained_model(model_dir) -> SentenceModel:
     """The encoder + pooler in ``model_dir``: a ``SentenceModel`` folder (``train``'s ``best/`` or ``last/``) or a
     folder written by :meth:`LayerAttentionPooler.save` (``train``'s ``model/``, or ``layerwise export``)."""
     if is_sentence_model_folder(model_dir):
-        return SentenceModel.load(model_dir)
+        return SentenceModel.load(check_no_code(model_dir, name="model_dir"))
     return LayerAttentionPooler.load(model_dir).model_
 
 
