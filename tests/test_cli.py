@@ -84,7 +84,7 @@ def test_lattemix_end_to_end_on_tiny_model(tiny_bert, env, capsys):
     assert main(args) == 0
     printed = capsys.readouterr().out
     assert "Latte-Mix: categorical VAE, -JS" in printed and "mean pooling" in printed
-    from layerwise.methods.lattemix import LatteMixResult, LatteMixRun
+    from layerwise.benchmarks.lattemix.results import LatteMixResult, LatteMixRun
 
     doc = json.loads(next(out.glob("lattemix-*.json")).read_text())
     assert (doc["kind"], doc["schema"]) == ("lattemix", 1)
@@ -117,7 +117,7 @@ def test_train_then_retrieval_on_tiny_model(tiny_bert, env, capsys):
             "--steps", "3", "--batch-size", "4", "--eval-every", "2", "--output", str(out), "-q"]
     assert main(args) == 0
     assert "STS-B dev Spearman" in capsys.readouterr().out
-    from layerwise.methods.layer_attention.results import RetrievalResult, TrainResult
+    from layerwise.benchmarks.layer_attention.results import RetrievalResult, TrainResult
 
     doc = json.loads((out / "train.json").read_text())
     assert (doc["kind"], doc["schema"]) == ("train", 1)

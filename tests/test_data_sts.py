@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from layerwise.data import (
-    AGGREGATIONS,
     DATA_ENV_VAR,
     STS_DATASETS,
     STSData,
@@ -18,6 +17,7 @@ from layerwise.data import (
     load_sts,
     resolve_data_dir,
 )
+from layerwise.evaluation.metrics import AGGREGATIONS
 
 REAL_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 LOGGER = "layerwise.data.sts"

@@ -129,7 +129,7 @@ def test_an_interrupted_spec_run_resumes_from_the_layer_cache_or_the_journal(tmp
 @pytest.fixture(scope="module")
 def exported(tiny_bert, tmp_path_factory):
     """Two sentence-transformers exports of the tiny BERT: hidden states (0, 2) and (0, 1)."""
-    from layerwise.export import SubsetExport, export_layer_subset
+    from layerwise.methods.lc.export import SubsetExport, export_layer_subset
 
     root = tmp_path_factory.mktemp("exports")
     return [export_layer_subset(SubsetExport(model=str(tiny_bert), layers=layers, max_length=32), root / name)
@@ -332,7 +332,7 @@ def test_outputs_are_never_replaced_unasked_and_parquet_without_pyarrow_says_how
 
 def test_encode_command_with_a_spec_and_with_an_exported_folder(tmp_path, tiny_bert, home, capsys):
     from layerwise.cli import main
-    from layerwise.export import SubsetExport, export_layer_subset
+    from layerwise.methods.lc.export import SubsetExport, export_layer_subset
 
     source, _ = _write(tmp_path, "txt", TEXTS)
     args = ["encode", source.path, str(tmp_path / "a.npy"), "--model", str(tiny_bert), "--layers", "0,2",

@@ -125,7 +125,7 @@ def test_default_actor_count_leaves_a_cpu_for_the_writes():
 def test_encode_command_with_the_ray_engine_and_an_exported_folder(tmp_path, tiny_bert, ray_instance, capsys,
                                                                    monkeypatch):
     from layerwise.cli import main
-    from layerwise.export import SubsetExport, export_layer_subset
+    from layerwise.methods.lc.export import SubsetExport, export_layer_subset
 
     source = _corpus(tmp_path)
     folder = export_layer_subset(SubsetExport(model=str(tiny_bert), layers=(0, 2), max_length=32), tmp_path / "exp")

@@ -87,7 +87,7 @@ def test_folder_code_is_refused_everywhere(tmp_path, tiny_bert):
 
 def test_export_refuses_a_source_naming_code_and_strips_auto_map(tmp_path, tiny_bert):
     from layerwise.encoders.trainable import SentenceModel
-    from layerwise.export import export_trained_pooler
+    from layerwise.methods.layer_attention.export import export_trained_pooler
 
     SentenceModel.from_pretrained(str(tiny_bert), max_length=16).save(tmp_path / "trained")
     config = tmp_path / "trained" / "encoder" / "config.json"
@@ -295,7 +295,7 @@ def test_retrieval_command_on_a_beir_folder(tmp_path, tiny_bert, env, capsys):
     assert code == 0, err
     assert "my_beir test: 12 documents, 4 queries" in printed
     path = tmp_path / "out" / "retrieval-my_beir-test.json"
-    from layerwise.methods.layer_attention.results import RetrievalResult
+    from layerwise.benchmarks.layer_attention.results import RetrievalResult
 
     result = RetrievalResult.from_dict(json.loads(path.read_text()))
     assert [r.index for r in result.results] == ["exact (numpy)", "faiss flat"]

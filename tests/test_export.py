@@ -7,15 +7,12 @@ import pytest
 import torch
 
 from conftest import SENTENCES, build_tiny_bert, write_stsb
-from layerwise.export import (
-    EXPORT_MARKER,
-    SubsetExport,
-    export_layer_subset,
-    export_multitask,
-    export_tmft,
-    export_trained_pooler,
-    source_kind,
-)
+from layerwise.benchmarks.lc.run import subset_from_results
+from layerwise.export import EXPORT_MARKER, source_kind
+from layerwise.methods.layer_attention.export import export_trained_pooler
+from layerwise.methods.lc.export import SubsetExport, export_layer_subset
+from layerwise.methods.multitask.export import export_multitask
+from layerwise.methods.truncated.export import export_tmft
 
 ST = pytest.importorskip("sentence_transformers")
 TOL = 1e-5
@@ -72,7 +69,7 @@ def test_layer_subset_from_a_search_results_file_records_it_and_its_scores(tmp_p
     results = next((tmp_path / "runs").glob("search-*.json"))
     doc = json.loads(results.read_text())
     chosen = [tuple(s["layers"]) for s in doc["lc"]["splits"]]
-    out = export_layer_subset(SubsetExport(model=str(tiny_bert), results=str(results)), tmp_path / "exp")
+    out = export_layer_subset(SubsetExport(model=str(tiny_bert), choice=subset_from_results(results)), tmp_path / "exp")
     info = json.loads((out / EXPORT_MARKER).read_text())
     assert tuple(info["layers"]) in chosen and chosen.count(tuple(info["layers"])) == max(map(chosen.count, chosen))
     assert info["results_file"]["sha256"] == file_sha256(results)
@@ -82,7 +79,7 @@ def test_layer_subset_from_a_search_results_file_records_it_and_its_scores(tmp_p
     # the subset read from a search on other weights is refused before anything is written
     other = build_tiny_bert(tmp_path / "other", seed=5)
     with pytest.raises(ValueError, match="export the model the search ran on"):
-        export_layer_subset(SubsetExport(model=str(other), results=str(results)), tmp_path / "exp2")
+        export_layer_subset(SubsetExport(model=str(other), choice=subset_from_results(results)), tmp_path / "exp2")
     assert not (tmp_path / "exp2").exists()
 
 
@@ -96,7 +93,7 @@ def test_subset_export_refuses_bad_settings_and_foreign_folders(tmp_path, tiny_b
     bad = tmp_path / "results.json"
     bad.write_text("{not json")
     with pytest.raises(ValueError, match="cannot be read as JSON"):
-        export_layer_subset(SubsetExport(model=str(tiny_bert), results=str(bad)), tmp_path / "exp")
+        subset_from_results(bad)
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "notes.txt").write_text("keep")
@@ -159,8 +156,8 @@ def test_tmft_export_keeps_its_model_and_adds_a_card(tmp_path, tiny_bert):
 @pytest.mark.parametrize("kind", ["categorical", "ae"])
 def test_lattemix_export_gives_the_mixture_vectors_and_their_cosine(tmp_path, tiny_bert, kind):
     from layerwise import LayerEncoder
-    from layerwise.export.lattemix import export_lattemix
     from layerwise.methods.lattemix import LatteMixConfig, build_model, pair_similarity, sentence_mixtures
+    from layerwise.methods.lattemix.export import export_lattemix
 
     torch.manual_seed(0)
     latent = build_model(LatteMixConfig(kind=kind, input_dim=32, n_classes=4, n_groups=3, latent_dim=8, depth=2,
@@ -185,8 +182,8 @@ def test_lattemix_export_gives_the_mixture_vectors_and_their_cosine(tmp_path, ti
 
 
 def test_lattemix_export_refuses_a_gaussian_model_and_a_wrong_encoder(tmp_path, tiny_bert, tiny_mpnet):
-    from layerwise.export.lattemix import export_lattemix
     from layerwise.methods.lattemix import LatteMixConfig, build_model
+    from layerwise.methods.lattemix.export import export_lattemix
 
     build_model(LatteMixConfig(kind="normal", input_dim=32, latent_dim=4)).save(tmp_path / "normal")
     with pytest.raises(ValueError, match="only categorical and ae"):
@@ -217,3 +214,27 @@ def test_export_command_routes_each_kind_and_refuses_options_that_do_not_apply(t
     assert json.loads((tmp_path / "b" / EXPORT_MARKER).read_text())["layers"] == [2]
     assert main(["export", str(tiny_bert), str(tmp_path / "c"), "--layers", "1", "--layer", "1"]) == 2
     assert "apply to a Latte-Mix token model only" in capsys.readouterr().err
+
+
+def test_every_method_registers_its_exporter_and_one_kind_detects_each_folder(tmp_path, tiny_bert):
+    from layerwise.export import Exporter, export_kinds, export_trained, exporters, register_exporter
+    from layerwise.methods.multitask.model import MODEL_FILE
+
+    assert set(export_kinds()) == {"layer_subset", "trained_pooler", "multitask", "tmft", "lattemix"}
+    # each exporter is defined by its own method's export module; export/ names none of them
+    for e in exporters():
+        assert e.export.__module__ == f"layerwise.methods.{e.export.__module__.split('.')[2]}.export", e.kind
+    with pytest.raises(ValueError, match="registered twice"):
+        register_exporter(Exporter(kind="tmft", detects=None, export=export_tmft))
+    # a folder that two kinds claim is refused rather than exported as the first one asked
+    both = tmp_path / "both"
+    both.mkdir()
+    (both / EXPORT_MARKER).write_text(json.dumps({"method": "tmft"}))
+    assert source_kind(both) == "tmft"
+    (both / MODEL_FILE).write_text("{}")  # and the files of a multi-task run
+    (both / "encoder").mkdir()
+    with pytest.raises(ValueError, match="more than one method writes"):
+        source_kind(both)
+    # a pretrained model is exported with its layers, not as a trained folder
+    with pytest.raises(ValueError, match="not a folder of a trained model"):
+        export_trained(tiny_bert, tmp_path / "exp")

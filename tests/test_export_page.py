@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from conftest import write_stsb
-from layerwise.experiments import ResultsStore, get_page
-from layerwise.experiments.registry import PageContext
+from layerwise.benchmarks import ResultsStore
+from layerwise.benchmarks.catalog import get_page
+from layerwise.benchmarks.registry import PageContext
 
 
 def test_export_page_runs_renders_and_agrees_with_layerwise(tiny_bert, tmp_path):

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from layerwise.experiments import PageContext, ResultsStore, get_page
+from layerwise.benchmarks import PageContext, ResultsStore
+from layerwise.benchmarks.catalog import get_page
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
 _NUMBER = re.compile(r"[-+−]?\d+(?:\.\d+)?")
@@ -91,8 +92,8 @@ def test_transfer_key_covers_every_protocol_setting_and_a_real_rerun_reuses(tiny
     from dataclasses import fields, replace
 
     from conftest import write_senteval
+    from layerwise.benchmarks.lc.transfer_run import TransferRunConfig, run_transfer_tasks, task_key
     from layerwise.methods.lc.transfer import TransferProtocol
-    from layerwise.methods.lc.transfer_run import TransferRunConfig, run_transfer_tasks, task_key
 
     data = write_senteval(home / "data", n=40)
     store = ResultsStore(home / "store")
@@ -121,8 +122,8 @@ def test_transfer_key_covers_every_protocol_setting_and_a_real_rerun_reuses(tiny
 
 def test_transfer_run_round_trips_and_refuses_unknown_schemas(tiny_bert, home):
     from conftest import write_senteval
+    from layerwise.benchmarks.lc.transfer_run import TransferRun, TransferRunConfig, run_transfer_tasks
     from layerwise.methods.lc.transfer import TransferProtocol
-    from layerwise.methods.lc.transfer_run import TransferRun, TransferRunConfig, run_transfer_tasks
 
     data = write_senteval(home / "data", n=40)
     config = TransferRunConfig(model=str(tiny_bert), tasks=("cr",), n_jobs=1, data_dir=str(data),
@@ -152,11 +153,11 @@ def test_data_checksum_ignores_the_folder_but_not_the_content(tmp_path):
 
 
 def test_committed_parts_load_as_typed_results_and_round_trip():
-    from layerwise.methods.lc.ablation_run import AblationResult
-    from layerwise.methods.lc.pages import ablation_results
-    from layerwise.methods.lc.run import STSRun
-    from layerwise.methods.lc.transfer_pages import transfer_runs
-    from layerwise.methods.lc.transfer_run import TransferRun
+    from layerwise.benchmarks.lc.ablation_run import AblationResult
+    from layerwise.benchmarks.lc.pages import ablation_results
+    from layerwise.benchmarks.lc.run import STSRun
+    from layerwise.benchmarks.lc.transfer_pages import transfer_runs
+    from layerwise.benchmarks.lc.transfer_run import TransferRun
 
     store = ResultsStore(RESULTS / "state")
     row = store.parts("lc-sts")[0].payload
@@ -165,14 +166,14 @@ def test_committed_parts_load_as_typed_results_and_round_trip():
     assert STSRun.from_dict(run.to_dict()).to_dict() == run.to_dict()
     with pytest.raises(ValueError, match="schema 7"):
         STSRun.from_dict({**row, "schema": 7})
-    from layerwise.methods.lc.ablation_run import AblationPart
+    from layerwise.benchmarks.lc.ablation_run import AblationPart
 
     for part in store.parts("ablations"):  # the typed part writes back exactly the stored JSON
         assert AblationPart.from_payload(part.payload).payload() == part.payload
     (abl,) = ablation_results(store)
     assert AblationResult.from_dict(abl.to_dict()).to_dict() == abl.to_dict()
     assert set(abl.sts) >= {"stsb", "sickr"} and abl.model.name == "all-MiniLM-L6-v2"
-    from layerwise.methods.lc.transfer_check import CheckResult
+    from layerwise.benchmarks.lc.transfer_check import CheckResult
 
     (check,) = [p.payload for p in store.parts("transfer") if p.name.startswith("check-")]
     got = CheckResult.from_dict(check).to_dict()  # the old record has no tokenizer/config hashes: None added
@@ -230,7 +231,7 @@ def test_results_command_lists_renders_and_refuses_bad_options(tmp_path, capsys)
 @pytest.mark.filterwarnings("ignore::scipy.stats.ConstantInputWarning")  # tiny model: SAGA ties on every subset
 def test_shortcut_check_resumes_per_split_and_compares_with_exhaustive(tiny_bert, home):
     from conftest import write_senteval
-    from layerwise.methods.lc.transfer_check import ShortcutCheck, run_shortcut_check
+    from layerwise.benchmarks.lc.transfer_check import ShortcutCheck, run_shortcut_check
     from layerwise.reports import environment
 
     data = write_senteval(home / "data", n=40)

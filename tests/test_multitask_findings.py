@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from layerwise.benchmarks.multitask.findings import CLAIMS, judge, layer_centres, noise_level
+from layerwise.benchmarks.multitask.report import MultitaskPage, render_markdown
 from layerwise.methods.multitask.evaluate import TaskScores
-from layerwise.methods.multitask.findings import CLAIMS, judge, layer_centres, noise_level
-from layerwise.methods.multitask.report import MultitaskPage, render_markdown
 from layerwise.methods.multitask.run import ExperimentResult
 
 

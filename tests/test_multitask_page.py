@@ -7,14 +7,15 @@ import json
 import pytest
 
 from conftest import write_multitask
-from layerwise.experiments import ResultsStore, get_page
-from layerwise.experiments.registry import PageContext
+from layerwise.benchmarks import ResultsStore
+from layerwise.benchmarks.catalog import get_page
+from layerwise.benchmarks.registry import PageContext
 
 TINY = {"epochs": 1, "batch_size": 8, "max_length": 16, "lr": 1e-3, "limit": 10, "eval_limit": 8}
 
 
 def test_page_runs_resumes_and_renders(tiny_bert, tmp_path, monkeypatch):
-    from layerwise.methods.multitask import experiment
+    from layerwise.benchmarks.multitask import experiment
 
     data = write_multitask(tmp_path / "data", n=20)
     store = ResultsStore(tmp_path / "state")
@@ -55,7 +56,7 @@ def test_page_runs_resumes_and_renders(tiny_bert, tmp_path, monkeypatch):
 
 
 def test_page_refuses_bad_options():
-    from layerwise.methods.multitask.pages import page_config
+    from layerwise.benchmarks.multitask.pages import page_config
 
     with pytest.raises(ValueError, match="unknown multitask page options"):
         page_config({"experiment": ["BASELINE"]})
@@ -95,7 +96,7 @@ def test_cli_multitask_writes_results_and_resumes(tiny_bert, tmp_path, capsys):
 
 
 def test_page_runs_more_seeds_for_the_best_experiment_once_every_first_seed_is_stored(tiny_bert, tmp_path):
-    from layerwise.methods.multitask.pages import best_experiment, page_config
+    from layerwise.benchmarks.multitask.pages import best_experiment, page_config
 
     data = write_multitask(tmp_path / "data", n=20)
     store = ResultsStore(tmp_path / "state")
@@ -121,7 +122,7 @@ def test_page_runs_more_seeds_for_the_best_experiment_once_every_first_seed_is_s
 
 
 def test_run_order_trains_baseline_and_its_mix_first_and_keeps_every_experiment_once():
-    from layerwise.methods.multitask.pages import page_config
+    from layerwise.benchmarks.multitask.pages import page_config
 
     page = page_config()
     order = [c.name for c in page.run_order()]

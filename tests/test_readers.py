@@ -204,6 +204,8 @@ HEADER = "sentence1,sentence2,score\n"
     (HEADER + "a,b,3\nc,d,3\n", {}, "every score is 3, so a rank correlation with them is undefined"),
     (HEADER + "a,b,1\n ,d,2\n", {}, "line 3: the sentence1 text is empty"),
     (HEADER + "a,b,1\nc,d,2\n", {"min_rows": 5}, "holds 2 rows of sentence pairs but at least 5 are needed"),
+    ("sentence1;sentence2;score\na;b;1\n", {}, "header is one column, 'sentence1;sentence2;score', so it is probably "
+                                                 "separated by ';'"),
     (HEADER + "a,b,1\nc,d\n", {}, "line 3 has 2 fields but the header has 3; quote fields that hold a comma"),
     (HEADER.encode() + b"a,b,1\nc\xe9,d,2\n", {}, r"line 3 is not valid UTF-8 \(byte b'\\xe9' at column 2\)"),
 ])
@@ -307,7 +309,7 @@ def test_cli_helpers_combine_and_read_with_the_flags(tmp_path):
 
 
 @pytest.mark.parametrize(("flags", "reader", "message"), [
-    (["--score-column", "gold"], "pairs", r"has no column 'gold' .*; pass --score-column COLUMN naming"),
+    (["--score-column", "gold"], "pairs", r"has no column 'gold' .*; pass --score-column COLUMN with one of them"),
     (["--text2-column", "other"], "labeled", r"has no column 'other' .*; pass --text2-column COLUMN"),
     (["--negative-column", "hard"], "triplets", r"has no column 'hard' .*; pass --negative-column COLUMN"),
     (["--text-column", "body"], "corpus_txt", r"\.txt corpus.* so --text-column cannot apply"),
@@ -362,3 +364,30 @@ def test_a_null_id_is_refused_not_numbered(tmp_path):
     path = write(tmp_path / "c.jsonl", {"text": ["a", "b"], "id": ["1", None]})
     with pytest.raises(DataFileError, match="line 2: the id is missing.* pass id_column=<column>"):
         scan_corpus(CorpusSource(str(path), id_column="id"))
+
+
+def test_text_corpora_decode_line_by_line(tmp_path):
+    path = tmp_path / "c.txt"
+    path.write_bytes(b"\xef\xbb\xbffirst\r\nsecond\r\n")
+    assert read_corpus(path) == ["first", "second"]  # BOM and CRLF dropped
+    path.write_bytes("first\nsecond\nthird caf\u00e9\n".encode("latin-1"))
+    with pytest.raises(DataFileError, match=r"c.txt line 3 is not valid UTF-8 .* save the file as UTF-8"):
+        read_corpus(path)
+    jsonl = tmp_path / "c.jsonl"
+    jsonl.write_bytes(b'{"text": "a"}\n{"text": "\xff"}\n')
+    with pytest.raises(DataFileError, match="c.jsonl line 2 is not valid UTF-8"):
+        read_corpus(jsonl)
+
+
+@pytest.mark.parametrize("fmt", ["csv", "tsv"])
+def test_streaming_csv_rows_match_the_csv_module_on_the_whole_file(tmp_path, fmt):
+    """The slow obvious twin: csv.DictReader over the whole decoded text gives the same rows."""
+    import random
+
+    rng = random.Random(7)
+    alphabet = ['a', 'b', ' ', ',', '\t', '"', "'", '\n', '\r\n', 'é', '語', '🙂', '\\']
+    texts = ["x" + "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12))) for _ in range(60)]
+    path = write(tmp_path / f"t.{fmt}", {"text": texts, "label": [str(i % 3) for i in range(60)]})
+    with open(path, newline="", encoding="utf-8") as fh:
+        reference = [row["text"] for row in csv.DictReader(fh, delimiter="\t" if fmt == "tsv" else ",")]
+    assert read_labeled(path).sentences == reference == texts

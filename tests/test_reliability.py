@@ -301,7 +301,7 @@ def test_ctrl_c_prints_one_line_and_keeps_the_cache(tiny_bert, data, env, case, 
 
 @pytest.mark.reliability("Exit codes")
 def test_library_bug_is_reported_as_a_bug(tiny_bert, data, env, case, capsys, monkeypatch):
-    from layerwise.methods.lc import run
+    from layerwise.benchmarks.lc import run
 
     def bug(*a, **k):
         return {}["lc"]

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from layerwise.experiments import ResultsStore, get_page
-from layerwise.experiments.registry import PageContext
+from layerwise.benchmarks import ResultsStore
+from layerwise.benchmarks.catalog import get_page
+from layerwise.benchmarks.registry import PageContext
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
 NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?(?![\w.])")  # numbers, not digits inside names (sts12)
@@ -70,8 +71,8 @@ def _la_options(model, tmp_path, **over):
 
 
 def test_layer_attention_page_runs_resumes_and_recomputes_only_changed_settings(tiny_bert, tmp_path, monkeypatch):
-    from layerwise.methods.layer_attention import experiment
-    from layerwise.methods.layer_attention.pages import load_page_runs
+    from layerwise.benchmarks.layer_attention import experiment
+    from layerwise.benchmarks.layer_attention.pages import load_page_runs
 
     monkeypatch.setenv("LAYERWISE_HOME", str(tmp_path / "home"))
     data, store = _data(tmp_path / "data"), ResultsStore(tmp_path / "state")
@@ -111,7 +112,7 @@ def test_layer_attention_page_runs_resumes_and_recomputes_only_changed_settings(
 
 
 def test_layer_attention_grid_refuses_unknown_settings():
-    from layerwise.methods.layer_attention.pages import grid_config
+    from layerwise.benchmarks.layer_attention.pages import grid_config
 
     with pytest.raises(ValueError, match="unknown layer-attention grid settings"):
         grid_config({"grid": {"stepz": 3}})
@@ -122,8 +123,8 @@ def test_layer_attention_grid_refuses_unknown_settings():
 
 
 def test_lattemix_page_and_run_configs_refuse_bad_settings():
-    from layerwise.methods.lattemix import LatteMixRun
-    from layerwise.methods.lattemix.pages import page_config
+    from layerwise.benchmarks.lattemix.pages import page_config
+    from layerwise.benchmarks.lattemix.results import LatteMixRun
 
     with pytest.raises(ValueError, match="unknown lattemix page settings"):
         page_config({"page": {"seedz": [0]}})
@@ -137,7 +138,8 @@ def test_lattemix_page_and_run_configs_refuse_bad_settings():
 
 
 def test_lattemix_page_runs_resumes_and_renders(tiny_bert, tmp_path, monkeypatch):
-    from layerwise.methods.lattemix import LatteMixConfig, TrainConfig, experiment
+    from layerwise.benchmarks.lattemix import experiment
+    from layerwise.methods.lattemix import LatteMixConfig, TrainConfig
 
     monkeypatch.setenv("LAYERWISE_HOME", str(tmp_path / "home"))
     data, store = _data(tmp_path / "data"), ResultsStore(tmp_path / "state")
@@ -178,10 +180,10 @@ def test_the_library_finds_every_committed_part_under_the_key_it_computes(monkey
     absent = [m.name for m in BUILTIN_MODELS.values() if m.locate() is None]
     if absent:
         pytest.skip(f"{', '.join(absent)} not installed")
-    from layerwise.methods.lattemix import experiment as lm
-    from layerwise.methods.lattemix.grid import PageConfig
-    from layerwise.methods.layer_attention import experiment as la
-    from layerwise.methods.layer_attention.grid import GridConfig
+    from layerwise.benchmarks.lattemix import experiment as lm
+    from layerwise.benchmarks.lattemix.grid import PageConfig
+    from layerwise.benchmarks.layer_attention import experiment as la
+    from layerwise.benchmarks.layer_attention.grid import GridConfig
 
     store = ResultsStore(RESULTS / "state")
     cfg = GridConfig()

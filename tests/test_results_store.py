@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from layerwise.experiments import Part, ResultsStore, get_page, key_digest
+from layerwise.benchmarks import Part, ResultsStore, key_digest
+from layerwise.benchmarks.catalog import get_page
 
 
 def _key(**over):
@@ -30,7 +31,7 @@ def test_round_trip_and_digest_is_order_free(tmp_path):
 def test_any_changed_setting_invalidates_and_keeps_the_old_part(tmp_path, change, caplog):
     store = ResultsStore(tmp_path)
     store.save(Part("page", "p", _key(), {"score": 1.0}))
-    with caplog.at_level("INFO", logger="layerwise.experiments.store"):
+    with caplog.at_level("INFO", logger="layerwise.benchmarks.store"):
         assert store.load("page", "p", _key(**change)) is None
     assert "other settings" in caplog.text
     assert store.load("page", "p", _key()).payload == {"score": 1.0}  # not overwritten, not deleted
@@ -54,7 +55,7 @@ def test_unknown_page_suggests_a_close_name():
 
 
 def test_run_timer_and_time_rows_say_how_much_of_the_machine_a_run_had():
-    from layerwise.experiments.page_parts import RunTimer, run_time_row, run_time_table
+    from layerwise.benchmarks.page_parts import RunTimer, run_time_row, run_time_table
 
     timer = RunTimer()
     sum(i * i for i in range(200_000))  # some CPU work
@@ -79,7 +80,7 @@ def test_redo_computes_a_named_part_again_once_and_replaces_it(tmp_path, caplog)
     ResultsStore(tmp_path).save(Part("page", "throughput-m", _key(), {"rate": 1.0}))
     ResultsStore(tmp_path).save(Part("page", "run-m", _key(), {"score": 2.0}))
     store = ResultsStore(tmp_path, redo=("throughput-*",))
-    with caplog.at_level("INFO", logger="layerwise.experiments.store"):
+    with caplog.at_level("INFO", logger="layerwise.benchmarks.store"):
         assert store.load("page", "throughput-m", _key()) is None  # named: computed again
     assert "--redo" in caplog.text
     assert store.load("page", "run-m", _key()).payload == {"score": 2.0}  # not named: reused

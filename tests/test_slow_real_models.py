@@ -60,8 +60,8 @@ def test_truncated_minilm_export_equals_hidden_state_3(tmp_path):
     from transformers import AutoModel, AutoTokenizer
 
     from layerwise.encoders.layer_encoder import pool_hidden_states
+    from layerwise.encoders.truncate import count_parameters, truncate_encoder
     from layerwise.export import write_sentence_transformer
-    from layerwise.methods.truncated.truncate import count_parameters, truncate_encoder
 
     path = _minilm_path()
     tok = AutoTokenizer.from_pretrained(path)
@@ -97,7 +97,7 @@ def test_minilm_layer_subset_export_equals_bert_lc_and_runs_four_layers(tmp_path
     from sentence_transformers import SentenceTransformer
 
     from layerwise import LayerEncoder, layer_mean
-    from layerwise.export import SubsetExport, export_layer_subset
+    from layerwise.methods.lc.export import SubsetExport, export_layer_subset
 
     texts = ["A man is playing a guitar.", "Two dogs run through a snowy field near the trees.", "It rains."]
     enc = LayerEncoder("all-MiniLM-L6-v2", max_length=128, cache_dir=False, show_progress=False)

@@ -9,8 +9,9 @@ import pytest
 from scipy.stats import spearmanr
 
 from conftest import write_stsb, write_unlabeled
-from layerwise.experiments import ResultsStore, get_page
-from layerwise.experiments.registry import PageContext
+from layerwise.benchmarks import ResultsStore
+from layerwise.benchmarks.catalog import get_page
+from layerwise.benchmarks.registry import PageContext
 from test_tmft import WS_LINES
 
 
@@ -26,11 +27,11 @@ def data_dir(tmp_path):
 def test_frontier_equals_a_naive_search_restricted_to_each_depth(tiny_bert, data_dir):
     from transformers import AutoModel
 
+    from layerwise.benchmarks.truncated.analysis import Frontier, zero_training_frontier
     from layerwise.data import load_sts
     from layerwise.encoders import LayerEncoder
+    from layerwise.encoders.truncate import count_parameters, truncate_encoder
     from layerwise.methods.lc.search import naive_subset_scores, subset_cosine
-    from layerwise.methods.truncated.analysis import Frontier, zero_training_frontier
-    from layerwise.methods.truncated.truncate import count_parameters, truncate_encoder
 
     enc = LayerEncoder(str(tiny_bert), max_length=16, cache_dir=False, show_progress=False)
     frontier = zero_training_frontier(enc, data_dir)
@@ -56,7 +57,7 @@ def test_frontier_equals_a_naive_search_restricted_to_each_depth(tiny_bert, data
 
 
 def test_throughput_has_one_positive_row_per_depth_and_the_full_model(tiny_bert):
-    from layerwise.methods.truncated.analysis import Throughput, throughput
+    from layerwise.benchmarks.truncated.analysis import Throughput, throughput
 
     sentences = ["a man plays guitar .", "the dog runs in the park .", "a child eats food ."] * 5
     t = throughput(str(tiny_bert), [0, 1], sentences, batch_size=4, repeats=2, max_length=16)
@@ -71,7 +72,7 @@ def test_throughput_has_one_positive_row_per_depth_and_the_full_model(tiny_bert)
 
 
 def test_pareto_front_against_brute_force():
-    from layerwise.methods.truncated.analysis import pareto_front
+    from layerwise.benchmarks.truncated.analysis import pareto_front
 
     rng = np.random.default_rng(0)
     pts = rng.integers(0, 6, size=(40, 2)).astype(float)
@@ -90,7 +91,7 @@ def _options(tiny_bert, tmp_path, **over):
 
 
 def test_page_runs_resumes_and_renders(tiny_bert, data_dir, tmp_path, monkeypatch):
-    from layerwise.methods.truncated import experiment
+    from layerwise.benchmarks.truncated import experiment
 
     store = ResultsStore(tmp_path / "state")
     page = get_page("tmft")
@@ -147,7 +148,7 @@ def test_page_runs_resumes_and_renders(tiny_bert, data_dir, tmp_path, monkeypatc
 
 
 def test_page_refuses_bad_options():
-    from layerwise.methods.truncated.pages import page_config
+    from layerwise.benchmarks.truncated.pages import page_config
 
     with pytest.raises(ValueError, match="unknown tmft page options"):
         page_config({"depths": [0]})
@@ -160,8 +161,8 @@ def test_page_refuses_bad_options():
 def test_cli_tmft_end_to_end_and_resume(tiny_bert, data_dir, tmp_path, capsys, monkeypatch):
     from sentence_transformers import SentenceTransformer
 
+    from layerwise.benchmarks.truncated import experiment
     from layerwise.cli import main
-    from layerwise.methods.truncated import experiment
 
     out = tmp_path / "out"
     argv = ["tmft", "--model", str(tiny_bert), "--layers", "0", "2", "--subset", "0,2", "--epochs", "1",
@@ -210,8 +211,8 @@ def test_truncated_model_at_depth_zero_equals_hidden_state_zero(tiny_bert):
 
 
 def test_default_plan_runs_the_second_model_last_at_its_own_epochs_and_checks_two_epoch_counts():
-    from layerwise.methods.truncated.pages import page_config
-    from layerwise.methods.truncated.report import epochs_of
+    from layerwise.benchmarks.truncated.pages import page_config
+    from layerwise.benchmarks.truncated.report import epochs_of
 
     page = page_config()
     configs = page.configs((0, 6))
@@ -229,9 +230,9 @@ def test_default_plan_runs_the_second_model_last_at_its_own_epochs_and_checks_tw
 def test_the_page_says_what_the_mlm_pre_step_did_and_that_its_head_is_fresh():
     from dataclasses import asdict
 
+    from layerwise.benchmarks.truncated.pages import TMFTPageConfig
+    from layerwise.benchmarks.truncated.report import TMFTPage, render_markdown
     from layerwise.methods.truncated.config import TMFTConfig
-    from layerwise.methods.truncated.pages import TMFTPageConfig
-    from layerwise.methods.truncated.report import TMFTPage, render_markdown
     from layerwise.methods.truncated.run import TMFTResult
 
     config = TMFTConfig(model="all-MiniLM-L6-v2", layers=(3,), pre_step="mlm", epochs=3).to_dict()
@@ -244,8 +245,8 @@ def test_the_page_says_what_the_mlm_pre_step_did_and_that_its_head_is_fresh():
 
 
 def test_a_missing_run_is_estimated_from_stored_runs_of_its_depth_per_epoch():
+    from layerwise.benchmarks.truncated.pages import estimate_seconds
     from layerwise.methods.truncated.config import TMFTConfig
-    from layerwise.methods.truncated.pages import estimate_seconds
 
     def run(layers, pre="none", epochs=3, seed=0, model="m"):
         return TMFTConfig(model=model, layers=layers, pre_step=pre, epochs=epochs, seed=seed)

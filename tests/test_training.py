@@ -179,7 +179,7 @@ def test_no_code_path_unpickles(env, tmp_path):
 
 def test_train_seeds_before_building_the_pooler(tiny_bert, tmp_path):
     from conftest import write_stsb, write_unlabeled
-    from layerwise.methods.layer_attention.run import DataSources, run_train
+    from layerwise.benchmarks.layer_attention.run import DataSources, run_train
 
     data = write_unlabeled(write_stsb(tmp_path / "data", n_pairs=8))
     cfg = ContrastiveConfig(objective="unsup", steps=2, batch_size=4, eval_every=0, seed=5)

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from conftest import tiny_configs, word_tokenizer
-from layerwise.methods.truncated.truncate import (
+from layerwise.encoders.truncate import (
     NO_EMPTY_ENCODER,
     count_parameters,
     find_layers,

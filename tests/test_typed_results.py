@@ -10,17 +10,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from layerwise.encoders.layer_encoder import ModelIdentity
-from layerwise.evaluation.retrieval import RetrievalData, search
-from layerwise.methods.lattemix import LatteMixConfig, LatteMixResult, LatteMixRun, TrainConfig
-from layerwise.methods.lattemix.results import DataSetInfo, KindResult, TrainingText
-from layerwise.methods.layer_attention.results import (
+from layerwise.benchmarks.lattemix.results import DataSetInfo, KindResult, LatteMixResult, LatteMixRun, TrainingText
+from layerwise.benchmarks.layer_attention.results import (
     IndexResult,
     RetrievalDataInfo,
     RetrievalResult,
     TrainHistory,
     TrainResult,
 )
+from layerwise.encoders.layer_encoder import ModelIdentity
+from layerwise.evaluation.retrieval import RetrievalData, search
+from layerwise.methods.lattemix import LatteMixConfig, TrainConfig
 from layerwise.methods.layer_attention.train import ContrastiveConfig
 from layerwise.reports import git_state, source_revision
 

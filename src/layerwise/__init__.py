@@ -6,8 +6,7 @@ tuples of these indices (see :mod:`layerwise.layers`).
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
+from layerwise._version import __version__
 from layerwise.cache import LayerCache
 from layerwise.encoders.layer_encoder import LayerEncoder, ModelIdentity
 from layerwise.encoders.registry import BUILTIN_MODELS, DEFAULT_MODEL, ModelNotFoundError, assemble_mpnet, resolve_model

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from layerwise.layers import LayerStack, validate_layers
+from layerwise.modules.scalar_mix import ScalarMix
 
 __all__ = [
     "Pooling",
@@ -77,8 +78,6 @@ def scalar_mix(stack: LayerStack, weights, *, gamma: float = 1.0, kind: str = "m
     one real number per hidden state (L + 1 of them); they need not be positive.
     """
     import torch
-
-    from layerwise.modules.scalar_mix import ScalarMix
 
     w = np.asarray(weights, dtype=np.float64)
     if w.shape != (stack.n_states,):

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from layerwise._version import __version__
+
 __all__ = ["command_line", "environment", "fmt", "fmt_git", "git_state", "plot_lines", "plot_per_layer", "run_section",
            "save_figure", "source_revision", "write_bytes", "write_json", "write_text"]
 
@@ -30,8 +32,6 @@ def environment(command: list[str] | None = None) -> dict:
     import sklearn
     import torch
     import transformers
-
-    from layerwise import __version__
 
     cmd = command if command is not None else sys.argv
     return {

@@ -88,7 +88,9 @@ def _add_ray_options(e) -> None:
 
 
 def run_export(args, command) -> int:
-    from layerwise.export import SubsetExport, export_layer_subset, export_trained, source_kind
+    from layerwise.benchmarks.lc.run import subset_from_results
+    from layerwise.export import export_trained, source_kind
+    from layerwise.methods.lc.export import SubsetExport, export_layer_subset
 
     kind = source_kind(args.source)
     latte = [flag for flag, on in (("--encoder", args.encoder is not None), ("--layer", args.layer is not None),
@@ -101,8 +103,9 @@ def run_export(args, command) -> int:
         if args.layers is None and args.results is None:
             raise UsageError(f"{args.source} is a pretrained model: say which hidden states to export with --layers "
                              "(e.g. 0,6) or --from RESULTS.json")
+        choice = None if args.results is None else subset_from_results(args.results, head=args.head)
         config = SubsetExport(model=args.source, layers=args.layers, pooling=args.pooling, head=args.head,
-                              max_length=args.max_length, results=args.results)
+                              max_length=args.max_length, choice=choice)
         out = export_layer_subset(config, args.dest, overwrite=args.overwrite)
     else:
         given = [flag for flag, on in (("--layers", args.layers is not None), ("--from", args.results is not None),
@@ -116,7 +119,7 @@ def run_export(args, command) -> int:
 
 
 def _export_lattemix(args):
-    from layerwise.export.lattemix import export_lattemix
+    from layerwise.methods.lattemix.export import export_lattemix
 
     other = [flag for flag, on in (("--layers", args.layers is not None), ("--from", args.results is not None),
                                    ("--head", args.head), ("--pooling", args.pooling != "mean")) if on]
@@ -175,7 +178,7 @@ def _corpus_source(args):
         raise UsageError(f"{args.corpus} is a .txt corpus, one text a line with no columns, so {' and '.join(given)} "
                          "cannot apply (the ids are the row numbers from 0); leave them out, or write the corpus as "
                          ".jsonl/.csv/.tsv/.parquet")
-    return CorpusSource(args.corpus, column=args.column or "text", id_column=args.id_column)
+    return CorpusSource(args.corpus, column="text" if args.column is None else args.column, id_column=args.id_column)
 
 
 @contextlib.contextmanager

@@ -33,9 +33,9 @@ def add_parsers(sub) -> None:
 
 
 def run(args, command) -> int:
+    from layerwise.benchmarks.lattemix.report import METHOD_NAMES, format_cell, method_table, write_outputs
+    from layerwise.benchmarks.lattemix.run import LatteMixRun, run_lattemix
     from layerwise.methods.lattemix import LatteMixConfig, TrainConfig
-    from layerwise.methods.lattemix.report import METHOD_NAMES, format_cell, method_table, write_outputs
-    from layerwise.methods.lattemix.run import LatteMixRun, run_lattemix
     from layerwise.reports import environment
 
     config = LatteMixConfig(n_classes=args.n_classes, n_groups=args.n_groups, latent_dim=args.latent_dim,

@@ -89,10 +89,10 @@ def run(args, command) -> int:
 
 def _training_data(args):
     """The examples (as the estimator takes them) and their plain label, read before any model loads."""
+    from layerwise.benchmarks.layer_attention.run import load_training_examples
     from layerwise.data import load_sts
     from layerwise.data.readers import TripletData, data_label
     from layerwise.errors import UsageError
-    from layerwise.methods.layer_attention.run import load_training_examples
 
     if args.train_data is None:
         examples, source = load_training_examples(args.objective, None, data_dir=args.data_dir)
@@ -121,9 +121,9 @@ def _training_data(args):
 def _train(args, command) -> int:
     from pathlib import Path
 
+    from layerwise.benchmarks.layer_attention.results import TrainHistory, TrainResult
     from layerwise.export.sentence_transformers import check_destination
     from layerwise.methods.layer_attention.estimator import LayerAttentionPooler
-    from layerwise.methods.layer_attention.results import TrainHistory, TrainResult
     from layerwise.reports import environment, write_json
     from layerwise.training import prepare_output
     from layerwise.training.distributed import run_on_main
@@ -162,8 +162,8 @@ def _train(args, command) -> int:
 def _run(args, command) -> int:
     from pathlib import Path
 
+    from layerwise.benchmarks.layer_attention.run import run_retrieval
     from layerwise.data.readers import read_beir
-    from layerwise.methods.layer_attention.run import run_retrieval
     from layerwise.reports import environment, write_json
 
     if args.command == "train":

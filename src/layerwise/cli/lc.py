@@ -72,7 +72,7 @@ def add_parsers(sub) -> None:
 
 
 def run_sts(args, command) -> int:
-    from layerwise.methods.lc import run as experiments
+    from layerwise.benchmarks.lc import run as experiments
     from layerwise.reports import environment
 
     common = dict(model=args.model, dataset=args.dataset, data_dir=args.data_dir, split=args.split,
@@ -118,10 +118,10 @@ def _print_search(result, paths: dict) -> None:
 def run_transfer(args, command) -> int:
     if args.command == "ablate":
         return run_ablate(args, command)
-    from layerwise.experiments.store import ResultsStore
+    from layerwise.benchmarks.lc.transfer_report import write_transfer_outputs
+    from layerwise.benchmarks.lc.transfer_run import TransferRunConfig, run_transfer_tasks
+    from layerwise.benchmarks.store import ResultsStore
     from layerwise.methods.lc.transfer import TransferProtocol
-    from layerwise.methods.lc.transfer_report import write_transfer_outputs
-    from layerwise.methods.lc.transfer_run import TransferRunConfig, run_transfer_tasks
     from layerwise.reports import fmt
 
     if args.shortlist < 0:
@@ -143,9 +143,9 @@ def run_transfer(args, command) -> int:
 
 
 def run_ablate(args, command) -> int:
-    from layerwise.experiments.store import ResultsStore
-    from layerwise.methods.lc.ablation_report import write_ablation_outputs
-    from layerwise.methods.lc.ablation_run import AblationConfig, run_ablations
+    from layerwise.benchmarks.lc.ablation_report import write_ablation_outputs
+    from layerwise.benchmarks.lc.ablation_run import AblationConfig, run_ablations
+    from layerwise.benchmarks.store import ResultsStore
 
     if args.max_denominator < 2:
         raise ValueError(f"--max-denominator must be at least 2, got {args.max_denominator}")

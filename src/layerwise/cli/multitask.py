@@ -65,11 +65,11 @@ def configs_from_args(args) -> list:
 def run(args, command) -> int:
     from pathlib import Path
 
-    from layerwise.experiments.page_parts import run_record, save_png
-    from layerwise.experiments.store import ResultsStore
-    from layerwise.methods.multitask.experiment import run_parts
-    from layerwise.methods.multitask.pages import TITLE
-    from layerwise.methods.multitask.report import MultitaskPage, draw_layer_weights, render_markdown, summary
+    from layerwise.benchmarks.multitask.experiment import run_parts
+    from layerwise.benchmarks.multitask.pages import TITLE
+    from layerwise.benchmarks.multitask.report import MultitaskPage, draw_layer_weights, render_markdown, summary
+    from layerwise.benchmarks.page_parts import run_record, save_png
+    from layerwise.benchmarks.store import ResultsStore
     from layerwise.methods.multitask.run import RunControl
     from layerwise.reports import write_json, write_text
 

@@ -43,8 +43,8 @@ def parse_options(pairs: list[str]) -> dict:
 
 
 def run(args, command) -> int:
-    from layerwise.experiments import PageContext, ResultsStore, get_page
-    from layerwise.experiments.registry import all_pages
+    from layerwise.benchmarks import PageContext, ResultsStore
+    from layerwise.benchmarks.catalog import all_pages, get_page
 
     if args.action == "list":
         for page in all_pages():

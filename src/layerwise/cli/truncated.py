@@ -34,9 +34,10 @@ def add_parsers(sub) -> None:
 
 
 def run(args, command) -> int:
+    from layerwise.benchmarks.truncated.wordsim_report import write_wordsim_outputs
     from layerwise.data.wordsim import load_wordsim
     from layerwise.encoders import LayerEncoder
-    from layerwise.methods.truncated.wordsim import per_layer_wordsim, write_wordsim_outputs
+    from layerwise.methods.truncated.wordsim import per_layer_wordsim
     from layerwise.reports import environment
 
     datasets = [load_wordsim(name, args.data_dir) for name in args.sets]  # all read before the model loads
@@ -121,10 +122,10 @@ def tmft_configs(args) -> list:
 def run_tmft_command(args, command) -> int:
     from pathlib import Path
 
-    from layerwise.experiments.page_parts import save_png
-    from layerwise.experiments.store import ResultsStore
-    from layerwise.methods.truncated.experiment import run_runs
-    from layerwise.methods.truncated.runs_report import draw_runs, runs_markdown, runs_summary
+    from layerwise.benchmarks.page_parts import save_png
+    from layerwise.benchmarks.store import ResultsStore
+    from layerwise.benchmarks.truncated.experiment import run_runs
+    from layerwise.benchmarks.truncated.runs_report import draw_runs, runs_markdown, runs_summary
     from layerwise.reports import environment, write_json, write_text
 
     configs = tmft_configs(args)  # every config checked before any work

@@ -20,7 +20,6 @@ from layerwise.data.readers import (
 )
 from layerwise.data.senteval import TRANSFER_TASKS, TransferData, available_transfer, load_transfer
 from layerwise.data.sts import (
-    AGGREGATIONS,
     DATA_ENV_VAR,
     STS_DATASETS,
     STSData,
@@ -43,7 +42,6 @@ __all__ = [
     "read_pairs",
     "read_triplets",
     "read_word_pairs",
-    "AGGREGATIONS",
     "DATA_ENV_VAR",
     "STS_DATASETS",
     "TRANSFER_TASKS",

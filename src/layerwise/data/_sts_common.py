@@ -37,16 +37,19 @@ class STSData:
     Attributes
     ----------
     name : str
-        Canonical data set name, one of :data:`STS_DATASETS`.
+        Canonical data set name, one of :data:`STS_DATASETS`, or for a user's file the plain label
+        :func:`~layerwise.data.data_label` gives (:func:`~layerwise.data.read_pairs`).
     sentences1, sentences2 : list of str, each of length n
         The two sentences of every pair, as in the files (not stripped or tokenized).
     scores : ndarray of shape (n,), float64
-        Gold similarity (0-5 for STS, 1-5 for SICK-R).
+        Gold similarity (0-5 for STS, 1-5 for SICK-R; a user's file: its own scale, see :func:`~layerwise.data.normalize_scores`).
     subsets : ndarray of shape (n,), str
         Subset of each pair: STS12-16 the file's subset (``"MSRpar"``, ``"headlines"``, ...), STS-B the
         split (``"train"``, ``"dev"``, ``"test"``), SICK-R its SemEval-2014 set (``"TRAIN"``, ``"TRIAL"``, ``"TEST"``).
+        A user's file: its label on every pair.
     split : str
-        Which pairs these are, human readable (``"test"``, ``"all"``, ``"SemEval-2014 test (4927 pairs)"``).
+        Which pairs these are, human readable (``"test"``, ``"all"``, ``"SemEval-2014 test (4927 pairs)"``;
+        ``"file"`` for a user's file).
         :meth:`take` keeps it unchanged.
     source : str
         The folder or file read, or ``"builtin:stsb"`` for the copy shipped in the package.

@@ -98,7 +98,7 @@ def iter_records(path: Path, fields: Mapping[str, str], *, optional: Iterable[st
             for arg, column in fields.items():
                 if column not in record and arg not in optional:
                     raise DataFileError(f"{path} {where} has no field {column!r} (fields: {', '.join(record)}); "
-                                        f"pass {ARG} naming the field that holds it", argument=arg)
+                                        f"pass {ARG} with one of them", argument=arg)
             yield where, {arg: record.get(column) for arg, column in fields.items()}
     else:
         yield from _csv_records(path, fields, optional)
@@ -188,8 +188,14 @@ def _check_header(path: Path, header: list[str]) -> None:
 def _missing(path: Path, header: list[str], fields: Mapping[str, str], optional: set[str]) -> None:
     for arg, column in fields.items():
         if column not in header and arg not in optional:
-            raise DataFileError(f"{path} has no column {column!r} (columns: {', '.join(header)}); pass {ARG} naming "
-                                "the column that holds it", argument=arg)
+            other = [d for d in (";", "\t", ",", "|") if len(header) == 1 and d in header[0]]
+            if other:  # one column whose name holds a delimiter: the file is separated by something else
+                raise DataFileError(f"{path} has no column {column!r}: its header is one column, {header[0]!r}, so "
+                                    f"it is probably separated by {other[0]!r}; .csv files are read comma-separated "
+                                    "and .tsv tab-separated: convert the file or give it the suffix of its "
+                                    "delimiter")
+            raise DataFileError(f"{path} has no column {column!r} (columns: {', '.join(header)}); pass {ARG} with "
+                                "one of them", argument=arg)
 
 
 def _csv_records(path: Path, fields: Mapping[str, str], optional: set[str]) -> Iterator[tuple[str, dict]]:

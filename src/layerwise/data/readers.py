@@ -37,6 +37,7 @@ from layerwise.data._tables import (
     iter_records,
     require_pyarrow,
 )
+from layerwise.data._values import check_label, check_rows, check_score, check_text, check_varied, label_order
 from layerwise.data.senteval import TransferData
 from layerwise.data.sts import STSData
 from layerwise.data.wordsim import WordSimData
@@ -93,62 +94,6 @@ def normalize_scores(scores, scale: tuple[float, float] | None = None) -> np.nda
 
 
 # ----------------------------------------------------------------------------------------------
-# Values
-
-
-def _text(path: Path, where: str, what: str, value: object) -> str:
-    if value is None:
-        raise DataFileError(f"{path} {where}: the {what} is missing (null); fill it in or drop that row")
-    if not isinstance(value, str):
-        raise DataFileError(f"{path} {where}: the {what} is {type(value).__name__}, not a string; write it as "
-                            "a string (or read another column)")
-    if not value.strip():
-        raise DataFileError(f"{path} {where}: the {what} is empty; fill it in or drop that row (empty texts "
-                            "all get the same vector)")
-    return value
-
-
-def _score(path: Path, where: str, arg: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise DataFileError(f"{path} {where}: the {arg} {value!r} is not a number; fix that row or pass {ARG} naming "
-                            "the numeric column", argument=arg)
-    try:
-        number = float(value.strip() if isinstance(value, str) else value)
-    except ValueError:
-        raise DataFileError(f"{path} {where}: the {arg} {value!r} is not a number; fix that row or pass {ARG} naming "
-                            "the numeric column", argument=arg) from None
-    if not math.isfinite(number):
-        raise DataFileError(f"{path} {where}: the {arg} {value!r} is not finite; give every row a finite number")
-    return number
-
-
-def _label(path: Path, where: str, arg: str, value: object) -> str | int:
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise DataFileError(f"{path} {where}: the {arg} {value!r} is neither a string nor an integer; fix that row "
-                            f"or pass {ARG} naming the label column", argument=arg)
-    if isinstance(value, str) and not value.strip():
-        raise DataFileError(f"{path} {where}: the {arg} is empty; give every row a label or drop it")
-    return value
-
-
-def _enough(path: Path, n: int, min_rows: int, what: str) -> None:
-    if n == 0:
-        raise DataFileError(f"{path} holds a header but no rows of {what}; pass a file with rows")
-    if n < min_rows:
-        raise DataFileError(f"{path} holds {n} rows of {what} but at least {min_rows} are needed here; pass a file "
-                            f"with {min_rows} or more rows")
-
-
-def _varied(path: Path, scores: np.ndarray, arg: str) -> None:
-    if scores.size > 1 and scores.min() == scores.max():
-        raise DataFileError(f"{path}: every {arg} is {scores[0]:g}, so a rank correlation with them is undefined; "
-                            f"pass {ARG} naming the column of graded scores, or a file whose scores differ",
-                            argument=arg)
-
-
-# ----------------------------------------------------------------------------------------------
 # Readers
 
 
@@ -163,30 +108,15 @@ def read_pairs(path: str | os.PathLike, *, sentence1: str = "sentence1", sentenc
     p = check_file(path, TABLE_SUFFIXES, "pairs file")
     s1, s2, scores = [], [], []
     for where, row in iter_records(p, {"sentence1": sentence1, "sentence2": sentence2, "score": score}):
-        s1.append(_text(p, where, "sentence1 text", row["sentence1"]))
-        s2.append(_text(p, where, "sentence2 text", row["sentence2"]))
-        scores.append(_score(p, where, "score", row["score"]))
-    _enough(p, len(s1), min_rows, "sentence pairs")
+        s1.append(check_text(p, where, "sentence1 text", row["sentence1"]))
+        s2.append(check_text(p, where, "sentence2 text", row["sentence2"]))
+        scores.append(check_score(p, where, "score", row["score"]))
+    check_rows(p, len(s1), min_rows, "sentence pairs")
     arr = np.asarray(scores, dtype=np.float64)
-    _varied(p, arr, "score")
+    check_varied(p, arr, "score")
     label = data_label(p)
     return STSData(name=label, sentences1=s1, sentences2=s2, scores=arr, subsets=np.full(len(s1), label),
                    split="file", source=str(path))
-
-
-def _label_order(values: list[str | int]) -> list[str]:
-    """Class names in index order: numerically if every label is an integer (or its digits), else as sorted strings."""
-    names = {str(v) for v in values}
-
-    def as_int(name: str) -> int | None:
-        try:
-            return int(name)
-        except ValueError:
-            return None
-
-    if all(as_int(n) is not None for n in names):
-        return sorted(names, key=lambda n: (as_int(n), n))
-    return sorted(names)
 
 
 def read_labeled(path: str | os.PathLike, *, text: str = "text", label: str = "label", text2: str | None = None,
@@ -202,12 +132,12 @@ def read_labeled(path: str | os.PathLike, *, text: str = "text", label: str = "l
     fields = {"text": text, "label": label} | ({"text2": text2} if text2 is not None else {})
     texts, texts2, labels = [], [], []
     for where, row in iter_records(p, fields):
-        texts.append(_text(p, where, "text", row["text"]))
+        texts.append(check_text(p, where, "text", row["text"]))
         if text2 is not None:
-            texts2.append(_text(p, where, "second text", row["text2"]))
-        labels.append(_label(p, where, "label", row["label"]))
-    _enough(p, len(texts), min_rows, "labelled texts")
-    names = _label_order(labels)
+            texts2.append(check_text(p, where, "second text", row["text2"]))
+        labels.append(check_label(p, where, "label", row["label"]))
+    check_rows(p, len(texts), min_rows, "labelled texts")
+    names = label_order(labels)
     index = {name: i for i, name in enumerate(names)}
     return TransferData(name=data_label(p), sentences=texts, sentences2=texts2 if text2 is not None else None,
                         labels=np.array([index[str(v)] for v in labels], dtype=np.int64), label_names=names,
@@ -269,11 +199,11 @@ def read_triplets(path: str | os.PathLike, *, anchor: str = "anchor", positive: 
             fields["negative"] = negative
     anchors, positives, negatives = [], [], []
     for where, row in iter_records(p, fields):
-        anchors.append(_text(p, where, "anchor text", row["anchor"]))
-        positives.append(_text(p, where, "positive text", row["positive"]))
+        anchors.append(check_text(p, where, "anchor text", row["anchor"]))
+        positives.append(check_text(p, where, "positive text", row["positive"]))
         if negative is not None:
-            negatives.append(_text(p, where, "negative text", row["negative"]))
-    _enough(p, len(anchors), 1, "triplets" if negative is not None else "pairs")
+            negatives.append(check_text(p, where, "negative text", row["negative"]))
+    check_rows(p, len(anchors), 1, "triplets" if negative is not None else "pairs")
     return TripletData(anchors, positives, negatives if negative is not None else None, name=data_label(p),
                        source=str(path))
 
@@ -295,11 +225,11 @@ def iter_texts(path: str | os.PathLike, *, column: str = "text", id_column: str 
                                 "cannot apply to it; leave it out, or write the corpus as .jsonl/.csv/.tsv/.parquet",
                                 argument=arg)
         for i, (lineno, line) in enumerate(iter_lines(p)):
-            yield str(i), _text(p, f"line {lineno}", "text", line.rstrip("\n").rstrip("\r"))
+            yield str(i), check_text(p, f"line {lineno}", "text", line.rstrip("\n").rstrip("\r"))
         return
     fields = {"column": column} | ({"id_column": id_column} if id_column is not None else {})
     for i, (where, row) in enumerate(iter_records(p, fields)):
-        text = _text(p, where, "text", row["column"])
+        text = check_text(p, where, "text", row["column"])
         if id_column is None:
             yield str(i), text
             continue
@@ -346,12 +276,12 @@ def read_word_pairs(path: str | os.PathLike, *, word1: str = "word1", word2: str
     p = check_file(path, TABLE_SUFFIXES, "word-pairs file")
     w1, w2, scores = [], [], []
     for where, row in iter_records(p, {"word1": word1, "word2": word2, "score": score}):
-        w1.append(_text(p, where, "word1", row["word1"]))
-        w2.append(_text(p, where, "word2", row["word2"]))
-        scores.append(_score(p, where, "score", row["score"]))
-    _enough(p, len(w1), 1, "word pairs")
+        w1.append(check_text(p, where, "word1", row["word1"]))
+        w2.append(check_text(p, where, "word2", row["word2"]))
+        scores.append(check_score(p, where, "score", row["score"]))
+    check_rows(p, len(w1), 1, "word pairs")
     arr = np.asarray(scores, dtype=np.float64)
-    _varied(p, arr, "score")
+    check_varied(p, arr, "score")
     return WordSimData(data_label(p), tuple(w1), tuple(w2), arr, str(path))
 
 
@@ -359,7 +289,7 @@ def read_word_pairs(path: str | os.PathLike, *, word1: str = "word1", word2: str
 # BEIR
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True)
 class BeirData:
     """A retrieval data set in the BEIR layout.
 

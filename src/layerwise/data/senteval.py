@@ -114,7 +114,8 @@ class TransferData:
     Attributes
     ----------
     name : str
-        Canonical task name, one of :data:`TRANSFER_TASKS`.
+        Canonical task name, one of :data:`TRANSFER_TASKS`, or for a user's file its plain label
+        (:func:`~layerwise.data.read_labeled`, :func:`~layerwise.data.data_label`).
     sentences : list of str, length n
         The sentence of every example (MRPC: the first sentence), stripped of trailing whitespace.
     sentences2 : list of str of length n, or None
@@ -126,7 +127,8 @@ class TransferData:
         so :attr:`n_classes` does not shrink when a subset lacks a class.
     splits : ndarray of shape (n,), str
         The file or split each example came from: ``"all"`` for the one-file-per-class tasks,
-        ``"train"``/``"dev"``/``"test"`` for SST, ``"train"``/``"test"`` for TREC and MRPC.
+        ``"train"``/``"dev"``/``"test"`` for SST, ``"train"``/``"test"`` for TREC and MRPC, ``"file"`` for a
+        user's file.
     source : str
         The folder read.
     """

@@ -50,12 +50,10 @@ from layerwise.data._sts_releases import (
     load_stsb,
     sick_semeval_dir,
 )
-from layerwise.evaluation.metrics import AGGREGATIONS  # re-exported: every STS result names its aggregation
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "AGGREGATIONS",
     "DATA_ENV_VAR",
     "STS_DATASETS",
     "sts_display_name",

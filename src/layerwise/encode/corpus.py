@@ -18,9 +18,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from layerwise._progress import progress
 from layerwise.encode.journal import open_journal
-from layerwise.encode.readers import CorpusSource, check_corpus, iter_corpus
+from layerwise.encode.readers import CorpusSource, check_corpus, iter_corpus, require_pyarrow
+from layerwise.encode.shards import load_shard_folder
 from layerwise.encode.writers import check_output, ids_path, open_writer
 
 logger = logging.getLogger(__name__)
@@ -80,16 +83,10 @@ def load_embeddings(output: str | os.PathLike):
     ``output``: a ``.npy`` (ids beside it) or ``.parquet`` file from :func:`encode_corpus`, or the folder of Parquet
     shards from :func:`~layerwise.encode.ray_engine.encode_corpus_ray` (read with pyarrow; Ray is not needed).
     """
-    import numpy as np
-
     output = Path(output)
     if output.is_dir():
-        from layerwise.encode.shards import load_shard_folder
-
         return load_shard_folder(output)
     if output.suffix.lower() == ".npy":
         return ids_path(output).read_text(encoding="utf-8").splitlines(), np.load(output)
-    from layerwise.encode.readers import require_pyarrow
-
     table = require_pyarrow(f"reading {output}").read_table(str(output))
     return table.column("id").to_pylist(), np.asarray(table.column("embedding").to_pylist(), dtype=np.float32)

@@ -16,7 +16,10 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from layerwise.layers import LayerStack
+from layerwise.encoders.layer_encoder import LayerEncoder
+from layerwise.encoders.registry import folder_sha256
+from layerwise.layers import LayerStack, validate_layers
+from layerwise.pooling import head_pooling, layer_mean, pooler_output
 
 __all__ = ["SPEC_KINDS", "EmbedderConfig", "FolderEmbedder", "PoolingSpec", "SpecEmbedder"]
 
@@ -48,8 +51,6 @@ class PoolingSpec:
 
     def __call__(self, stack: LayerStack, head=None) -> np.ndarray:
         """(n, d) float32 vectors; ``head`` = (W, b) from :meth:`LayerEncoder.pooler_head` when ``self.head``."""
-        from layerwise.pooling import head_pooling, layer_mean, pooler_output
-
         if self.kind == "pooler":
             return pooler_output(stack)
         if self.head:
@@ -61,8 +62,6 @@ class SpecEmbedder:
     """``encode(texts) -> (n, d)``: ``spec`` over ``encoder``'s layer stack (cached when the encoder caches)."""
 
     def __init__(self, encoder, spec: PoolingSpec):
-        from layerwise.layers import validate_layers
-
         self.encoder, self.spec = encoder, spec
         validate_layers(spec.layers, encoder.n_states)  # a bad layer fails now, not after the first chunk
         if spec.kind == "pooler" and not encoder.identity.has_pooler:
@@ -101,8 +100,6 @@ class FolderEmbedder:
 
     def output_key(self) -> dict:
         """What the vectors depend on: every file of the folder (:func:`~layerwise.encoders.registry.folder_sha256`)."""
-        from layerwise.encoders.registry import folder_sha256
-
         return {"kind": "folder", "folder_sha256": folder_sha256(self.folder), "dim": self.dim}
 
     def encode(self, texts: list[str]) -> np.ndarray:
@@ -142,7 +139,6 @@ class EmbedderConfig:
         """A :class:`SpecEmbedder` (``model``) or a :class:`FolderEmbedder` (``folder``)."""
         if self.folder is not None:
             return FolderEmbedder(self.folder, batch_size=self.batch_size, device=self.device)
-        from layerwise.encoders.layer_encoder import LayerEncoder
 
         encoder = LayerEncoder(self.model, max_length=self.max_length, batch_size=self.batch_size, device=self.device,
                                dtype=self.dtype, cache_dir=self.cache_dir, show_progress=show_progress)

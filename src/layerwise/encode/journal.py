@@ -47,7 +47,7 @@ import numpy as np
 
 from layerwise.encode.readers import CorpusScan
 from layerwise.errors import UsageError
-from layerwise.experiments.store import key_digest
+from layerwise.keys import key_digest
 from layerwise.reports import write_bytes, write_json
 
 logger = logging.getLogger(__name__)

@@ -14,6 +14,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from layerwise.encode.embedders import SpecEmbedder
+from layerwise.encoders.layer_encoder import LayerEncoder
+
 __all__ = ["LayerwiseMTEBEncoder"]
 
 
@@ -36,9 +39,6 @@ class LayerwiseMTEBEncoder:
     @classmethod
     def from_spec(cls, model: str, spec, **encoder_options) -> "LayerwiseMTEBEncoder":
         """A :class:`~layerwise.LayerEncoder` for ``model`` (``encoder_options``: its keywords) pooled by ``spec``."""
-        from layerwise.encode.embedders import SpecEmbedder
-        from layerwise.encoders.layer_encoder import LayerEncoder
-
         return cls(SpecEmbedder(LayerEncoder(model, **encoder_options), spec))
 
     def encode(self, inputs, *, task_metadata=None, hf_split: str | None = None, hf_subset: str | None = None,

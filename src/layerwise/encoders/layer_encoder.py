@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from layerwise._progress import progress
+from layerwise.cache import LayerCache
 from layerwise.encoders.batching import length_sorted_batches
 from layerwise.encoders.registry import (
     DEFAULT_MODEL,
@@ -210,8 +211,6 @@ class LayerEncoder:
                            "comes from randomly initialised weights", self.resolved.name)
         self.cache = None
         if cache_dir is not False:
-            from layerwise.cache import LayerCache
-
             root = Path(cache_dir) if cache_dir not in (None, True) else layerwise_home() / "cache"
             self.cache = LayerCache(root, key=self.cache_key())
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Callable
 
 from layerwise.errors import ModelFilesError
+from layerwise.reports import write_json
 
 logger = logging.getLogger(__name__)
 
@@ -293,8 +294,6 @@ def verify_builtin_weights(builtin: BuiltinModel, folder: str | os.PathLike) -> 
     memo = memo if isinstance(memo, dict) else {}
     memo[str(weights.resolve())] = {**stamp, "sha256": got}
     try:
-        from layerwise.reports import write_json
-
         write_json(memo_path, memo)
     except OSError as exc:  # a read-only home only costs a re-hash next time
         logger.warning("could not record the verified weights in %s (%s)", memo_path, exc)

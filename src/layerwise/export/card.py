@@ -12,6 +12,9 @@ import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from layerwise._version import __version__
+from layerwise.reports import source_revision
+
 __all__ = ["ExportCard", "file_sha256", "render_card"]
 
 
@@ -38,9 +41,6 @@ class ExportCard:
     extra: dict = field(default_factory=dict)  # kind-specific settings (max length, pooler kind, ...)
 
     def provenance(self) -> dict:
-        from layerwise import __version__
-        from layerwise.reports import source_revision
-
         rev = source_revision()
         return {"kind": self.kind, "source": self.source, "layers": self.layers, "pooling": self.pooling,
                 "results_file": self.results_file, "scores": self.scores, "layerwise_module": self.layerwise_module,

@@ -7,18 +7,13 @@ of their mixtures (categorical VAE), or the closed-form L2 distance of Gaussian 
 
 from layerwise.methods.lattemix.config import MODEL_KINDS, LatteMixConfig
 from layerwise.methods.lattemix.models import TokenLatentModel, build_model, gumbel_softmax_sample, load_model
-from layerwise.methods.lattemix.results import KindResult, LatteMixResult, LatteMixRun
-from layerwise.methods.lattemix.run import run_lattemix
 from layerwise.methods.lattemix.similarity import SIMILARITIES, Mixtures, pair_similarity, sentence_mixtures
 from layerwise.methods.lattemix.train import TrainConfig, train_token_model
 
 __all__ = [
     "MODEL_KINDS",
     "SIMILARITIES",
-    "KindResult",
     "LatteMixConfig",
-    "LatteMixResult",
-    "LatteMixRun",
     "Mixtures",
     "TokenLatentModel",
     "TrainConfig",
@@ -26,7 +21,6 @@ __all__ = [
     "gumbel_softmax_sample",
     "load_model",
     "pair_similarity",
-    "run_lattemix",
     "sentence_mixtures",
     "train_token_model",
 ]

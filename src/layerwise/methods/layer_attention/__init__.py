@@ -1,11 +1,11 @@
 """Layer-wise attention pooling and contrastive objectives (Oh et al., COLING 2022).
 
-The public estimator is :class:`LayerAttentionPooler` (``estimator.py``): fit on texts, pairs or triplets, encode,
+The public estimator is :class:`LayerAttentionPooler` (:mod:`.estimator`): fit on texts, pairs or triplets, encode,
 save a sentence-transformers folder, load.
 
-Poolers, losses, the training loop and NLI triplets; the results page (``pages``: the frozen-encoder grid and the
-encoder-trained runs in ``experiment``, typed runs and their store keys in ``grid``, markdown and figure in
-``report``). Retrieval evaluation is in ``layerwise.evaluation.retrieval``.
+Poolers, losses, the training loop (:mod:`.train`; :mod:`.frozen` for a frozen encoder) and NLI triplets, and the
+exporter (:mod:`.export`). The paper's grid and its results page are in :mod:`layerwise.benchmarks.layer_attention`;
+retrieval evaluation is in ``layerwise.evaluation.retrieval``.
 """
 
 from layerwise.encoders.trainable import SentenceModel

@@ -9,7 +9,7 @@ The estimator is a thin shell over the method's core: the model is a
 :class:`~layerwise.encoders.trainable.SentenceModel` (encoder + :class:`~layerwise.modules.poolers.LayerPooler`), the
 training is :class:`~layerwise.methods.layer_attention.train.ContrastiveTask` run by the one loop
 (:func:`layerwise.training.train`), and the saved folder is the trained-pooler export
-(:func:`layerwise.export.trained_pooler.write_trained_pooler`).
+(:func:`layerwise.methods.layer_attention.export.write_trained_pooler`).
 
 Training data and the objective (checked against each other in :meth:`LayerAttentionPooler.fit`):
 
@@ -44,8 +44,8 @@ from layerwise.encoders.registry import DEFAULT_MODEL
 from layerwise.encoders.trainable import SentenceModel
 from layerwise.errors import UsageError
 from layerwise.export.no_code import check_no_code
-from layerwise.export.trained_pooler import write_trained_pooler
 from layerwise.losses.contrastive import OBJECTIVES
+from layerwise.methods.layer_attention.export import write_trained_pooler
 from layerwise.methods.layer_attention.train import ContrastiveConfig, ContrastiveTask, run_history
 from layerwise.modules.poolers import POOLER_KINDS
 from layerwise.training import prepare_output, seed_everything

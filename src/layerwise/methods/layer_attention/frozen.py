@@ -18,6 +18,7 @@ import torch
 
 from layerwise._progress import progress
 from layerwise.encoders.trainable import SentenceModel
+from layerwise.evaluation.sts import sts_scores
 from layerwise.losses.contrastive import objective_loss
 from layerwise.methods.layer_attention.train import ContrastiveConfig, batch_indices, run_history
 from layerwise.modules.poolers import LayerPooler
@@ -115,8 +116,6 @@ class FrozenPoolerTask(TrainingTask):
         return {"loss": objective_loss(c.objective, z, c.temperature)}
 
     def evaluate(self) -> float | None:
-        from layerwise.evaluation.sts import sts_scores
-
         if self.dev is None:
             return None
         a, b, gold = self.dev

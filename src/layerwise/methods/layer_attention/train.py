@@ -16,6 +16,7 @@ from pathlib import Path
 from layerwise.data.checksum import content_checksum
 from layerwise.data.nli import snli_triplets as nli_triplets  # kept here under its earlier name
 from layerwise.encoders.trainable import SentenceModel
+from layerwise.evaluation.sts import sts_scores
 from layerwise.losses.contrastive import OBJECTIVES, objective_loss
 from layerwise.training import TrainingConfig, TrainingRun, TrainingTask, tensors_sha256, train
 from layerwise.training.batches import batch_indices
@@ -98,8 +99,6 @@ class ContrastiveTask(TrainingTask):
         return {"loss": objective_loss(c.objective, parts, c.temperature)}
 
     def evaluate(self) -> float | None:
-        from layerwise.evaluation.sts import sts_scores
-
         if self.dev is None:
             return None
         e1 = self.module.encode(list(self.dev.sentences1))

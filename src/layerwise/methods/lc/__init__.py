@@ -3,14 +3,10 @@
 - :mod:`.search`: the exact search of every subset on STS pairs (``LayerSubsetSearch``)
 - :mod:`.protocol`: the STS dev/test protocol (``run_bert_lc``)
 - :mod:`.transfer`: the SentEval transfer protocol with the ridge screen
-- :mod:`.ablation`: number of layers, excluding a layer, limited data
-- :mod:`.screen`: the closed-form ridge screen of every subset (transfer)
-- :mod:`.run`, :mod:`.transfer_run`, :mod:`.ablation_run`: end-to-end runs (typed results, config dataclasses,
-  parts of the results store), with :mod:`.transfer_report`, :mod:`.ablation_report` writing their files
-- :mod:`.pages`: the ``lc-sts``, ``transfer`` and ``ablations`` results pages (:mod:`.sts_page`,
-  :mod:`.sts_observations`, :mod:`.transfer_pages`, :mod:`.transfer_check`). The files of the old results
-  scripts were converted into store parts once (one-off code, commit ef01597, removed after it ran; each converted
-  part records ``migrated_from``)
+- :mod:`.screen`: the closed-form ridge screen of every subset (transfer), on :mod:`.features`
+- :mod:`.export`: a layer subset as a sentence-transformers folder (the ``layer_subset`` exporter)
+
+The paper's runs, ablations and results pages are in :mod:`layerwise.benchmarks.lc`.
 """
 
 from layerwise.methods.lc.protocol import LCProtocol, LCResult, LCSplit, run_bert_lc, split_indices

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from layerwise.evaluation.metrics import AGGREGATIONS
-from layerwise.evaluation.sts import sts_scores
+from layerwise.evaluation.sts import check_gold, sts_scores
 from layerwise.layers import LayerStack
 from layerwise.methods.lc.search import LayerSubsetSearch
 from layerwise.pooling import Pooling, baseline_poolings, head_pooling
@@ -116,8 +116,6 @@ def run_bert_lc(
     Split ``k`` uses seed ``protocol.seed + k``; the random-subset baseline of split ``k`` is drawn with the same
     seed. ``head`` = the checkpoint's trained pooler head ``(W, b)`` adds "lc_mlp": LC's subset fed through it.
     """
-    from layerwise.evaluation.sts import check_gold
-
     gold = check_gold(gold)
     n = len(gold)
     if len(stack1) != n or len(stack2) != n:

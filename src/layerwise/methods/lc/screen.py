@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
-if TYPE_CHECKING:
-    from layerwise.methods.lc.transfer import TransferFeatures
+from layerwise.methods.lc.features import TransferFeatures
 
 __all__ = ["DEFAULT_RIDGE_ALPHA", "RidgeScreen"]
 

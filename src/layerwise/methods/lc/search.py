@@ -31,6 +31,7 @@ import torch
 
 from layerwise._progress import progress
 from layerwise.evaluation.metrics import AGGREGATIONS, RankCorrelator, aggregate_correlation, cosine_rows
+from layerwise.evaluation.sts import check_gold
 
 logger = logging.getLogger(__name__)
 
@@ -51,8 +52,6 @@ def count_subsets(n_states: int, max_layers: int | None = None) -> int:
 
 
 def _check_stacks(a: np.ndarray, b: np.ndarray, gold: np.ndarray) -> tuple[np.ndarray, ...]:
-    from layerwise.evaluation.sts import check_gold
-
     a = np.asarray(a)
     b = np.asarray(b)
     gold = np.asarray(gold, dtype=np.float64)

@@ -16,7 +16,7 @@ one Gram matrix of the concatenated layers, so every subset and every inner spli
 ``d x d`` solve. The ``shortlist`` best subsets by that score then get the real SAGA inner cross-validation
 and the best of those is chosen (``shortlist=1``: the ridge choice is taken as it is; ``shortlist=None``:
 exhaustive SAGA over every subset, the slow reference). What the shortcut costs is measured, not assumed:
-see ``methods/lc/transfer_check.py`` (run with the ``transfer`` results page, shown on it).
+see ``benchmarks/lc/transfer_check.py`` (run with the ``transfer`` results page, shown on it).
 
 Pair tasks (MRPC) use SentEval's features ``[u, v, |u - v|, u * v]`` of the two sentences' combinations;
 those are not linear in the layers, so their Gram matrices are computed per subset (slower, same result).
@@ -42,9 +42,9 @@ from layerwise.evaluation.classification import (
     outer_splits,
     parallel_map,
 )
-from layerwise.layers import LayerStack, validate_layers
+from layerwise.methods.lc.features import TransferFeatures, pair_features
 from layerwise.methods.lc.screen import DEFAULT_RIDGE_ALPHA, RidgeScreen
-from layerwise.pooling import apply_head, named_selections, random_layers
+from layerwise.pooling import named_selections, random_layers
 
 logger = logging.getLogger(__name__)
 
@@ -80,13 +80,6 @@ def all_subsets(n_states: int, max_layers: int) -> list[tuple[int, ...]]:
     return [c for k in range(1, min(max_layers, n_states) + 1) for c in itertools.combinations(range(n_states), k)]
 
 
-def pair_features(u: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """SentEval's pair features ``[u, v, |u - v|, u * v]``: (n, 4d) from two (n, d) arrays."""
-    if u.shape != v.shape:
-        raise ValueError(f"pair_features needs equal shapes, got {u.shape} and {v.shape}")
-    return np.concatenate([u, v, np.abs(u - v), u * v], axis=1)
-
-
 def relative_error_reduction(acc_method: float, acc_baseline: float) -> float:
     """(A_M - A_B) / (1 - A_B) for accuracies in [0, 1]: the share of the baseline's errors the method removes.
 
@@ -101,73 +94,6 @@ def relative_error_reduction(acc_method: float, acc_baseline: float) -> float:
 
 # ----------------------------------------------------------------------------------------------
 # Features
-
-
-@dataclass(frozen=True)
-class TransferFeatures:
-    """Per-layer vectors of one task's examples and their labels.
-
-    ``first`` (and, for pair tasks, ``second``) are layer stacks of n examples; ``labels`` (n,) ints in
-    ``0 .. n_classes - 1``. ``head`` is the checkpoint's trained pooler head ``(weight, bias)`` for LC + MLP,
-    or None.
-    """
-
-    first: LayerStack
-    labels: np.ndarray
-    n_classes: int
-    second: LayerStack | None = None
-    head: tuple[np.ndarray, np.ndarray] | None = None
-
-    def __post_init__(self) -> None:
-        labels = np.asarray(self.labels, dtype=np.int64)
-        object.__setattr__(self, "labels", labels)
-        n = len(self.first)
-        if n == 0:
-            raise ValueError("TransferFeatures needs at least one example")
-        if labels.shape != (n,):
-            raise ValueError(f"{labels.shape[0] if labels.ndim else 0} labels for {n} encoded examples")
-        if self.second is not None and (len(self.second) != n or self.second.mean.shape != self.first.mean.shape):
-            raise ValueError(f"second stack of shape {self.second.mean.shape} does not match {self.first.mean.shape}")
-        if labels.min() < 0 or labels.max() >= self.n_classes:
-            raise ValueError(f"labels must lie in [0, {self.n_classes}), got {labels.min()}..{labels.max()}")
-
-    def __len__(self) -> int:
-        return len(self.first)
-
-    @property
-    def n_states(self) -> int:
-        return self.first.n_states
-
-    @property
-    def is_pair(self) -> bool:
-        return self.second is not None
-
-    def take(self, idx) -> "TransferFeatures":
-        idx = np.asarray(idx, dtype=np.int64)
-        return TransferFeatures(
-            first=self.first.take(idx), labels=self.labels[idx], n_classes=self.n_classes,
-            second=None if self.second is None else self.second.take(idx), head=self.head,
-        )
-
-    def features(self, layers, kind: str = "mean", *, head: bool = False, rows=None) -> np.ndarray:
-        """Classifier input of the combination of ``layers`` (``kind`` "mean" or "cls") for ``rows`` (default
-        all): (n_rows, d), or (n_rows, 4d) for pair tasks. ``head=True`` feeds it through the pooler head (LC + MLP).
-        """
-        layers = list(validate_layers(layers, self.n_states))
-        if head and self.head is None:
-            raise ValueError("this model has no trained pooler head: LC + MLP is not available")
-        if kind not in ("mean", "cls"):
-            raise ValueError(f"unknown kind {kind!r}; valid: 'mean', 'cls'")
-        rows = np.arange(len(self)) if rows is None else np.asarray(rows, dtype=np.int64)
-
-        def one(stack: LayerStack) -> np.ndarray:
-            src = stack.mean if kind == "mean" else stack.cls
-            x = src[np.ix_(rows, layers)].mean(axis=1)
-            return apply_head(x, *self.head) if head else x
-
-        u = one(self.first)
-        return u if self.second is None else pair_features(u, one(self.second))
-
 
 
 # ----------------------------------------------------------------------------------------------

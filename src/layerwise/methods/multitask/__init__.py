@@ -14,7 +14,6 @@ from layerwise.methods.multitask.config import (
 )
 from layerwise.methods.multitask.data import MultitaskData, load_multitask_data
 from layerwise.methods.multitask.evaluate import TaskScores, evaluate_split, overall_score
-from layerwise.methods.multitask.experiment import run_parts
 from layerwise.methods.multitask.model import MultitaskModel
 from layerwise.methods.multitask.run import ExperimentResult, run_experiment
 from layerwise.methods.multitask.schedule import BatchPlan
@@ -34,5 +33,4 @@ __all__ = [
     "load_multitask_data",
     "overall_score",
     "run_experiment",
-    "run_parts",
 ]

@@ -16,6 +16,7 @@ from pathlib import Path
 from layerwise.losses.nli import NLI_OBJECTIVES
 from layerwise.methods.multitask.schedule import SCHEDULES
 from layerwise.modules.heads import PAIR_FEATURES
+from layerwise.reports import write_json
 
 __all__ = ["EXPERIMENTS", "LAYER_MODES", "MIX_LR", "SCHEDULES", "TASKS", "MultitaskConfig", "get_experiment",
            "load_config", "experiment_names"]
@@ -90,8 +91,6 @@ class MultitaskConfig:
         return cls(**data)
 
     def save(self, path: str | Path) -> Path:
-        from layerwise.reports import write_json
-
         return write_json(Path(path), self.to_dict())
 
 

@@ -15,8 +15,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from layerwise.data import load_sts, load_transfer
 from layerwise.data.checksum import content_checksum
-from layerwise.data.nli import read_lines, require_dir
+from layerwise.data.nli import load_snli, read_lines, require_dir, snli_triplets
+from layerwise.losses.nli import NLI_LABEL_SCORES
 
 __all__ = ["DATA_NOTES", "LabelledPairs", "LabelledSentences", "MultitaskData", "TaskSplits", "load_multitask_data",
            "load_quora_pairs"]
@@ -116,8 +118,6 @@ def _head(data, n: int | None):
 
 
 def _sst(data_dir, limit, eval_limit, seed) -> tuple[TaskSplits, int]:
-    from layerwise.data import load_transfer
-
     d = load_transfer("sst5", data_dir=data_dir)
     part = {s: LabelledSentences([d.sentences[i] for i in np.flatnonzero(d.splits == s)],
                                  d.labels[d.splits == s]) for s in ("train", "dev", "test")}
@@ -135,8 +135,6 @@ def _para(data_dir, limit, eval_limit, split_seed) -> TaskSplits:
 
 
 def _sts(data_dir, limit, eval_limit, seed) -> TaskSplits:
-    from layerwise.data import load_sts
-
     def pairs(split):
         d = load_sts("stsb", data_dir=data_dir, split=split)
         return LabelledPairs(list(d.sentences1), list(d.sentences2), np.asarray(d.scores, dtype=np.float64))
@@ -146,9 +144,6 @@ def _sts(data_dir, limit, eval_limit, seed) -> TaskSplits:
 
 
 def _nli(data_dir, objective: str, limit):
-    from layerwise.data.nli import load_snli, snli_triplets
-    from layerwise.losses.nli import NLI_LABEL_SCORES
-
     if objective == "regression":
         p = load_snli(data_dir, "all")
         pairs = LabelledPairs(list(p.premises), list(p.hypotheses),

@@ -18,6 +18,8 @@ import numpy as np
 import torch
 
 from layerwise.layers import LayerStack
+from layerwise.methods.lc.search import LayerSubsetSearch
+from layerwise.methods.lc.transfer import RidgeScreen, TransferFeatures, all_subsets, default_max_layers
 
 logger = logging.getLogger(__name__)
 
@@ -46,8 +48,6 @@ def _holdout(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _screen(first: np.ndarray, second: np.ndarray | None, labels: np.ndarray, n_classes: int, seed: int):
-    from layerwise.methods.lc.transfer import RidgeScreen, TransferFeatures, all_subsets, default_max_layers
-
     stack = lambda m: LayerStack(mean=m, cls=m)  # noqa: E731 - the screen reads the mean vectors only
     feats = TransferFeatures(first=stack(first), labels=labels.astype(np.int64), n_classes=n_classes,
                              second=None if second is None else stack(second))
@@ -59,8 +59,6 @@ def _screen(first: np.ndarray, second: np.ndarray | None, labels: np.ndarray, n_
 
 def choose_subsets(model, data, *, seed: int = 0, batch_size: int = 64) -> dict[str, dict]:
     """{task: {"layers": [...], "score": ..., "method": ...}} chosen on ``data``'s training splits (frozen model)."""
-    from layerwise.methods.lc.search import LayerSubsetSearch
-
     sts = data.sts.train
     a = frozen_mean_vectors(model, sts.first, batch_size=batch_size)
     b = frozen_mean_vectors(model, sts.second, batch_size=batch_size)

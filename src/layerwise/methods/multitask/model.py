@@ -24,6 +24,7 @@ from torch import nn
 from layerwise.encoders.layer_encoder import pool_hidden_states
 from layerwise.files import atomic_folder
 from layerwise.modules import heads as head_modules
+from layerwise.modules.heads import SharedHidden
 from layerwise.modules.scalar_mix import ScalarMix
 
 __all__ = ["MODEL_FILE", "MultitaskModel", "build_heads", "is_multitask_folder"]
@@ -151,8 +152,6 @@ class MultitaskModel(nn.Module):
     def load(cls, folder: str | Path) -> "MultitaskModel":
         """The model saved in ``folder`` (by :meth:`save` or a training checkpoint), in eval mode."""
         from transformers import AutoModel, AutoTokenizer
-
-        from layerwise.modules.heads import SharedHidden
 
         folder = Path(folder)
         if not is_multitask_folder(folder):

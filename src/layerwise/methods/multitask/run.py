@@ -21,8 +21,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from layerwise.encoders.registry import resolve_model
 from layerwise.methods.multitask.config import TASKS, MultitaskConfig
 from layerwise.methods.multitask.evaluate import TaskScores, evaluate_split
+from layerwise.methods.multitask.layer_choice import choose_subsets
 from layerwise.methods.multitask.model import MultitaskModel, build_heads
 from layerwise.methods.multitask.schedule import BatchPlan
 from layerwise.methods.multitask.task import NLIPhase, TaskPhase
@@ -85,8 +87,6 @@ class ExperimentResult:
 def build_model(model_name: str, config: MultitaskConfig, n_classes: int, *, subsets=None) -> MultitaskModel:
     """Encoder ``model_name`` (built-in name or folder) with fresh heads (seed torch first)."""
     from transformers import AutoModel, AutoTokenizer
-
-    from layerwise.encoders.registry import resolve_model
 
     path = resolve_model(model_name).path
     enc = AutoModel.from_pretrained(path, local_files_only=True)
@@ -160,8 +160,6 @@ def run_experiment(config: MultitaskConfig, seed: int, output_dir, *, model_name
     model = build_model(model_name, config, data.n_classes).to(local_device(control.device))
     subsets = {}
     if config.layers == "subset":
-        from layerwise.methods.multitask.layer_choice import choose_subsets
-
         subsets = choose_subsets(model, data, seed=config.split_seed, batch_size=config.batch_size)
         model.subsets = {t: tuple(c["layers"]) for t, c in subsets.items()}
     if config.sst_prototypes:

@@ -22,9 +22,9 @@ from torch import nn
 from layerwise.encoders.batching import length_sorted_batches
 from layerwise.encoders.layer_encoder import pool_hidden_states
 from layerwise.encoders.registry import resolve_model
+from layerwise.encoders.truncate import count_parameters, truncate_encoder
 from layerwise.export.sentence_transformers import EXPORT_MARKER, write_sentence_transformer
 from layerwise.layers import validate_layers
-from layerwise.methods.truncated.truncate import count_parameters, truncate_encoder
 
 __all__ = ["TruncatedModel"]
 

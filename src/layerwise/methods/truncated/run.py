@@ -16,8 +16,14 @@ from pathlib import Path
 
 import numpy as np
 
+from layerwise.data import load_sts, load_wiki_head, snli_sentences
 from layerwise.data.checksum import content_checksum
-from layerwise.experiments.store import keyed_name
+from layerwise.data.wordsim import load_wordsim
+from layerwise.encoders import LayerEncoder
+from layerwise.encoders.registry import resolve_model
+from layerwise.encoders.truncate import count_parameters
+from layerwise.evaluation.sts import sts_scores
+from layerwise.keys import keyed_name, model_key
 from layerwise.methods.truncated.config import TMFTConfig
 from layerwise.methods.truncated.model import TruncatedModel
 from layerwise.methods.truncated.tasks import MaskedLMTask, PairRegressionTask, PairSet, pair_spearman
@@ -53,8 +59,6 @@ class TMFTResult:
 
 def stsb_pairs(data_dir=None, limit: int | None = None) -> tuple[PairSet, PairSet, object]:
     """STS-B train (targets gold / 5), dev (gold), and the test STSData."""
-    from layerwise.data import load_sts
-
     tr, dev, test = (load_sts("stsb", data_dir=data_dir, split=s) for s in ("train", "dev", "test"))
     n = len(tr) if limit is None else min(limit, len(tr))
     train_set = PairSet(tuple(tr.sentences1[:n]), tuple(tr.sentences2[:n]), np.asarray(tr.scores[:n]) / 5.0,
@@ -65,8 +69,6 @@ def stsb_pairs(data_dir=None, limit: int | None = None) -> tuple[PairSet, PairSe
 def wordsim_pairs(config: TMFTConfig, data_dir=None) -> tuple[PairSet, PairSet, PairSet]:
     """The word pairs of ``config.ws.sets`` pooled (each file's scores divided by its maximum) and split
     train/dev/test by ``config.ws.split`` with ``config.seed``."""
-    from layerwise.data.wordsim import load_wordsim
-
     w1, w2, y = [], [], []
     for name in config.ws.sets:
         d = load_wordsim(name, data_dir)
@@ -86,8 +88,6 @@ def wordsim_pairs(config: TMFTConfig, data_dir=None) -> tuple[PairSet, PairSet, 
 
 def mlm_sentences(config: TMFTConfig, data_dir=None) -> list[str]:
     """Unlabeled sentences for MLM: SNLI dev+test and the wiki1m head, a seeded sample of ``limit`` if set."""
-    from layerwise.data import load_wiki_head, snli_sentences
-
     texts: list[str] = []
     for source in config.mlm.sources:
         texts += snli_sentences(data_dir) if source == "snli" else load_wiki_head(data_dir)
@@ -121,8 +121,6 @@ def _ws_step(model: TruncatedModel, config: TMFTConfig, data_dir, folder: Path, 
 def _mlm_encoder(config: TMFTConfig, data_dir, output: Path, show_progress, device=None) -> tuple[Path, dict]:
     """The MLM-adapted encoder folder of (model, seed), trained once and reused for every depth."""
     from transformers import AutoModelForMaskedLM, AutoTokenizer
-
-    from layerwise.encoders.registry import resolve_model
 
     shared = {"model": config.model, "mlm": asdict(config.mlm), "max_length": config.max_length,
               "weight_decay": config.weight_decay, "max_grad_norm": config.max_grad_norm}
@@ -166,10 +164,6 @@ def run_tmft(config: TMFTConfig, *, data_dir=None, output: str | Path = "runs/tm
     ``device``: where the model trains (None: cpu; "cuda" under torchrun: each process its LOCAL_RANK GPU). It is
     not a setting of the run (not in its folder name or results key): the same run on another device.
     """
-    from layerwise.encoders import LayerEncoder
-    from layerwise.evaluation.sts import sts_scores
-    from layerwise.experiments.store import model_key
-
     output = Path(output)
     folder = run_folder(config, output)
     train_set, dev_set, test = stsb_pairs(data_dir, config.train_limit)  # data first: fail before any model loads
@@ -200,9 +194,6 @@ def run_tmft(config: TMFTConfig, *, data_dir=None, output: str | Path = "runs/tm
 
 def _full_parameters(model: str) -> int:
     from transformers import AutoConfig, AutoModel
-
-    from layerwise.encoders.registry import resolve_model
-    from layerwise.methods.truncated.truncate import count_parameters
 
     path = resolve_model(model).path
     return count_parameters(AutoModel.from_config(AutoConfig.from_pretrained(path, local_files_only=True)))

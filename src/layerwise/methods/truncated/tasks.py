@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from layerwise.data.checksum import content_checksum
+from layerwise.evaluation.metrics import cosine_rows, spearman
 from layerwise.methods.truncated.config import MLMConfig
 from layerwise.training import TrainingTask, batch_indices, tensors_sha256
 from layerwise.training.distributed import scale_mean, shard
@@ -51,8 +52,6 @@ class PairSet:
 
 def pair_spearman(model, pairs: PairSet) -> float:
     """Spearman x100 of the cosine of the two texts' vectors against the pairs' scores."""
-    from layerwise.evaluation.metrics import cosine_rows, spearman
-
     a, b = model.encode(list(pairs.texts1)), model.encode(list(pairs.texts2))
     return 100.0 * spearman(cosine_rows(a, b), np.asarray(pairs.targets))
 

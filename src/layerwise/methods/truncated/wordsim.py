@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -21,7 +20,7 @@ from layerwise.evaluation.metrics import cosine_rows, spearman
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["WordSimLayers", "per_layer_wordsim", "render_wordsim_markdown", "word_vectors", "write_wordsim_outputs"]
+__all__ = ["WordSimLayers", "per_layer_wordsim", "word_vectors"]
 
 
 @dataclass(frozen=True)
@@ -64,39 +63,3 @@ def per_layer_wordsim(encoder, datasets: Sequence[WordSimData]) -> WordSimLayers
         data[d.name] = {"source": d.source, "checksum": content_checksum(d)}
     return WordSimLayers(model=encoder.identity.to_dict(), scores=scores, n_pairs=n_pairs, data=data,
                          n_words=len(words))
-
-
-def render_wordsim_markdown(result: WordSimLayers, environment: dict | None = None) -> str:
-    names = list(result.scores)
-    n_states = len(next(iter(result.scores.values())))
-    lines = [f"# Per-layer word similarity: {result.model['name']}", "",
-             "Spearman x100 of the cosine of word vectors (mean of sub-word tokens, special tokens left out; each word "
-             "encoded alone) against the gold scores, for every hidden state (0 = embedding output).", "",
-             "| hidden state | " + " | ".join(f"{n} ({result.n_pairs[n]} pairs)" for n in names) + " |",
-             "|---" * (len(names) + 1) + "|"]
-    for k in range(n_states):
-        cells = []
-        for n in names:
-            v = result.scores[n][k]
-            cells.append(f"**{v:.2f}**" if k == result.best_layer(n) else f"{v:.2f}")
-        lines.append(f"| {k} | " + " | ".join(cells) + " |")
-    lines += ["", "Best hidden state per set in bold."]
-    if environment:
-        lines += ["", f"Command: `{environment['command']}`; date {environment['date']}; "
-                      f"layerwise {environment['versions']['layerwise']}, torch {environment['versions']['torch']}."]
-    return "\n".join(lines) + "\n"
-
-
-def write_wordsim_outputs(result: WordSimLayers, output: str | Path, environment: dict) -> dict[str, Path]:
-    """``wordsim-<model>.{json,md,png}`` in ``output``."""
-    from layerwise.reports import plot_lines, write_json, write_text
-
-    output = Path(output)
-    stem = f"wordsim-{Path(result.model['name']).name}"
-    paths = {"json": write_json(output / f"{stem}.json", {**result.to_dict(), "environment": environment}),
-             "markdown": write_text(output / f"{stem}.md", render_wordsim_markdown(result, environment))}
-    series = {n: (list(range(len(v))), v, None) for n, v in result.scores.items()}
-    paths["plot"] = plot_lines(series, output / f"{stem}.png", title=f"word similarity per hidden state: "
-                               f"{result.model['name']}", xlabel="hidden state (0 = embedding output)",
-                               ylabel="Spearman x 100", xticks=list(range(len(next(iter(series.values()))[0]))))
-    return paths

@@ -1,0 +1,154 @@
+"""The Latte-Mix results page from stored parts: markdown, the per-layer figure and a JSON summary (nothing computed)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from layerwise.benchmarks.lattemix.grid import LayerPoint, MainResult, SweepRow
+from layerwise.benchmarks.lattemix.report import METHOD_NAMES
+from layerwise.reports import fmt
+
+__all__ = ["PageParts", "draw_layers", "render_markdown", "summary"]
+
+
+@dataclass
+class PageParts:
+    main: list[MainResult]  # page model order
+    layers: list[LayerPoint]  # hidden state order (first model)
+    sweep: list[SweepRow]  # page sweep order (first model)
+    small_sets: list[str]
+    curve_seed: int | None = None
+    provenance: list[str] = field(default_factory=list)
+
+
+def _averages(main: MainResult, sets) -> dict[str, float]:
+    avgs = {meth: float(np.mean([per[d] for d in sets])) for meth, per in main.baselines.items()}
+    for kind, run in main.runs.items():
+        for metric, per in run.scores.items():
+            avgs[f"{kind}/{metric}"] = float(np.mean([np.mean(per[d]) for d in sets]))
+    return avgs
+
+
+def _main_section(main: MainResult) -> list[str]:
+    m, sets = main.model, list(main.data)
+    seeds = next(iter(main.runs.values())).seeds
+    avgs = _averages(main, sets)
+    lines = [f"## {m['name']} (hidden state {main.layer}, the last)", "",
+             f"Training: {main.training_text['n_sentences']} sentences, {main.training_text['n_tokens']} "
+             f"tokens; trained rows: mean ± std over seeds {seeds}.", "",
+             "| method | " + " | ".join(sets) + " | avg |", "|---|" + "---|" * (len(sets) + 1)]
+    for meth, per in main.baselines.items():
+        lines.append(f"| {METHOD_NAMES[meth]} | " + " | ".join(f"{per[d]:.2f}" for d in sets) + f" | {avgs[meth]:.2f} |")
+    for kind, run in main.runs.items():
+        for metric, per in run.scores.items():
+            key = f"{kind}/{metric}"
+            lines.append(f"| {METHOD_NAMES[key]} | " + " | ".join(fmt(float(np.mean(per[d])), float(np.std(per[d])))
+                                                                for d in sets) + f" | {avgs[key]:.2f} |")
+    lines += ["", "| model | train seconds per seed | final loss | final KL |", "|---|---|---|---|"]
+    for kind, run in main.runs.items():
+        lines.append(f"| {kind} | {np.mean(run.train_seconds):.1f} | {np.mean(run.final_loss):.2f} | "
+                     f"{np.mean(run.final_kl):.3f} |")
+    best = max(("categorical/cosine", "categorical/js"), key=lambda k: avgs[k])
+    per_set = {d: float(np.mean(main.runs["categorical"].scores[best.split("/")[1]][d])) - main.baselines["mean"][d]
+               for d in sets}
+    wins = [d for d, v in per_set.items() if v > 0]
+    return lines + ["", f"**Verdict ({m['name']})**: the better Latte-Mix similarity ({METHOD_NAMES[best]}) averages "
+                    f"{avgs[best]:.2f} against {avgs['mean']:.2f} for mean pooling ({avgs[best] - avgs['mean']:+.2f}); "
+                    f"it beats mean pooling on {len(wins)} of {len(sets)} sets" + (f" ({', '.join(wins)})" if wins else "")
+                    + ".", f"Encoding: training text {main.seconds['encode_train']:.0f} s, evaluation sentences "
+                    f"{main.seconds['encode_eval']:.0f} s; whole model {main.total_seconds:.0f} s.", ""]
+
+
+def _curve_section(parts: PageParts, model: str) -> list[str]:
+    sets = parts.small_sets
+    lines = [f"## Per-layer curve ({model}, seed {parts.curve_seed}, "
+             f"{parts.layers[0].training_text['n_sentences']} training sentences)", "",
+             "![per-layer](lattemix-layers.png)", "",
+             "| hidden state | " + " | ".join(f"mean {d} | Latte-Mix cos {d} | Latte-Mix -JS {d}" for d in sets) + " |",
+             "|---|" + "---|---|---|" * len(sets)]
+    for p in parts.layers:
+        lines.append(f"| {p.layer} | " + " | ".join(
+            f"{p.mean[d]:.2f} | {p.categorical['cosine'][d][0]:.2f} | {p.categorical['js'][d][0]:.2f}" for d in sets)
+            + " |")
+    return lines + [""]
+
+
+def _sweep_section(parts: PageParts, model: str) -> list[str]:
+    sets, rows = parts.small_sets, parts.sweep
+    lines = [f"## Hyper-parameters ({model}, last hidden state, categorical VAE, seed {parts.curve_seed}, "
+             f"{rows[0].training_text.get('n_sentences', '?')} training sentences)", "",
+             "Default: " + ", ".join(f"{k} {v}" for k, v in rows[0].config.items()
+                                     if k in ("n_groups", "n_classes", "tau", "depth", "beta")) + ".", "",
+             "| varied | setting (others as default) | " + " | ".join(f"{d} cos | {d} -JS" for d in sets)
+             + " | train s |", "|---|---|" + "---|---|" * len(sets) + "---|"]
+    for r in rows:
+        sc = r.scores
+        lines.append(f"| {r.vary} | {r.change or 'default'} | " + " | ".join(
+            f"{sc['cosine'][d][0]:.2f} | {sc['js'][d][0]:.2f}" for d in sets) + f" | {r.train_seconds[0]:.1f} |")
+    return lines + ["", "AE vs Normal VAE vs categorical VAE (the paper's Table 2) are the rows of the main tables "
+                    "above.", ""]
+
+
+def render_markdown(parts: PageParts) -> str:
+    cat = parts.main[0].runs["categorical"].config if parts.main else {}
+    lines = [
+        "# Latte-Mix: zero-shot STS from mixtures of token latent distributions", "", *parts.provenance,
+        "- method: a VAE over frozen token vectors of one hidden state (0 = embedding output), trained without labels "
+        "for one epoch; a sentence is the mean of its (non-special) tokens' posteriors; similarity = cosine or minus "
+        "the Jensen-Shannon divergence of two mixtures (categorical VAE), minus the closed-form L2 distance between "
+        "Gaussian mixtures (Normal VAE), cosine of mean codes (AE). Baselines: cosine of CLS / mean / max pooling of "
+        "the same hidden state.",
+        "- training text: SNLI dev+test sentences and the 11,914-sentence wiki1m head, minus every evaluation sentence. "
+        "This is not the paper's training text; numbers are not comparable with the paper's.",
+        "- STS12-16 aggregation `all`; STS-B test split; SICK-R SemEval-2014 test split (4,927 pairs). Spearman x100.",
+    ]
+    if cat:
+        lines.append(f"- defaults: categorical VAE with {cat['n_groups']} groups of {cat['n_classes']} classes, tau "
+                     f"{cat['tau']}, one linear encoder layer, beta 1 with a {cat['beta_warmup_steps']}-step linear "
+                     "warm-up, Adam lr 1e-3 with a 200-step linear warm-up, batch 256 tokens, one epoch; Normal VAE "
+                     "and AE with a 32-d latent.")
+    lines.append("")
+    for main in parts.main:
+        lines += _main_section(main)
+    first = parts.main[0].model["name"] if parts.main else "?"
+    if parts.layers:
+        lines += _curve_section(parts, first)
+    if parts.sweep:
+        lines += _sweep_section(parts, first)
+    return "\n".join(lines)
+
+
+def summary(parts: PageParts) -> dict:
+    """Plain JSON of the page's numbers: per model and method the mean over seeds per set; the curve; the sweep."""
+    main = {}
+    for m in parts.main:
+        rows = {meth: dict(per) for meth, per in m.baselines.items()}
+        for kind, run in m.runs.items():
+            for metric, per in run.scores.items():
+                rows[f"{kind}/{metric}"] = {d: float(np.mean(v)) for d, v in per.items()}
+        main[m.model["name"]] = {"layer": m.layer, "methods": rows}
+    return {"main": main, "small_sets": parts.small_sets,
+            "layers": [{"layer": p.layer, "mean": p.mean, "categorical": p.categorical} for p in parts.layers],
+            "sweep": [{"vary": r.vary, "change": r.change, "scores": r.scores} for r in parts.sweep]}
+
+
+def draw_layers(parts: PageParts):
+    """Mean pooling vs Latte-Mix (-JS and cosine) on every hidden state, one panel per data set (a ``Figure``)."""
+    from matplotlib.figure import Figure
+
+    sets, layers = parts.small_sets, [p.layer for p in parts.layers]
+    fig = Figure(figsize=(4.5 * len(sets), 3.5), dpi=120)
+    axes = fig.subplots(1, len(sets), squeeze=False)[0]
+    for ax, d in zip(axes, sets):
+        ax.plot(layers, [p.mean[d] for p in parts.layers], marker="o", label="mean pooling")
+        ax.plot(layers, [p.categorical["js"][d][0] for p in parts.layers], marker="s", label="Latte-Mix (-JS)")
+        ax.plot(layers, [p.categorical["cosine"][d][0] for p in parts.layers], marker="^", label="Latte-Mix (cosine)")
+        ax.set_title(d)
+        ax.set_xlabel("hidden state (0 = embedding output)")
+        ax.set_ylabel("Spearman x 100")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,220 @@
+"""Latte-Mix end to end: training text, token vectors, models per seed, zero-shot STS against poolings.
+
+``prepare`` encodes everything once (training tokens and every evaluation sentence, for the hidden states
+asked for); ``evaluate_baselines`` and ``evaluate_config`` then train and score without re-encoding, so
+hyper-parameter sweeps and per-layer curves share one encoding pass.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from layerwise.benchmarks.lattemix.results import (
+    TRAIN_SOURCES,
+    DataSetInfo,
+    KindResult,
+    LatteMixResult,
+    LatteMixRun,
+    TrainingText,
+)
+from layerwise.data import load_snli, load_sts, load_wiki_head
+from layerwise.encoders.layer_encoder import LayerEncoder
+from layerwise.encoders.tokens import TokenStack
+from layerwise.evaluation.metrics import aggregate_correlation, cosine_rows, spearman
+from layerwise.layers import validate_layers
+from layerwise.methods.lattemix.config import LatteMixConfig
+from layerwise.methods.lattemix.similarity import SIMILARITIES, pair_similarity, sentence_mixtures
+from layerwise.methods.lattemix.train import TrainConfig, train_token_model
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["LatteMixData", "LatteMixResult", "LatteMixRun", "evaluate_baselines", "evaluate_config", "prepare",
+           "run_lattemix", "training_sentences"]
+
+
+def training_sentences(
+    data_dir=None,
+    *,
+    sources=TRAIN_SOURCES,
+    exclude: set[str] = frozenset(),
+    limit: int | None = None,
+    seed: int = 0,
+) -> tuple[list[str], dict]:
+    """Unlabeled training sentences: SNLI dev+test sentences and/or the wiki1m head, minus ``exclude``.
+
+    Returns the sentences and a description (counts per source, how many were excluded) for results files.
+    """
+    bad = sorted(set(sources) - set(TRAIN_SOURCES))
+    if bad or not sources:
+        raise ValueError(f"unknown training sources {bad}; valid: {', '.join(TRAIN_SOURCES)}")
+    pools: dict[str, list[str]] = {}
+    if "snli" in sources:
+        p = load_snli(data_dir, "all")
+        pools["snli"] = list(dict.fromkeys(p.premises + p.hypotheses))
+    if "wiki" in sources:
+        pools["wiki"] = load_wiki_head(data_dir)
+    seen: set[str] = set()
+    out: list[str] = []
+    n_excluded = 0
+    for name in sources:
+        for s in pools[name]:
+            if not s or s in seen:
+                continue
+            seen.add(s)
+            if s in exclude:
+                n_excluded += 1
+                continue
+            out.append(s)
+    if not out:
+        raise ValueError(
+            f"no training sentences left: all {n_excluded} sentences of {', '.join(sources)} are evaluation sentences"
+        )
+    if limit is not None and limit < len(out):
+        rng = np.random.default_rng(seed)
+        out = [out[i] for i in np.sort(rng.choice(len(out), size=limit, replace=False))]
+    info = {
+        "sources": {k: len(v) for k, v in pools.items()},
+        "excluded_as_evaluation_sentences": n_excluded,
+        "n_sentences": len(out),
+        "limit": limit,
+        "note": "SNLI dev+test (SentEval copy) and the 11,914-sentence wiki1m head; not the paper's training text",
+    }
+    return out, info
+
+
+@dataclass
+class LatteMixData:
+    """Everything encoded once: training tokens and per data set the two sides' token stacks."""
+
+    model: dict  # encoder identity
+    layers: tuple[int, ...]
+    train_tokens: TokenStack
+    train_info: dict
+    eval_tokens: TokenStack  # every unique evaluation sentence
+    datasets: dict  # name -> (STSData, index of sentences1 in eval_tokens, index of sentences2)
+    seconds: dict
+
+
+def prepare(
+    encoder: LayerEncoder,
+    datasets=("stsb", "sickr"),
+    *,
+    layers=(-1,),
+    data_dir=None,
+    train_sources=TRAIN_SOURCES,
+    train_limit: int | None = None,
+    seed: int = 0,
+) -> LatteMixData:
+    """Load the data sets and the training text (never the evaluation sentences), encode token vectors once."""
+    layers = validate_layers(layers, encoder.n_states)
+    data = {name: load_sts(name, data_dir=data_dir) for name in datasets}
+    eval_sentences = list(dict.fromkeys(s for d in data.values() for s in (*d.sentences1, *d.sentences2)))
+    where = {s: i for i, s in enumerate(eval_sentences)}
+    train, info = training_sentences(data_dir, sources=train_sources, exclude=set(eval_sentences),
+                                     limit=train_limit, seed=seed)
+    t0 = time.perf_counter()
+    train_tokens = encoder.encode_tokens(train, layers)
+    t1 = time.perf_counter()
+    eval_tokens = encoder.encode_tokens(eval_sentences, layers)
+    t2 = time.perf_counter()
+    info["n_tokens"] = int(len(train_tokens.special))
+    return LatteMixData(
+        model=encoder.identity.to_dict(),
+        layers=layers,
+        train_tokens=train_tokens,
+        train_info=info,
+        eval_tokens=eval_tokens,
+        datasets={
+            name: (d, np.array([where[s] for s in d.sentences1]), np.array([where[s] for s in d.sentences2]))
+            for name, d in data.items()
+        },
+        seconds={"encode_train": t1 - t0, "encode_eval": t2 - t1},
+    )
+
+
+def _score(data: LatteMixData, name: str, sim_fn, aggregation: str) -> float:
+    d, i1, i2 = data.datasets[name]
+    sim = sim_fn(i1, i2)
+    groups = np.asarray(d.subsets)
+    return 100 * aggregate_correlation(sim, d.scores, groups, aggregation, spearman)
+
+
+def evaluate_baselines(data: LatteMixData, layer: int, *, aggregation: str = "all") -> dict[str, dict[str, float]]:
+    """CLS, mean (with and without special tokens) and max pooling of one hidden state: method -> data set -> Spearman."""
+    out: dict[str, dict[str, float]] = {}
+    poolings = {
+        "cls": data.eval_tokens.pool(layer, "cls"),
+        "mean": data.eval_tokens.pool(layer, "mean"),
+        "mean_no_special": data.eval_tokens.pool(layer, "mean", include_special=False),
+        "max": data.eval_tokens.pool(layer, "max"),
+    }
+    for method, emb in poolings.items():
+        out[method] = {
+            name: _score(data, name, lambda a, b, e=emb: cosine_rows(e[a], e[b]), aggregation)
+            for name in data.datasets
+        }
+    return out
+
+
+def evaluate_config(
+    data: LatteMixData,
+    config: LatteMixConfig,
+    train: TrainConfig,
+    *,
+    layer: int,
+    seeds=(0, 1, 2),
+    include_special: bool = False,
+    aggregation: str = "all",
+    save_dir=None,
+) -> KindResult:
+    """Train one model per seed on ``layer``'s training tokens and score every similarity on every data set.
+
+    Returns the scores (metric -> data set -> [per seed]), training seconds, final loss and KL per seed.
+    """
+    tokens = data.train_tokens.token_vectors(layer, include_special=include_special)
+    config = replace(config, input_dim=int(tokens.shape[1]))
+    metrics = SIMILARITIES[config.kind]
+    scores = {m: {name: [] for name in data.datasets} for m in metrics}
+    seconds, losses, kls = [], [], []
+    for seed in seeds:
+        model, hist = train_token_model(config, tokens, replace(train, seed=int(seed)))
+        seconds.append(hist["seconds"])
+        tail = max(1, len(hist["loss"]) // 20)
+        losses.append(float(np.mean(hist["loss"][-tail:])))
+        kls.append(float(np.mean(hist["kl"][-tail:])))
+        if save_dir is not None:
+            model.save(f"{save_dir}/{config.kind}-layer{layer}-seed{seed}")
+        mix = sentence_mixtures(model, data.eval_tokens, layer, include_special=include_special)
+        for m in metrics:
+            for name in data.datasets:
+                scores[m][name].append(
+                    _score(data, name, lambda a, b, mix=mix, m=m: pair_similarity(mix.take(a), mix.take(b), m), aggregation)
+                )
+    return KindResult(config=config.to_dict(), train=train.to_dict(), seeds=list(seeds), layer=layer,
+                      include_special=include_special, scores=scores, train_seconds=seconds, final_loss=losses,
+                      final_kl=kls)
+
+
+def run_lattemix(run: LatteMixRun, *, data_dir=None, encoder_options: dict | None = None,
+                 save_dir=None) -> LatteMixResult:
+    """Train each model kind on ``layer``'s token vectors (one per seed) and compare with the layer's poolings."""
+    encoder = LayerEncoder(run.model, **(encoder_options or {}))
+    (layer,) = validate_layers([run.layer], encoder.n_states)
+    data = prepare(encoder, run.datasets, layers=(layer,), data_dir=data_dir, train_sources=run.train_sources,
+                   train_limit=run.train_limit, seed=int(run.seeds[0]))
+    aggregation = run.aggregation
+    runs = {}
+    for kind in run.kinds:
+        runs[kind] = evaluate_config(data, replace(run.config, kind=kind), run.train, layer=layer, seeds=run.seeds,
+                                     include_special=run.include_special, aggregation=aggregation, save_dir=save_dir)
+    return LatteMixResult(
+        settings=run, model=encoder.identity, layer=layer, aggregation=aggregation,
+        data={name: DataSetInfo(split=d.split, n_pairs=len(d), source=d.source)
+              for name, (d, _, _) in data.datasets.items()},
+        training_text=TrainingText.from_dict(data.train_info),
+        baselines=evaluate_baselines(data, layer, aggregation=aggregation), runs=runs, seconds=data.seconds,
+    )

@@ -1,0 +1,99 @@
+"""The ``layer-attention`` results page: declared once, run part by part, rendered from the store alone.
+
+``ctx.options`` (all optional): ``grid`` = :class:`GridConfig` fields to override (tuples as lists are fine),
+``train_encoder`` = False to leave missing encoder-trained runs listed as not run instead of training them.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import fields
+from pathlib import Path
+
+from layerwise.benchmarks.layer_attention.experiment import PAGE_NAME, run_encoder_runs, run_frozen_grid
+from layerwise.benchmarks.layer_attention.grid import GridConfig, RetrievalSettings, RunResult, run_name
+from layerwise.benchmarks.layer_attention.report import PageRuns, draw_figure, render_markdown, summary
+from layerwise.benchmarks.page_parts import latest_by_name, provenance_lines, save_png
+from layerwise.benchmarks.registry import PageContext, ResultsPage, register
+from layerwise.reports import write_json, write_text
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["PAGE", "grid_config", "load_page_runs", "render", "run"]
+
+NAME = PAGE_NAME
+OPTIONS = ("grid", "train_encoder")
+
+
+def grid_config(options: dict | None = None) -> GridConfig:
+    """The page's grid with ``options["grid"]`` overrides; unknown fields are refused with the valid ones named."""
+    bad = sorted(set(options or {}) - set(OPTIONS))
+    if bad:
+        raise ValueError(f"unknown layer-attention page options {bad}; valid: {', '.join(OPTIONS)}")
+    over = dict((options or {}).get("grid", {}))
+    known = {f.name for f in fields(GridConfig)}
+    bad = sorted(set(over) - known)
+    if bad:
+        raise ValueError(f"unknown layer-attention grid settings {bad}; valid: {', '.join(sorted(known))}")
+    if isinstance(over.get("retrieval"), dict):
+        over["retrieval"] = RetrievalSettings(**{k: tuple(v) if isinstance(v, list) else v
+                                                 for k, v in over["retrieval"].items()})
+    over = {k: tuple(v) if isinstance(v, list) else v for k, v in over.items()}
+    return GridConfig(**over)
+
+
+def run(ctx: PageContext) -> None:
+    """Compute every run of the grid that the store lacks (frozen grid first, then the encoder-trained runs)."""
+    config = grid_config(ctx.options)
+    if "frozen" in config.regimes:
+        n = run_frozen_grid(config, ctx.store, data_dir=ctx.data_dir, command=ctx.command)
+        logger.info("frozen grid: %d run(s) computed, the others reused from the store", n)
+    if "encoder" in config.regimes:
+        left = run_encoder_runs(config, ctx.store, data_dir=ctx.data_dir, command=ctx.command,
+                                train=bool(ctx.options.get("train_encoder", True)))
+        if left:
+            logger.info("encoder-trained runs not run: %s", ", ".join(left))
+
+
+def load_page_runs(ctx: PageContext):
+    """The stored runs the page shows (one per grid cell), in grid order, with provenance and what is missing."""
+    config = grid_config(ctx.options)
+    parts = latest_by_name(ctx.store.parts(NAME))
+    runs, used, not_run = [], [], {"frozen": [], "encoder": []}
+    for regime in config.regimes:
+        for obj, pooler, seed in config.runs(regime):
+            part = parts.get(run_name(regime, obj, pooler, seed))
+            if part is None:
+                not_run[regime].append(f"{obj} / {pooler} / seed {seed}")
+                continue
+            runs.append(RunResult.from_payload(part.payload))
+            used.append(part)
+    model = used[0].key["model"]["name"] if used else config.model
+    return PageRuns(config, model, runs, provenance_lines(used), not_run)
+
+
+def render(ctx: PageContext) -> list[Path]:
+    """Write ``layer-attention.md``, ``layer-attention.json`` (summary) and the frozen-grid figure."""
+    page = load_page_runs(ctx)
+    out = Path(ctx.output)
+    paths = [write_text(out / f"{NAME}.md", render_markdown(page)), write_json(out / f"{NAME}.json", summary(page))]
+    if page.regime("frozen"):
+        paths.append(save_png(draw_figure(page), out / f"{NAME}-frozen.png"))
+    return paths
+
+
+PAGE = register(ResultsPage(
+    name=NAME,
+    method="layer_attention",
+    title="Layer-wise attention pooling vs pooling baselines",
+    models=(GridConfig.model,),
+    data=("stsb", "sickr", "sts12", "sts13", "sts14", "sts15", "sts16", "stsb-dev", "wiki1m_head", "snli_devtest",
+          "quora"),
+    grid={"regimes": GridConfig.regimes, "objectives": GridConfig.objectives, "poolers": GridConfig.poolers,
+          "frozen_seeds": GridConfig.frozen_seeds, "encoder_poolers": GridConfig.encoder_poolers,
+          "encoder_seeds": GridConfig.encoder_seeds},
+    settings={"steps": GridConfig.steps, "batch_size": GridConfig.batch_size, "max_length": GridConfig.max_length,
+              "dtype": GridConfig.dtype, "retrieval": "Quora dev, exact + IVF, first seed of each searched pooler"},
+    run=run,
+    render=render,
+))

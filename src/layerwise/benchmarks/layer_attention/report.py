@@ -1,0 +1,190 @@
+"""The layer-attention page from stored runs: markdown tables, a figure and a JSON summary (nothing computed)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from layerwise.benchmarks.layer_attention.grid import GridConfig, RunResult
+from layerwise.reports import fmt
+
+__all__ = ["PageRuns", "draw_figure", "render_markdown", "summary"]
+
+
+@dataclass
+class PageRuns:
+    """What the page shows: the stored runs of each regime, the grid's order, and what is not run yet."""
+
+    config: GridConfig
+    model: str  # model name from the runs' keys
+    runs: list[RunResult]
+    provenance: list[str] = field(default_factory=list)  # markdown bullet lines (commands, dates, versions)
+    not_run: dict[str, list[str]] = field(default_factory=dict)  # regime -> "objective / pooler / seed n" not stored
+
+    def regime(self, regime: str) -> list[RunResult]:
+        return [r for r in self.runs if r.regime == regime]
+
+    @property
+    def sets(self) -> list[str]:
+        return list(self.runs[0].sts) if self.runs else []
+
+
+def _select(runs, obj, pooler) -> list[RunResult]:
+    return [r for r in runs if r.objective == obj and r.pooler == pooler]
+
+
+def pooler_means(runs: list[RunResult], sets, obj, pooler) -> dict | None:
+    """Mean and std over seeds per set, the average over sets and steps/s of one pooler, or None."""
+    rs = _select(runs, obj, pooler)
+    if not rs:
+        return None
+    return {"seeds": len(rs), "sts": {d: (float(np.mean([r.sts[d] for r in rs])), float(np.std([r.sts[d] for r in rs])))
+                                      for d in sets},
+            "avg": float(np.mean([np.mean([r.sts[d] for d in sets]) for r in rs])),
+            "steps_per_second": float(np.mean([r.steps_per_second for r in rs]))}
+
+
+def _sts_table(runs, sets, poolers, obj) -> list[str]:
+    lines = ["| pooler | seeds | " + " | ".join(sets) + " | avg | training steps/s (evaluation excluded) |",
+             "|---|---|" + "---|" * (len(sets) + 2)]
+    for pooler in poolers:
+        m = pooler_means(runs, sets, obj, pooler)
+        if m is None:
+            continue
+        name = f"**{pooler}**" if pooler == "layer_attention" else pooler
+        lines.append(f"| {name} | {m['seeds']} | " + " | ".join(fmt(*m["sts"][d]) for d in sets)
+                     + f" | {m['avg']:.2f} | {m['steps_per_second']:.2f} |")
+    return lines
+
+
+def _verdict(runs, poolers, obj) -> str:
+    def avg(p):
+        rs = _select(runs, obj, p)
+        return float(np.mean([np.mean(list(r.sts.values())) for r in rs])) if rs else None
+
+    a = avg("layer_attention")
+    if a is None:
+        return ""
+    others = {p: avg(p) for p in poolers if p != "layer_attention" and avg(p) is not None}
+    beaten = [p for p, v in others.items() if a > v]
+    best = max(others.items(), key=lambda kv: kv[1]) if others else None
+    return (f"**{obj}**: layer attention averages {a:.2f} over the sets; it beats {len(beaten)} of {len(others)} other "
+            f"poolers ({', '.join(beaten) or 'none'})" + (f"; the best other is {best[0]} at {best[1]:.2f}." if best else "."))
+
+
+def _retrieval_table(runs) -> list[str]:
+    ret = [r for r in runs if r.search_with_pooler]
+    if not ret:
+        return []
+    lines = ["| objective | pooler | search with | index | MRR@10 | R@1 | R@10 | ms/query | index MiB |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in ret:
+        for label, rows in (("pooler", r.search_with_pooler), ("last-layer mean", r.search_without_pooler)):
+            for x in rows:
+                lines.append(f"| {r.objective} | {r.pooler} | {label} | {x.index} | {x.mrr10:.2f} | {x.recall1:.2f} | "
+                             f"{x.recall10:.2f} | {x.ms_per_query:.3f} | {x.index_bytes / 2**20:.1f} |")
+    return lines
+
+
+def _lr(x: float) -> str:
+    return f"{x:.0e}".replace("e-0", "e-")
+
+
+def _header(page: PageRuns) -> list[str]:
+    first = page.runs[0].history["config"] if page.runs else page.config.contrastive("frozen", "unsup", 0).__dict__
+    return ["# Layer-wise attention pooling vs pooling baselines", "", *page.provenance,
+            f"- model `{page.model}`; every run: {first['steps']} steps, batch {first['batch_size']}, pooler lr "
+            f"{_lr(first['pooler_lr'])} (encoder lr {_lr(first['lr'])} when trained), warm-up {first['warmup_steps']} "
+            f"steps then linear decay, temperature {first['temperature']}, max length {page.config.max_length}, "
+            f"gradient clipping {first['max_grad_norm']}; checkpoint chosen on STS-B dev every {first['eval_every']} steps; "
+            "test sets never trained on; STS Spearman x100, aggregation `all`.",
+            "- training data: unsup = the wiki1m head (11,914 sentences); sup_hard_neg = ~5.9k SNLI dev+test triplets "
+            "(premises with an entailment and a contradiction). Not SimCSE's 1M sentences / the paper's 275k "
+            "triplets: not comparable with the paper's numbers.",
+            "- all-MiniLM-L6-v2 is already a contrastively fine-tuned sentence encoder (mean pooling); the paper "
+            "starts from raw BERT/RoBERTa. Every pooler here starts with a fresh MLP head.",
+            "- `first0_last_mean` = mean of hidden states 0 (embedding output) and L (last layer); earlier results "
+            "files called it `first_last_mean`.", ""]
+
+
+def _frozen_section(page: PageRuns) -> list[str]:
+    frozen, cfg = page.regime("frozen"), page.config
+    missing = page.not_run.get("frozen", [])
+    if not frozen:
+        return ["## Frozen encoder", "", "Not run yet: `layerwise results run layer-attention` computes it.", ""] if missing else []
+    lines = [f"## Frozen encoder: every pooler, both objectives, {len(cfg.frozen_seeds)} seeds (mean ± std over seeds)",
+             "", "The encoder's layer vectors are computed once (training views with dropout: two independent passes "
+             "for unsup, one per column for sup_hard_neg; evaluation without dropout) and only the pooler trains, "
+             "so the dropout noise is drawn once per example rather than at every step.", "",
+             "![frozen grid](layer-attention-frozen.png)", ""]
+    if missing:
+        lines += ["**Not run yet**: " + "; ".join(missing) + " (objective / pooler / seed).", ""]
+    for obj in cfg.objectives:
+        lines += [f"### `{obj}`", "", *_sts_table(frozen, page.sets, cfg.poolers, obj), "",
+                  _verdict(frozen, cfg.poolers, obj), ""]
+    if _retrieval_table(frozen):
+        lines += [f"### Quora duplicate-question search, frozen encoder ({cfg.retrieval.split} split, seed "
+                  f"{cfg.frozen_seeds[0]})", "",
+                  "'last-layer mean' is the untouched encoder (the paper's 'train with the pooler, search "
+                  "without it' is the same thing when the encoder is frozen).", "", *_retrieval_table(frozen), ""]
+    return lines
+
+
+def _encoder_section(page: PageRuns) -> list[str]:
+    enc, cfg = page.regime("encoder"), page.config
+    lines = ["## Encoder trained with the pooler (the paper's setting)", ""]
+    if page.not_run.get("encoder"):
+        lines += ["**Not run yet**: " + "; ".join(page.not_run["encoder"]) + " (objective / pooler / seed). "
+                  "`layerwise results run layer-attention` trains them (resumable).", ""]
+    if not enc:
+        return lines + ["The conclusions above are about poolers on a frozen encoder only.", ""]
+    for obj in cfg.objectives:
+        if any(r.objective == obj for r in enc):
+            lines += [f"### `{obj}`", "", *_sts_table(enc, page.sets, cfg.encoder_poolers, obj), "",
+                      _verdict(enc, cfg.encoder_poolers, obj), ""]
+    if _retrieval_table(enc):
+        lines += [f"### Quora duplicate-question search, encoder trained ({cfg.retrieval.split} split)", "",
+                  "'last-layer mean' = the fine-tuned encoder searched without its pooler (the paper's Table 3).",
+                  "", *_retrieval_table(enc), ""]
+    return lines
+
+
+def render_markdown(page: PageRuns) -> str:
+    return "\n".join(_header(page) + _frozen_section(page) + _encoder_section(page)) + "\n"
+
+
+def summary(page: PageRuns) -> dict:
+    """The page's numbers as plain JSON: per regime, objective and pooler the means over seeds."""
+    out = {"model": page.model, "sets": page.sets, "not_run": page.not_run, "regimes": {}}
+    for regime in ("frozen", "encoder"):
+        runs = page.regime(regime)
+        poolers = page.config.poolers if regime == "frozen" else page.config.encoder_poolers
+        out["regimes"][regime] = {obj: {p: m for p in poolers if (m := pooler_means(runs, page.sets, obj, p))}
+                                  for obj in page.config.objectives}
+    return out
+
+
+def draw_figure(page: PageRuns):
+    """Average STS over the sets per pooler (mean ± std over seeds), frozen encoder, one panel per objective."""
+    from matplotlib.figure import Figure
+
+    frozen, cfg = page.regime("frozen"), page.config
+    fig = Figure(figsize=(5.5 * len(cfg.objectives), 3.6), dpi=110)
+    axes = fig.subplots(1, len(cfg.objectives), squeeze=False)[0]
+    for ax, obj in zip(axes, cfg.objectives):
+        names, means, stds = [], [], []
+        for p in cfg.poolers:
+            rs = _select(frozen, obj, p)
+            if rs:
+                per_seed = [np.mean([r.sts[d] for d in page.sets]) for r in rs]
+                names.append(p), means.append(np.mean(per_seed)), stds.append(np.std(per_seed))
+        ax.barh(np.arange(len(names)), means, xerr=stds, color=["C3" if n == "layer_attention" else "C0" for n in names])
+        ax.set_yticks(np.arange(len(names)), labels=names, fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xlim(min(means, default=0) - 5, max(means, default=1) + 2)
+        ax.set_xlabel("average STS Spearman x100")
+        ax.set_title(f"frozen encoder, {obj}", fontsize=10)
+        ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    return fig

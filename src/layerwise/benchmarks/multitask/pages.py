@@ -1,0 +1,149 @@
+"""The ``multitask`` results page: declared once, run part by part, rendered from the store alone.
+
+``ctx.options`` (all optional): ``experiments`` (names, see :func:`~layerwise.methods.multitask.config.get_experiment`),
+``seeds``, ``model``, ``overrides`` (MultitaskConfig fields applied to every experiment: ``epochs``, ``limit``...)
+and ``checkpoints`` (folder of the trained models; large, not in the repository).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from layerwise.benchmarks.multitask.experiment import (
+    PAGE_NAME,
+    TRAINING_DATA,
+    run_parts,
+    stored_results,
+    training_data_part,
+)
+from layerwise.benchmarks.multitask.findings import best_by_dev
+from layerwise.benchmarks.multitask.report import MultitaskPage, draw_layer_weights, render_markdown, summary
+from layerwise.benchmarks.page_parts import latest_by_name, provenance_lines, run_time_row, save_png
+from layerwise.benchmarks.registry import PageContext, ResultsPage, register
+from layerwise.encoders.registry import DEFAULT_MODEL
+from layerwise.methods.multitask.config import EXPERIMENTS, MultitaskConfig, get_experiment
+from layerwise.reports import write_json, write_text
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["PAGE", "PageConfig", "page_config", "render", "run"]
+
+NAME = PAGE_NAME
+BEST = "best"  # in PageConfig.more_seeds_for: the experiment with the best dev overall score
+TITLE = "Multi-task fine-tuning: SST, Quora paraphrase and STS heads on one encoder, with a layer mix per task"
+
+
+@dataclass(frozen=True)
+class PageConfig:
+    experiments: tuple[str, ...] = (*EXPERIMENTS, "BASELINE+MIX", "STS_PARA_HEAD_MOD+MIX", "NLI_TRIPLET+MIX",
+                                    "BASELINE+SUBSET", "STS_PARA_HEAD_MOD+SUBSET")  # the nine, then layer-wise rows
+    seeds: tuple[int, ...] = (0,)  # every experiment
+    more_seeds: tuple[int, ...] = (1,)  # also for the experiments in more_seeds_for
+    more_seeds_for: tuple[str, ...] = ("BASELINE", "BASELINE+MIX", BEST)  # BEST: the best dev overall at `seeds`
+    model: str = DEFAULT_MODEL
+    # MultitaskConfig fields for every experiment. The report: 10 epochs over all the training data; a CPU budget
+    # here (2 cores, no GPU lent): 1 epoch over a seeded sample of at most 4,000 training examples per task.
+    overrides: tuple[tuple[str, object], ...] = (("epochs", 1), ("limit", 4000))
+    checkpoints: str = "runs/multitask"  # trained model folders (large; not in the repo; one per setting)
+
+    def configs(self) -> list[MultitaskConfig]:
+        return [get_experiment(name, **dict(self.overrides)) for name in self.experiments]
+
+    def run_order(self) -> list[MultitaskConfig]:
+        """:meth:`configs` in the order they are trained: BASELINE and BASELINE+MIX first (the layer-mix question
+        needs both, and a cut-off run then leaves that comparison on the page), the rest in page order."""
+        first = [n for n in ("BASELINE", "BASELINE+MIX") if n in self.experiments]
+        names = first + [n for n in self.experiments if n not in first]
+        return [get_experiment(name, **dict(self.overrides)) for name in names]
+
+    def extra(self, best: str | None) -> list[MultitaskConfig]:
+        """The experiments run with ``more_seeds`` too (``BEST`` resolved to ``best``; left out while unknown)."""
+        names = [best if n == BEST else n for n in self.more_seeds_for]
+        return [get_experiment(n, **dict(self.overrides)) for n in dict.fromkeys(names) if n in self.experiments]
+
+
+def page_config(options: dict | None = None) -> PageConfig:
+    """The page's settings with ``options`` overrides; unknown ones are refused with the valid ones named."""
+    options = dict(options or {})
+    known = {f.name for f in fields(PageConfig)}
+    bad = sorted(set(options) - known)
+    if bad:
+        raise ValueError(f"unknown multitask page options {bad}; valid: {', '.join(sorted(known))}")
+    over = {**dict(PageConfig.overrides), **dict(options.get("overrides", {}))}
+    valid = {f.name for f in fields(MultitaskConfig)} - {"name"}
+    if set(over) - valid:
+        raise ValueError(f"unknown MultitaskConfig overrides {sorted(set(over) - valid)}; valid: {sorted(valid)}")
+    options["overrides"] = tuple(sorted(over.items()))
+    options = {k: tuple(v) if isinstance(v, list) else v for k, v in options.items()}
+    page = PageConfig(**options)
+    page.configs()  # unknown experiment names fail here, before any work
+    stray = [n for n in page.more_seeds_for if n != BEST and n not in page.experiments]
+    if stray and "more_seeds_for" in options:  # the default list is cut to the page's experiments (extra())
+        raise ValueError(f"more_seeds_for names {stray}, which are not among the page's experiments; valid: "
+                         f"{', '.join(page.experiments)} or {BEST!r}")
+    return page
+
+
+def best_experiment(page: PageConfig, results) -> str | None:
+    """The experiment with the best mean dev overall score over ``page.seeds`` (None until every one is stored)."""
+    done = {n: [r for r in results if r.config["name"] == n and r.seed in page.seeds] for n in page.experiments}
+    if any(len(v) < len(page.seeds) for v in done.values()):
+        return None
+    return best_by_dev(done)
+
+
+def run(ctx: PageContext) -> None:
+    """Train and score every (experiment, seed) the store lacks (in :meth:`PageConfig.run_order`), then the extra
+    seeds (the best experiment's once every experiment has its first seeds); each part is saved as soon as done."""
+    page = page_config(ctx.options)
+    training_data_part(page.model, ctx.store, command=ctx.command)
+    common = dict(model=page.model, checkpoints=page.checkpoints, data_dir=ctx.data_dir, command=ctx.command)
+    results = run_parts(page.run_order(), page.seeds, ctx.store, **common)
+    more = [s for s in page.more_seeds if s not in page.seeds]
+    if more:
+        run_parts(page.extra(best_experiment(page, results)), more, ctx.store, **common)
+
+
+def load_page(ctx: PageContext):
+    page = page_config(ctx.options)
+    results, used, missing = stored_results(ctx.store, list(page.experiments), page.seeds)
+    more = [s for s in page.more_seeds if s not in page.seeds]
+    best = best_experiment(page, results)
+    if more:
+        extra = stored_results(ctx.store, [c.name for c in page.extra(best)], more)
+        results, used, missing = results + extra[0], used + extra[1], missing + extra[2]
+        if best is None and BEST in page.more_seeds_for:
+            missing.append(f"seeds {more} of the best experiment (chosen once every experiment has seeds {page.seeds})")
+    results.sort(key=lambda r: (list(page.experiments).index(r.config["name"]), r.seed))
+    model = results[0].model if results else page.model
+    times = {p.name: run_time_row(p, p.payload.get("timing", {})) for p in used}
+    devices = sorted({p.payload.get("timing", {}).get("device", "cpu") for p in used})
+    declared = latest_by_name(ctx.store.parts(NAME)).get(TRAINING_DATA)
+    return MultitaskPage(TITLE, model, results, provenance_lines(used), missing, times, devices,
+                         None if declared is None else declared.payload["files"])
+
+
+def render(ctx: PageContext) -> list[Path]:
+    """Write ``multitask.md``, ``multitask.json`` (summary) and ``multitask-layers.png`` (when +MIX rows exist)."""
+    page = load_page(ctx)
+    out = Path(ctx.output)
+    paths = [write_text(out / f"{NAME}.md", render_markdown(page)), write_json(out / f"{NAME}.json", summary(page))]
+    if any(r.layer_weights for r in page.results):
+        paths.append(save_png(draw_layer_weights(page), out / f"{NAME}-layers.png"))
+    return paths
+
+
+PAGE = register(ResultsPage(
+    name=NAME,
+    method="multitask",
+    title=TITLE,
+    models=(PageConfig.model,),
+    data=("sst5", "quora", "stsb", "snli_devtest"),
+    grid={"experiments": PageConfig.experiments, "seeds": PageConfig.seeds, "more_seeds": PageConfig.more_seeds,
+          "more_seeds_for": PageConfig.more_seeds_for, "overrides": dict(PageConfig.overrides)},
+    settings={"config": MultitaskConfig().to_dict(), "checkpoint": "best dev overall score, evaluated every epoch"},
+    run=run,
+    render=render,
+))

@@ -1,0 +1,125 @@
+"""What the pages' ``run`` and ``render`` share around the store: a part's run record, one part per name, provenance.
+
+A part's ``runs`` list gets one record per run that computed (or migrated) it: ``{"started", "command",
+"environment"}`` (:func:`run_record`). ``render`` reads the store alone; when a part name is stored under several
+keys (a setting changed between runs), :func:`latest_by_name` keeps the one whose last run started last and says
+so in the log, so a page never mixes two versions of one part silently.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from layerwise.benchmarks.store import Part
+from layerwise.data.checksum import content_checksum
+from layerwise.reports import environment, save_figure
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["RunTimer", "latest_by_name", "provenance_lines", "run_record", "run_time_row", "run_time_table",
+           "save_png", "sts_checksum"]
+
+
+def run_record(command: Sequence[str] = ()) -> dict:
+    """The record a part keeps of the run that computed it: start date, command line and environment."""
+    env = environment(list(command) if command else None)
+    # "t": seconds since the epoch, so that two runs started within one second are still ordered
+    return {"started": env["date"], "t": time.time(), "command": env["command"], "environment": env}
+
+
+class RunTimer:
+    """Wall and CPU seconds of one training run, and the load average at its start and end: how much of the machine
+    it had.
+
+    CPU seconds are this process's (every thread): over wall seconds that is about the thread count when the run had
+    the cores to itself, and less when other jobs shared them (its wall time is then longer than its own cost).
+    """
+
+    def __init__(self):
+        self.t0, self.c0 = time.perf_counter(), time.process_time()
+        self.load0 = [round(x, 2) for x in os.getloadavg()]
+
+    def record(self) -> dict:
+        return {"wall_seconds": time.perf_counter() - self.t0, "cpu_seconds": time.process_time() - self.c0,
+                "load_average_at_start": self.load0, "load_average_at_end": [round(x, 2) for x in os.getloadavg()]}
+
+
+def run_time_row(part: Part, timing: dict) -> tuple:
+    """(wall seconds, CPU/wall, 1-minute load at start, at end, the machine's CPU count) of a part's run; ``timing``
+    holds :meth:`RunTimer.record`'s fields (None where a part stored before they were recorded lacks one; the
+    run record's own load average is taken when the part is saved, at the run's end, so it is no start load)."""
+    wall, cpu = float(timing.get("wall_seconds") or 0.0), timing.get("cpu_seconds")
+    machine = part.runs[-1].get("environment", {}).get("machine", {}) if part.runs else {}
+    start = (timing.get("load_average_at_start") or [None])[0]
+    end = (timing.get("load_average_at_end") or [None])[0]
+    return wall, (cpu / wall if cpu is not None and wall > 0 else None), start, end, machine.get("cpu_count")
+
+
+def run_time_table(rows: dict[str, tuple]) -> list[str]:
+    """Markdown lines: each run's wall minutes, CPU/wall, load at start and end and CPUs (:func:`run_time_row`)."""
+    fmt = lambda x: "not recorded" if x is None else f"{x:.1f}"  # noqa: E731
+    lines = ["Time of each run. *CPU/wall*: the run's CPU seconds (all its threads) over its wall seconds, about the "
+             "thread count when it had the cores to itself and lower when other jobs shared them (then its wall time "
+             "is longer than its own cost); the 1-minute load average at its start and end, against the machine's "
+             "CPU count. A run stored before a column was recorded shows \"not recorded\" there.", "",
+             "| run | wall (min) | CPU/wall | load at start | load at end | CPUs |", "|---|---|---|---|---|---|"]
+    for name, (wall, ratio, start, end, cpus) in rows.items():
+        lines.append(f"| {name} | {wall / 60:.1f} | {fmt(ratio)} | {fmt(start)} | {fmt(end)} | {cpus or '?'} |")
+    return lines + [""]  # the blank line ends the table
+
+
+def sts_checksum(d) -> str:
+    """Checksum of an STS set's content (texts, scores, subsets, split), not of where it was read from."""
+    return content_checksum({"sentences1": d.sentences1, "sentences2": d.sentences2, "scores": d.scores,
+                             "subsets": d.subsets, "split": d.split})
+
+
+def _started(part: Part) -> tuple[str, float]:
+    """(date string, epoch seconds) of the part's last run; older records have no epoch seconds (0)."""
+    return max(((r.get("started", ""), float(r.get("t", 0.0))) for r in part.runs), default=("", 0.0))
+
+
+def latest_by_name(parts: Iterable[Part]) -> dict[str, Part]:
+    """part name -> the part of that name whose last run started last (dates are ``YYYY-mm-dd HH:MM:SS UTC``)."""
+    out: dict[str, Part] = {}
+    for part in parts:
+        have = out.get(part.name)
+        if have is not None:
+            part = part if _started(part) > _started(have) else have
+            logger.info("%s/%s is stored under several keys; the page uses the one run at %s", part.page, part.name,
+                        _started(part)[0])
+        out[part.name] = part
+    return out
+
+
+def provenance_lines(parts: Iterable[Part]) -> list[str]:
+    """Markdown bullet lines: the commands that computed the parts (with their dates), and the latest environment."""
+    by_command: dict[str, list[str]] = {}
+    latest_env, latest = None, ""
+    migrated = 0
+    for part in parts:
+        for r in part.runs:
+            by_command.setdefault(r.get("command", "?"), []).append(r.get("started", "?"))
+            if r.get("migrated_from"):
+                migrated += 1
+            if r.get("environment") and r.get("started", "") >= latest:
+                latest_env, latest = r["environment"], r.get("started", "")
+    lines = []
+    for command, dates in sorted(by_command.items(), key=lambda kv: min(kv[1])):
+        span = min(dates) if min(dates) == max(dates) else f"{min(dates)} to {max(dates)}"
+        lines.append(f"- command: `{command}`; {len(dates)} part(s), date {span}")
+    if migrated:
+        lines.append(f"- {migrated} part(s) migrated from the earlier results files (each part records which)")
+    if latest_env:
+        lines.append(f"- machine: {latest_env['machine']['platform']}, {latest_env['machine']['cpu_count']} CPUs; "
+                     + ", ".join(f"{k} {v}" for k, v in latest_env["versions"].items()))
+    return lines
+
+
+def save_png(fig, path: str | os.PathLike) -> Path:
+    """Write a matplotlib ``Figure`` as PNG atomically (:func:`layerwise.reports.save_figure`, as drawn)."""
+    return save_figure(fig, path, tight=False)

@@ -1,0 +1,52 @@
+"""The registry of results pages: every page in ``docs/results/`` is declared once, by its
+benchmark (``benchmarks/<paper>/pages.py``; :mod:`layerwise.benchmarks.catalog` imports them all).
+
+A :class:`ResultsPage` names what the page covers (method, models, data, grid, settings) and two functions:
+``run`` computes the parts that the store lacks (resumable: each part is saved as soon as it is done) and
+``render`` writes the page (markdown, figures, a JSON summary) from the store alone, never computing anything.
+``layerwise results run NAME`` / ``layerwise results render NAME`` call them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from layerwise.benchmarks.store import ResultsStore
+
+__all__ = ["PAGES", "PageContext", "ResultsPage", "register"]
+
+
+@dataclass(frozen=True)
+class PageContext:
+    """What a page's ``run`` and ``render`` receive."""
+
+    store: ResultsStore  # where parts are read and written
+    output: Path  # folder the page is rendered into (docs/results)
+    data_dir: str | None = None  # the data folder (None: $LAYERWISE_DATA)
+    command: tuple[str, ...] = ()  # the command line, recorded in every part
+    options: dict = field(default_factory=dict)  # page-specific switches (skip a model, limit a grid...)
+
+
+@dataclass(frozen=True)
+class ResultsPage:
+    name: str  # file name of the page without .md, and the CLI name
+    method: str  # the methods/ package it reports on (its benchmark lives in benchmarks/<method>/)
+    title: str
+    models: tuple[str, ...]  # built-in model names the page covers
+    data: tuple[str, ...]  # data sets (names as the loaders take them)
+    grid: dict  # what is swept (objectives, poolers, seeds, layers...)
+    settings: dict  # protocol settings shared by every part (part keys add model and data identity)
+    run: Callable[[PageContext], None]
+    render: Callable[[PageContext], list[Path]]
+
+
+PAGES: dict[str, ResultsPage] = {}
+
+
+def register(page: ResultsPage) -> ResultsPage:
+    if page.name in PAGES:
+        raise ValueError(f"results page {page.name!r} is declared twice")
+    PAGES[page.name] = page
+    return page

@@ -1,0 +1,147 @@
+"""The results store: one resume mechanism for every long run.
+
+A run is cut into *parts* (one model on one data set, one task, one training run...). Each part is saved as one
+JSON file under ``root/<page>/``, named by the part and by a digest of its **key**: every setting that changes the
+part's numbers (model weights, tokenizer and config hashes, max length, dtype, data checksum, protocol options,
+seeds...). A re-run with the same key finds the file and skips the work; a re-run with any setting changed gets
+another digest, so it never reuses a number computed under other settings, and the earlier file is left in place
+(no file is overwritten by a result computed under other settings). Writes are atomic (a temporary file, then a
+rename), so a run killed while writing keeps the previous version of the part.
+
+File layout (format 1)::
+
+    root/<page>/<part>--<digest>.json
+    {"format": 1, "page": ..., "part": ..., "key": {...}, "digest": "...", "complete": true|false,
+     "runs": [{"started": ..., "command": ..., "load_at_start": [...], "load_at_save": [...]}, ...],
+     "payload": {...}}
+
+``complete = false`` marks a part saved mid-way (a transfer task after some of its outer splits, say): the run that
+needs it resumes from its payload.
+
+``redo`` (``layerwise results run NAME --redo 'throughput-*'``) names parts, by shell-style pattern, to compute again
+under the same key: ``load`` ignores their stored file until this store has saved a new one, which then replaces it
+(timings re-measured on a quiet machine, say). Parts that keep their own checkpoints (training runs) resume from
+those, so a redo of a finished training run evaluates its kept model again rather than retraining it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from pathlib import Path
+
+from layerwise.keys import key_digest, keyed_name, model_key
+from layerwise.reports import write_json
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["STORE_FORMAT", "Part", "ResultsStore", "key_digest", "keyed_name", "model_key"]
+
+STORE_FORMAT = 1
+_SAFE = re.compile(r"[^A-Za-z0-9._+-]+")
+
+
+@dataclass
+class Part:
+    """One stored part: its key, whether it is finished, its run history and its payload (plain JSON)."""
+
+    page: str
+    name: str
+    key: dict
+    payload: dict
+    complete: bool = True
+    runs: list[dict] = field(default_factory=list)
+
+    @property
+    def digest(self) -> str:
+        return key_digest(self.key)
+
+
+class ResultsStore:
+    """Parts of results pages under ``root`` (``docs/results/state`` for the committed pages)."""
+
+    def __init__(self, root: str | os.PathLike, redo: tuple[str, ...] = ()):
+        self.root = Path(root)
+        if self.root.exists() and not self.root.is_dir():
+            raise NotADirectoryError(f"results store {self.root} is a file; give a folder")
+        self.redo = tuple(redo)  # part-name patterns to compute again (see the module docstring)
+        self._saved: set[tuple[str, str]] = set()  # (page, part) saved by this store: a redo is done once
+
+    def _redoing(self, page: str, name: str) -> bool:
+        return (page, name) not in self._saved and any(fnmatchcase(name, pat) for pat in self.redo)
+
+    def path(self, page: str, name: str, key: dict) -> Path:
+        return self.root / _SAFE.sub("_", page) / f"{_SAFE.sub('_', name)}--{key_digest(key)}.json"
+
+    def load(self, page: str, name: str, key: dict) -> Part | None:
+        """The part stored under exactly this key, or ``None``; other keys for the same part are named in the log."""
+        path = self.path(page, name, key)
+        if path.is_file() and self._redoing(page, name):
+            logger.info("%s/%s: stored, but --redo names it: computing it again", page, name)
+            return None
+        if not path.is_file():
+            others = self.other_keys(page, name, key)
+            if others:
+                logger.info("%s/%s: %d stored result(s) under other settings (%s), not reused",
+                            page, name, len(others), "; ".join(_differences(key, o) for o in others))
+            return None
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ValueError(f"results store file {path} is unreadable ({exc}); move it away to recompute that part"
+                             ) from exc
+        if doc.get("format") != STORE_FORMAT or doc.get("key") != json.loads(json.dumps(key, default=str)):
+            raise ValueError(f"results store file {path} does not hold the part its name says (format or key "
+                             "differs); move it away to recompute that part")
+        return Part(page, name, doc["key"], doc["payload"], bool(doc.get("complete", True)), list(doc.get("runs", [])))
+
+    def save(self, part: Part) -> Path:
+        """Write ``part`` atomically under its key."""
+        path = self.path(part.page, part.name, part.key)
+        write_json(path, {"format": STORE_FORMAT, "page": part.page, "part": part.name, "key": part.key,
+                          "digest": part.digest, "complete": part.complete, "runs": part.runs,
+                          "payload": part.payload})
+        self._saved.add((part.page, part.name))
+        return path
+
+    def other_keys(self, page: str, name: str, key: dict) -> list[dict]:
+        """Keys of the same part stored under other settings."""
+        folder = self.root / _SAFE.sub("_", page)
+        mine = self.path(page, name, key).name
+        found = []
+        for f in sorted(folder.glob(f"{_SAFE.sub('_', name)}--*.json")) if folder.is_dir() else []:
+            if f.name == mine:
+                continue
+            try:
+                found.append(json.loads(f.read_text(encoding="utf-8"))["key"])
+            except (OSError, json.JSONDecodeError, KeyError):
+                continue
+        return found
+
+    def parts(self, page: str) -> list[Part]:
+        """Every part stored for ``page`` (any key), in file-name order."""
+        folder = self.root / _SAFE.sub("_", page)
+        out = []
+        for f in sorted(folder.glob("*--*.json")) if folder.is_dir() else []:
+            doc = json.loads(f.read_text(encoding="utf-8"))
+            out.append(Part(page, doc["part"], doc["key"], doc["payload"], bool(doc.get("complete", True)),
+                            list(doc.get("runs", []))))
+        return out
+
+
+def _differences(want: dict, have: dict, prefix: str = "") -> str:
+    """'max_length 256 vs 8, data.checksum ...' for the first few settings that differ."""
+    diffs = []
+    for k in sorted(set(want) | set(have)):
+        a, b = want.get(k), have.get(k)
+        if isinstance(a, dict) and isinstance(b, dict):
+            sub = _differences(a, b, f"{prefix}{k}.")
+            if sub:
+                diffs.append(sub)
+        elif a != b:
+            diffs.append(f"{prefix}{k} {b!r} stored, {a!r} now")
+    return ", ".join(diffs[:4])

@@ -1,0 +1,365 @@
+"""TMFT results as a markdown page and a JSON summary, from stored results only (the figures: ``figures.py``).
+
+Scores are STS-B test Spearman x100 of the checkpoint with the best dev Spearman; "mean ± std" is over seeds
+(sample std, shown when there are several). Hidden state 0 is the embedding output, L the last layer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from layerwise.benchmarks.page_parts import run_time_table
+from layerwise.benchmarks.truncated.analysis import Frontier, Throughput
+from layerwise.methods.truncated.run import TMFTResult
+
+__all__ = ["LABELS", "Group", "TMFTPage", "curves", "group_results", "groups", "page_models", "render_markdown", "summary"]
+
+LABELS = {"none": "TMFT", "ws": "WS + TMFT", "mlm": "MLM + TMFT"}
+
+
+@dataclass
+class TMFTPage:
+    title: str
+    settings: dict  # the TMFTPageConfig as a dict
+    results: list[TMFTResult]
+    frontiers: dict[str, Frontier]  # model name -> frontier
+    throughputs: dict[str, Throughput]
+    lc_layers: tuple[int, ...] | None  # the first model's dev-chosen subset (LC-TMFT), None before its frontier
+    missing: list[str] = field(default_factory=list)
+    provenance: list[str] = field(default_factory=list)
+    wall_seconds: dict[str, float] = field(default_factory=dict)  # part name -> wall seconds it took
+    speed_load: dict[str, list | None] = field(default_factory=dict)  # model -> load average when timed (1, 5, 15 min)
+    run_loads: dict[str, tuple] = field(default_factory=dict)  # part name -> run_time_row
+    devices: list[str] = field(default_factory=list)  # where the TMFT runs shown trained ("cpu", "cuda"...)
+    estimates: dict[str, list] = field(default_factory=dict)  # model -> estimated seconds per run not stored yet
+
+
+@dataclass(frozen=True)
+class Group:
+    """The seeds of one (model, pre-step, layers, epochs)."""
+
+    model: str
+    pre_step: str
+    layers: tuple[int, ...]
+    epochs: int
+    results: tuple[TMFTResult, ...]
+
+    @property
+    def depth(self) -> int:
+        return max(self.layers)
+
+    def mean_std(self, attr: str = "test_spearman") -> tuple[float, float]:
+        a = np.asarray([getattr(r, attr) for r in self.results], dtype=float)
+        return float(a.mean()), float(a.std(ddof=1)) if len(a) > 1 else 0.0
+
+    def cell(self, attr: str = "test_spearman") -> str:
+        m, s = self.mean_std(attr)
+        return f"{m:.2f}" if len(self.results) == 1 else f"{m:.2f} ± {s:.2f} ({len(self.results)})"
+
+    @property
+    def parameters(self) -> int:
+        return self.results[0].parameters
+
+
+def group_results(results: list[TMFTResult]) -> list[Group]:
+    """Results grouped over seeds by (model, pre-step, layers, epochs), in the order they first appear."""
+    out: dict[tuple, list[TMFTResult]] = {}
+    for r in results:
+        c = r.config
+        out.setdefault((Path(c["model"]).name, c["pre_step"], tuple(c["layers"]), int(c["epochs"])), []).append(r)
+    return [Group(*k, tuple(v)) for k, v in out.items()]
+
+
+def groups(page: TMFTPage) -> list[Group]:
+    return group_results(page.results)
+
+
+def epochs_of(settings: dict, model: str) -> int:
+    """The main epoch count of ``model``'s runs: ``mpnet_epochs`` for the second model, else ``epochs``."""
+    second = settings.get("mpnet")
+    if second and Path(second).name == Path(model).name and settings.get("mpnet_epochs"):
+        return int(settings["mpnet_epochs"])
+    return int(settings["epochs"])
+
+
+def curves(page: TMFTPage) -> list[Group]:
+    """Single-layer groups at each model's main epoch count (the per-layer curves)."""
+    return [g for g in groups(page) if len(g.layers) == 1 and g.epochs == epochs_of(page.settings, g.model)]
+
+
+def _find(gs: list[Group], model: str, pre: str, layers: tuple[int, ...], epochs: int) -> Group | None:
+    return next((g for g in gs if (g.model, g.pre_step, g.layers, g.epochs) == (model, pre, layers, epochs)), None)
+
+
+def page_models(page: TMFTPage) -> list[tuple[str, list[int]]]:
+    s = page.settings
+    out = [(Path(s["minilm"]).name, list(s["minilm_depths"]))]
+    return out + ([(Path(s["mpnet"]).name, list(s["mpnet_depths"]))] if s["mpnet"] else [])
+
+
+def summary(page: TMFTPage) -> dict:
+    """{"settings", "groups": [...], "frontiers", "throughput", "lc_layers", "missing", "wall_seconds"}."""
+    rows = [{"model": g.model, "pre_step": g.pre_step, "layers": list(g.layers), "epochs": g.epochs,
+             "seeds": [r.config["seed"] for r in g.results], "parameters": g.parameters,
+             "test_spearman": g.mean_std()[0], "test_spearman_std": g.mean_std()[1],
+             "dev_spearman": g.mean_std("dev_spearman")[0], "test_pearson": g.mean_std("test_pearson")[0]}
+            for g in groups(page)]
+    return {"title": page.title, "settings": page.settings, "groups": rows,
+            "frontiers": {k: v.to_dict() for k, v in page.frontiers.items()},
+            "throughput": {k: v.to_dict() for k, v in page.throughputs.items()},
+            "lc_layers": list(page.lc_layers) if page.lc_layers else None, "missing": page.missing,
+            "wall_seconds": sum(page.wall_seconds.values())}
+
+
+def _layer_table(page: TMFTPage, model: str, depths: list[int]) -> list[str]:
+    cs, fr = curves(page), page.frontiers.get(model)
+    pres = list(page.settings["pre_steps"]) if model == page_models(page)[0][0] else ["none"]
+    lines = [f"### {model}", "", "| depth | parameters | " + " | ".join(LABELS[p] for p in pres)
+             + " | untrained, state l alone | frontier (no training) |", "|---|---|" + "---|" * (len(pres) + 2)]
+    for d in depths:
+        gs = [_find(cs, model, p, (d,), epochs_of(page.settings, model)) for p in pres]
+        params = next((g.parameters for g in gs if g), fr.row(d).parameters if fr else None)
+        cells = [g.cell() if g else "not run yet" for g in gs]
+        fcells = [f"{fr.row(d).single_test_spearman:.2f}", f"{fr.row(d).test_spearman:.2f} ({','.join(map(str, fr.row(d).layers))})"] \
+            if fr else ["not run yet", "not run yet"]
+        lines.append(f"| {d} | {'?' if params is None else f'{params:,}'} | " + " | ".join(cells + fcells) + " |")
+    return lines + [""]
+
+
+def _best_table(page: TMFTPage) -> list[str]:
+    lines = ["| model | method | best depth (dev) | parameters | share of full | dev | test | test at full depth |",
+             "|---|---|---|---|---|---|---|---|"]
+    for model, depths in page_models(page):
+        for pre in page.settings["pre_steps"] if model == page_models(page)[0][0] else ["none"]:
+            gs = [g for g in curves(page) if g.model == model and g.pre_step == pre]
+            if not gs:
+                lines.append(f"| {model} | {LABELS[pre]} | not run yet | | | | | |")
+                continue
+            best = max(gs, key=lambda g: g.mean_std("dev_spearman")[0])
+            full = next((g for g in gs if g.depth == max(depths)), None)
+            share = best.parameters / best.results[0].full_parameters
+            lines.append(f"| {model} | {LABELS[pre]} | {best.depth} | {best.parameters:,} | {share:.0%} | "
+                         f"{best.cell('dev_spearman')} | {best.cell()} | {full.cell() if full else 'not run yet'} |")
+    return lines + [""]
+
+
+def _frontier_table(page: TMFTPage) -> list[str]:
+    lines = ["| model | depth | subset chosen on dev | dev | test (no training) | state l alone | TMFT | "
+             "share of TMFT's gain reached with no training |", "|---|---|---|---|---|---|---|---|"]
+    cs = curves(page)
+    for model, fr in page.frontiers.items():
+        for r in fr.rows:
+            g = _find(cs, model, "none", (r.depth,), epochs_of(page.settings, model))
+            tm = g.mean_std()[0] if g else None
+            gain = tm - r.single_test_spearman if tm is not None else None
+            share = f"{(r.test_spearman - r.single_test_spearman) / gain:.0%}" if gain and gain > 0 else "n/a"
+            lines.append(f"| {model} | {r.depth} | {','.join(map(str, r.layers))} | {r.dev_spearman:.2f} | "
+                         f"{r.test_spearman:.2f} | {r.single_test_spearman:.2f} | "
+                         f"{'not run yet' if g is None else g.cell()} | {share if g else ''} |")
+    return lines + ["", "*share*: (frontier test - state l alone) / (TMFT test - state l alone), where TMFT gains "
+                    "(n/a where TMFT does not beat the untrained state).", ""]
+
+
+def _lc_lines(page: TMFTPage) -> list[str]:
+    model = page_models(page)[0][0]
+    if page.lc_layers is None:
+        return ["LC-TMFT: not run yet (needs the frontier of the first model for the subset).", ""]
+    g = _find(groups(page), model, "none", tuple(page.lc_layers), page.settings["epochs"])
+    base = _find(curves(page), model, "none", (max(page.lc_layers),), page.settings["epochs"])
+    fr = page.frontiers[model].rows[-1]
+    lines = [f"Subset D = {tuple(page.lc_layers)} (chosen on STS-B dev by the full-depth search of {model}; "
+             f"no training: dev {fr.dev_spearman:.2f}, test {fr.test_spearman:.2f}). The model is truncated at "
+             f"max(D) = {max(page.lc_layers)} and fine-tuned with the mean of D as the sentence vector.", "",
+             "| run | test | dev |", "|---|---|---|"]
+    if len(page.lc_layers) == 1:
+        lines.insert(1, "D is a single hidden state here, so LC-TMFT is TMFT at that depth.")
+    lines.append(f"| LC-TMFT D={','.join(map(str, page.lc_layers))} | "
+                 + (f"{g.cell()} | {g.cell('dev_spearman')} |" if g else "not run yet | |"))
+    lines.append(f"| TMFT at {max(page.lc_layers)} | " + (f"{base.cell()} | {base.cell('dev_spearman')} |"
+                                                           if base else "not run yet | |"))
+    return lines + [""]
+
+
+def _epoch_check(page: TMFTPage) -> list[str]:
+    s, model = page.settings, page_models(page)[0][0]
+    counts = [s["epochs"], *[e for e in s["check_epochs"] if e != s["epochs"]]]
+    if len(counts) == 1:
+        return [f"Every run used {s['epochs']} epochs; no check needed.", ""]
+    lines = ["| depth | " + " | ".join(f"{e} epoch{'s' * (e != 1)}" for e in counts) + " |", "|---|" + "---|" * len(counts)]
+    found = {}
+    for d in s["check_depths"]:
+        gs = [_find(groups(page), model, "none", (d,), e) for e in counts]
+        lines.append(f"| {d} | " + " | ".join(g.cell() if g else "not run yet" for g in gs) + " |")
+        found[d] = gs
+    done = [d for d, gs in found.items() if all(gs)]
+    if len(done) >= 2:
+        ranks = {e: [d for d in sorted(done, key=lambda d: -found[d][i].mean_std()[0])] for i, e in enumerate(counts)}
+        same = len({tuple(r) for r in ranks.values()}) == 1
+        at = ", ".join(f"{r} at {e} epoch{'s' * (e != 1)}" for e, r in ranks.items())
+        lines += ["", f"Ranking of depths by test Spearman: {at}: {'the same' if same else 'DIFFERENT'}."]
+    return lines + [""]
+
+
+def _speed_table(page: TMFTPage) -> list[str]:
+    lines = ["| model | depth | parameters | sentences/s | speed-up over full |", "|---|---|---|---|---|"]
+    for model, t in page.throughputs.items():
+        full = t.full().sentences_per_second
+        for r in t.rows:
+            lines.append(f"| {model} | {r.depth}{' (full)' if r.depth == t.n_layers else ''} | {r.parameters:,} | "
+                         f"{r.sentences_per_second:.1f} | {r.sentences_per_second / full:.2f}x |")
+    if not page.throughputs:
+        lines.append("| not run yet | | | | |")
+    else:
+        t = next(iter(page.throughputs.values()))
+        lines += ["", f"{t.n_sentences} distinct STS-B test sentences, batch {t.batch_size}, max length "
+                  f"{t.max_length}, {t.device}, {t.threads} torch threads; one warm-up batch, then the median of "
+                  f"{len(t.rows[0].seconds)} timed passes."]
+        loads = [f"{m} {v[0]:.1f}" for m, v in page.speed_load.items() if v]
+        if loads:
+            lines += [f"Load average (1 min) when each model's timing was saved: {', '.join(loads)}. The timing's "
+                      f"own {t.threads} threads make a load near {t.threads}; a load well above the CPU count means "
+                      "other jobs shared the machine and slowed every depth; compare depths of one model (timed "
+                      "together) rather than absolute numbers."]
+    return lines + [""]
+
+
+def _verdict(page: TMFTPage) -> list[str]:
+    """Where truncation helps, per model: each truncated depth's TMFT score against the full-depth TMFT score and
+    against the untrained full model, with what it saves (parameters, measured speed); then what the pre-steps add."""
+    lines = []
+    for model, depths in page_models(page):
+        gs = {g.depth: g for g in curves(page) if g.model == model and g.pre_step == "none"}
+        top, fr, speed = max(depths), page.frontiers.get(model), page.throughputs.get(model)
+        if top not in gs or len(gs) < 2 or fr is None:
+            lines += [f"- {model}: not enough runs yet to say.", ""]
+            continue
+        full, untrained = gs[top].mean_std()[0], fr.row(top).single_test_spearman
+        rates = {r.depth: r.sentences_per_second for r in speed.rows} if speed else {}
+        lines += [f"**{model}** (TMFT at full depth {top}: {full:.2f}; the full model untrained: {untrained:.2f})", "",
+                  "| depth | parameters (share) | speed-up | TMFT test | vs TMFT at full depth | vs untrained full model |",
+                  "|---|---|---|---|---|---|"]
+        for d in sorted(x for x in gs if x < top):
+            score, g = gs[d].mean_std()[0], gs[d]
+            up = f"{rates[d] / rates[top]:.2f}x" if d in rates and top in rates else "not timed"
+            lines.append(f"| {d} | {g.parameters:,} ({g.parameters / g.results[0].full_parameters:.0%}) | {up} | "
+                         f"{score:.2f} | {score - full:+.2f} | {score - untrained:+.2f} |")
+        wins = [d for d in gs if d < top and gs[d].mean_std()[0] >= untrained]
+        lines += ["", f"- Truncated depths that reach the full model *without any training* ({untrained:.2f}): "
+                  + (f"{sorted(wins)}: there truncation saves compute at no loss." if wins else
+                     "none. On this sentence-trained model a truncated, fine-tuned encoder is smaller and faster but "
+                     "scores below simply using the whole model as it is; truncation is a trade of quality for "
+                     "speed here, not a gain (unlike the paper's ELECTRA, whose last layer was not trained for "
+                     "sentences)."),
+                  f"- Truncated depths at or above TMFT at full depth: "
+                  f"{sorted(d for d in gs if d < top and gs[d].mean_std()[0] >= full) or 'none'}."]
+        lines += _pre_step_lines(page, model, gs) + [""]
+    return lines
+
+
+def _pre_step_lines(page: TMFTPage, model: str, plain: dict) -> list[str]:
+    """Each pre-step against plain TMFT per depth, with the seed spread that tells a difference from noise."""
+    out = []
+    spread = [g.mean_std()[1] for g in plain.values() if len(g.results) > 1]
+    noise = (f" TMFT's seed spread: up to {max(spread):.2f} (largest sample std over the depths run with several "
+             "seeds); a difference no larger than that is within seed noise." if spread else
+             " Single runs: TMFT's seed spread is not measured yet, so these differences may be seed noise.")
+    for pre in [p for p in page.settings["pre_steps"] if p != "none"]:
+        gs = {g.depth: g for g in curves(page) if g.model == model and g.pre_step == pre}
+        both = sorted(d for d in gs if d in plain)
+        if both:
+            diffs = ", ".join(f"{d}: {gs[d].mean_std()[0] - plain[d].mean_std()[0]:+.2f}" for d in both)
+            out.append(f"- {LABELS[pre]} against plain TMFT, per depth: {diffs}.{noise}")
+    return out
+
+
+def _time_lines(page: TMFTPage) -> list[str]:
+    """Total time of the parts shown, mean time per TMFT run and model, and the estimated cost of what is missing."""
+    total = sum(page.wall_seconds.values())
+    cpu_only = page.devices in ([], ["cpu"])
+    lines = [f"- total wall time of the parts shown: {total / 3600:.2f} h, device: {', '.join(page.devices) or 'cpu'} "
+             "(the machine is named below)" + (", which is what a CPU-only run of these parts costs" if cpu_only
+                                              else "")
+             + "; a run that was interrupted and resumed counts only the process that finished it, so the epochs done "
+             "before the interruption are missing from its time"]
+    for model, _ in page_models(page):
+        runs = [v for k, v in page.wall_seconds.items() if k.startswith(f"run-{model}-")]
+        todo = page.estimates.get(model, [])
+        known = [e for e in todo if e is not None]
+        done = (f"{len(runs)} TMFT run(s) done, {np.mean(runs) / 60:.1f} min each on average (pre-steps included)"
+                if runs else "no TMFT run done yet")
+        if todo:
+            done += (f"; {len(todo)} not run yet" + (f", about {sum(known) / 3600:.1f} h more for {len(known)} of "
+                     "them (each from the stored runs of its depth and pre-step, per epoch, times its epochs)"
+                     if known else "") + (f"; {len(todo) - len(known)} with no comparable run stored to estimate"
+                                          if len(known) < len(todo) else ""))
+        lines.append(f"- {model}: {done}")
+    if page.run_loads:
+        lines += ["", *run_time_table(page.run_loads)]
+    return lines
+
+
+def _pre_step_section(page: TMFTPage) -> list[str]:
+    """What each pre-step did, from the stored runs: data, settings, steps; WS's word-pair scores per depth."""
+    model, lines = page_models(page)[0][0], []
+    by_pre = {pre: sorted((g for g in curves(page) if g.model == model and g.pre_step == pre), key=lambda g: g.depth)
+              for pre in ("ws", "mlm")}
+    if by_pre["ws"]:
+        r = by_pre["ws"][0].results[0]
+        c, info = r.config["ws"], r.pre_step
+        lines += [f"**WS + TMFT.** Word pairs of {', '.join(c['sets'])} pooled (each file's scores divided by its "
+                  "maximum; SimVerb-3500, in the paper, is not here), split train/dev/test = "
+                  f"{'/'.join(map(str, info['pairs']))} pairs with the run's seed; {c['epochs']} epochs, batch "
+                  f"{c['batch_size']}, lr {c['lr']:g} ({info['steps']} steps) on the truncated encoder with mean "
+                  "pooling of the same layer, then TMFT on STS-B. Word-pair Spearman x100 after the word step (its "
+                  "own dev and test pairs):", "", "| depth | word pairs dev | word pairs test | WS + TMFT STS-B test |",
+                  "|---|---|---|---|"]
+        lines += [f"| {g.depth} | {g.results[0].pre_step['dev_spearman']:.2f} | "
+                  f"{g.results[0].pre_step['test_spearman']:.2f} | {g.cell()} |" for g in by_pre["ws"]]
+    if by_pre["mlm"]:
+        lines += [""] if lines else []
+        r = by_pre["mlm"][0].results[0]
+        c, info = r.config["mlm"], r.pre_step
+        lines += [f"**MLM + TMFT.** The whole encoder is trained once by masked-language modelling and shared by "
+                  f"every depth: {info['sentences']:,} sentences ({' + '.join(c['sources'])}: SNLI dev+test and the "
+                  "wiki1m head; the paper used SNLI + MultiNLI train, which are not here), "
+                  f"{c['mlm_probability']:.0%} of tokens masked (80/10/10), batch {c['batch_size']} x "
+                  f"{c['grad_accumulation']} accumulation steps, {c['epochs']} epoch(s), lr {c['lr']:g}: "
+                  f"{info['steps']} optimizer steps. The checkpoints here ship no MLM head, so a fresh head was "
+                  f"trained with the encoder (the run records: {info['head']})."]
+    return lines or ["No pre-step run stored yet."]
+
+
+def render_markdown(page: TMFTPage) -> str:
+    s = page.settings
+    lines = [f"# {page.title}", "",
+             "TMFT (Rep, Dukić, Šnajder, Findings of EMNLP 2024) cuts the encoder at hidden state l (0 = embedding "
+             "output) and fine-tunes it on STS-B train with mean pooling; the checkpoint with the best STS-B dev "
+             "Spearman is kept. Scores: STS-B test Spearman x100, mean ± sample std over seeds (number of seeds).",
+             "", f"Epochs: {s['epochs']} for {Path(s['minilm']).name}"
+             + (f", {s['mpnet_epochs']} for {Path(s['mpnet']).name} (its runs cost about 4x per layer on CPU)"
+                if s["mpnet"] else "")
+             + f" (the paper: 10; the epoch check below compares {[s['epochs'], *s['check_epochs']]} epochs on "
+             f"depths {list(s['check_depths'])}). Per-run settings overridden: {dict(s['overrides']) or 'none'}.", "",
+             "## Test Spearman per depth", ""]
+    for model, depths in page_models(page):
+        lines += _layer_table(page, model, depths)
+    lines += ["![per-layer curves](tmft-layers.png)", "", "## Best depth chosen on dev", "", *_best_table(page),
+              "## Parameters against quality", "", "![parameters vs test Spearman](tmft-cost.png)", "",
+              "The Pareto front joins the runs that no other run beats on both fewer parameters and higher test "
+              "Spearman (every model and pre-step pooled).", "",
+              "## Zero-training frontier", "", *_frontier_table(page), "## LC-TMFT", "", *_lc_lines(page),
+              "## Epoch check", "", *_epoch_check(page), "## Throughput", "", *_speed_table(page),
+              "![throughput per depth](tmft-speed.png)", "", "## Where truncation helps", "", *_verdict(page), "",
+              "## Notes", "",
+              "- The paper's ELECTRA rows cannot be reproduced here: no ELECTRA checkpoint can be installed on this "
+              "machine (no model hub access); only all-MiniLM-L6-v2 and all-mpnet-base-v2 are available.",
+              "- Both models are already sentence-trained (contrastively, on 1B pairs), unlike the paper's BERT and "
+              "ELECTRA; truncation is measured against a model whose last layer was trained for sentences.",
+              "", "## Pre-steps", "", *_pre_step_section(page)]
+    if page.missing:
+        lines += ["", "## Not run yet", "", *[f"- {m}" for m in page.missing]]
+    lines += ["", "## Provenance and time", "", *_time_lines(page), *page.provenance]
+    return "\n".join(lines) + "\n"
