@@ -14,7 +14,9 @@ from layerwise.evaluation.metrics import pearson, spearman, spearman_rows
 from layerwise.evaluation.sts import per_layer_scores, sts_scores
 from layerwise.export.no_code import load_sentence_transformer
 from layerwise.layers import LayerStack
+from layerwise.methods.lattemix.estimator import LatteMix
 from layerwise.methods.layer_attention.estimator import LayerAttentionPooler
+from layerwise.methods.lc.estimator import LayerCombination
 from layerwise.methods.lc.protocol import LCResult, run_bert_lc
 from layerwise.methods.lc.search import LayerSubsetSearch, naive_subset_scores
 from layerwise.pooling import (
@@ -33,9 +35,11 @@ __all__ = [
     "LCResult",
     "LayerAttentionPooler",
     "LayerCache",
+    "LayerCombination",
     "LayerEncoder",
     "LayerStack",
     "LayerSubsetSearch",
+    "LatteMix",
     "ModelIdentity",
     "ModelNotFoundError",
     "Pooling",

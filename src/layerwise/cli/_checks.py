@@ -219,10 +219,128 @@ def _check_dev_size(args) -> None:
     """``search``: the dev pairs of each split must leave at least 2 test pairs (the data is small: read it now)."""
     from layerwise.data.sts import load_sts, sts_display_name
 
-    data = load_sts(args.dataset, data_dir=getattr(args, "data_dir", None), split=args.split)
-    if not 2 <= args.dev_size <= len(data) - 2:
-        raise UsageError(f"--dev-size {args.dev_size} does not fit {sts_display_name(args.dataset)} ({data.split}, "
-                         f"{len(data)} pairs): pass a --dev-size from 2 to {len(data) - 2}")
+    files = user_files(args)
+    if "dev" in files:  # a dev file and a test file: no split is drawn
+        return
+    if "pairs" in files:
+        from layerwise.data.readers import data_label
+
+        n, what = len(files["pairs"].sentences1), f"{data_label(args.pairs)} ({args.pairs}"
+    else:
+        data = load_sts(args.dataset, data_dir=getattr(args, "data_dir", None), split=args.split)
+        n, what = len(data), f"{sts_display_name(args.dataset)} ({data.split}"
+    if not 2 <= args.dev_size <= n - 2:
+        raise UsageError(f"--dev-size {args.dev_size} does not fit {what}, {n} pairs): pass a --dev-size from 2 to "
+                         f"{n - 2}")
+
+
+# -- the user's own data files (search, layers, ablate: --pairs or --dev/--test; transfer: --train [--test]) --------
+
+STS_FILE_COMMANDS = ("search", "layers", "ablate")
+DEFAULT_ABLATE_STS = ("stsb", "sickr")
+DEFAULT_ABLATE_TASKS = ("mr", "cr", "subj", "trec")
+DEFAULT_ABLATE_LIMITED = ("mr", "subj", "trec")
+DEFAULT_TRANSFER_TASKS = ("mr", "cr", "subj", "sst2", "sst5", "trec", "mrpc")  # the seven tasks in the shared data
+
+
+def resolve_data_options(args) -> None:
+    """Check how a BERT-LC command names its data and fill in the built-in defaults where no file is given.
+
+    ``search``/``layers``/``ablate`` take ``--pairs FILE`` or ``--dev FILE --test FILE`` instead of the built-in sets
+    (``--dataset``/``--split``; ``--sts`` for ablate, whose SentEval tasks then default to none); ``transfer`` takes
+    ``--train FILE [--test FILE]`` instead of ``--tasks``. Mixing the two ways is refused.
+    """
+    command = getattr(args, "command", None)
+    if command in STS_FILE_COMMANDS:
+        pairs, dev, test = args.pairs, args.dev, args.test
+        if pairs and (dev or test):
+            raise UsageError("give --pairs FILE (split into dev and test by the protocol) or --dev FILE --test FILE, "
+                             "not both")
+        if bool(dev) != bool(test):
+            given, missing = ("--dev", "--test") if dev else ("--test", "--dev")
+            raise UsageError(f"{given} needs {missing} too: the subset is chosen on --dev and reported on --test (or "
+                             "give one file with --pairs)")
+        own = bool(pairs or dev)
+        builtin = [flag for flag, value in (("--dataset", getattr(args, "dataset", None)),
+                                            ("--split", getattr(args, "split", None)),
+                                            ("--sts", getattr(args, "sts", None))) if value is not None]
+        if own and builtin:
+            one = len(builtin) == 1
+            raise UsageError(f"{', '.join(builtin)} {'names' if one else 'name'} a built-in data set; with --pairs or "
+                             f"--dev/--test leave {'it' if one else 'them'} out")
+        if own and getattr(args, "aggregation", "all") != "all":
+            raise UsageError(f"--aggregation {args.aggregation} combines the subsets of STS12-16; the pairs of your "
+                             "file are scored all at once: leave --aggregation out")
+        if command == "ablate":
+            args.sts = [] if own else list(args.sts if args.sts is not None else DEFAULT_ABLATE_STS)
+            if args.tasks is None:
+                args.tasks = [] if own else list(DEFAULT_ABLATE_TASKS)
+            if args.limited_tasks is None:
+                args.limited_tasks = [] if own else list(DEFAULT_ABLATE_LIMITED)
+        elif not own:
+            args.dataset = args.dataset or "stsb"
+    elif command == "transfer":
+        if args.test and not args.train:
+            raise UsageError("--test goes with --train (the classifier is fitted on --train, scored on --test)")
+        if args.train:
+            given = [flag for flag, value in (("--tasks", args.tasks), ("--outer-splits", args.outer_splits),
+                                              ("--screen-dim", args.screen_dim)) if value is not None]
+            if given:
+                one = len(given) == 1
+                raise UsageError(f"{', '.join(given)} {'applies' if one else 'apply'} to the built-in SentEval tasks; "
+                                 f"with --train leave {'it' if one else 'them'} out")
+        else:
+            args.tasks = list(args.tasks if args.tasks is not None else DEFAULT_TRANSFER_TASKS)
+            args.outer_splits = 10 if args.outer_splits is None else args.outer_splits
+
+
+def user_files(args) -> dict:
+    """The user's files a command names, read once (kept on ``args``): ``pairs``, or ``dev`` and ``test`` (STS
+    pairs), or ``train`` and ``test`` (labeled texts) -> what the readers return. A bad file raises one line here,
+    before any model loads (``preflight`` calls this first)."""
+    cached = getattr(args, "_user_files", None)
+    if cached is not None:
+        return cached
+    from layerwise.cli._files import labeled_from_args, pairs_from_args
+
+    command = getattr(args, "command", None)
+    out: dict = {}
+    if command in STS_FILE_COMMANDS:
+        if args.pairs:
+            out["pairs"] = pairs_from_args(args, args.pairs, min_rows=4 if command != "layers" else 3)
+        if args.dev:
+            out["dev"] = pairs_from_args(args, args.dev, min_rows=3)
+            out["test"] = pairs_from_args(args, args.test, min_rows=3)
+    elif command == "transfer" and args.train:
+        out["train"] = labeled_from_args(args, args.train, min_rows=10)
+        if args.test:
+            out["test"] = labeled_from_args(args, args.test, min_rows=1)
+            _check_test_labels(out["train"], out["test"], args)
+    args._user_files = out
+    return out
+
+
+def _check_test_labels(train, test, args) -> None:
+    """The test file's labels must be classes of the train file (the classifier knows no other)."""
+    if (train.sentences2 is None) != (test.sentences2 is None):
+        raise UsageError(f"--train {args.train} and --test {args.test} differ in having a second text; give both "
+                         "files the --text2-column")
+    unknown = sorted(set(test.label_names[i] for i in set(test.labels.tolist())) - set(train.label_names))
+    if unknown:
+        raise UsageError(f"--test {args.test} has labels that --train {args.train} lacks ({', '.join(unknown[:5])}); "
+                         "a classifier predicts only the classes it was trained on")
+
+
+def _check_results_file(args) -> None:
+    """``export --from``: the results file is read (and its subset found) before anything loads."""
+    if getattr(args, "command", None) != "export" or not getattr(args, "results", None):
+        return
+    from layerwise.benchmarks.lc.run import subset_from_results
+
+    try:
+        subset_from_results(args.results, head=getattr(args, "head", False))
+    except ValueError as exc:
+        raise UsageError(f"--from: {' '.join(str(exc).split())}") from None
 
 
 def _check_model(args) -> None:
@@ -258,8 +376,12 @@ def preflight(args) -> None:
         check_writable_folder(cache, "--cache-dir" if args.cache_dir else "the cache folder ($LAYERWISE_HOME/cache)")
     if getattr(args, "device", None):
         check_device(args.device)
+    resolve_data_options(args)
+    user_files(args)
     _check_data(args)
-    if getattr(args, "command", None) == "search":
+    _check_results_file(args)
+    if getattr(args, "command", None) == "search" or (getattr(args, "command", None) == "ablate" and
+                                                      "pairs" in user_files(args)):
         _check_dev_size(args)
     if getattr(args, "model", None):
         _check_model(args)

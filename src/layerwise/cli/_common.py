@@ -16,7 +16,9 @@ STS_CHOICES = list(STS_DATASETS)
 
 def add_common(p: argparse.ArgumentParser) -> None:
     add_encoder_options(p)
-    p.add_argument("--dataset", default="stsb", choices=STS_CHOICES, help="STS data set (default: stsb)")
+    p.add_argument("--dataset", default=None, choices=STS_CHOICES,
+                   help="built-in STS data set (default: stsb, unless your own pairs are given with --pairs or "
+                        "--dev/--test)")
     p.add_argument("--split", default=None,
                    help="which pairs: stsb train/dev/test/all (default test); sickr test/train/trial/all "
                         "(default test, the SemEval-2014 4927 pairs); STS12-16 are test only")

@@ -2,15 +2,32 @@
 
 from __future__ import annotations
 
-from layerwise.cli._checks import nonnegative_float, nonnegative_int, positive_float, positive_int, seed
+import numpy as np
+
+from layerwise.benchmarks.lattemix.results import TRAIN_SOURCES
+from layerwise.cli._checks import _check_data, nonnegative_float, nonnegative_int, positive_float, positive_int, seed
 from layerwise.cli._common import STS_CHOICES, add_encoder_options, encoder_options
+from layerwise.cli._files import add_corpus_columns, add_pair_columns, corpus_from_args, pairs_from_args
+from layerwise.errors import UsageError
 from layerwise.methods.lattemix.config import MODEL_KINDS
+
+BENCHMARK_DATASETS = ("stsb", "sickr")
 
 
 def add_parsers(sub) -> None:
-    p = sub.add_parser("lattemix", help="Latte-Mix: train token VAEs, zero-shot STS against poolings")
+    p = sub.add_parser("lattemix", help="Latte-Mix: train token VAEs, zero-shot STS against poolings",
+                       description="Train Latte-Mix token models on an unlabeled corpus and score sentence pairs. "
+                                   "With --train CORPUS --pairs FILE...: your own files (csv, tsv, jsonl, parquet; "
+                                   "txt for the corpus). Without them: the paper benchmark on --datasets.")
     add_encoder_options(p)
-    p.add_argument("--datasets", nargs="+", default=["stsb", "sickr"], choices=STS_CHOICES)
+    p.add_argument("--train", metavar="FILE", default=None,
+                   help="unlabeled training corpus (txt: one text per line; csv/tsv/jsonl/parquet: --text-column)")
+    add_corpus_columns(p)
+    p.add_argument("--pairs", metavar="FILE", nargs="+", default=None,
+                   help="evaluation pairs with a similarity score (any scale), one or more files")
+    add_pair_columns(p)
+    p.add_argument("--datasets", nargs="+", default=None, choices=STS_CHOICES,
+                   help="built-in STS sets of the benchmark run, without --train/--pairs (default: stsb sickr)")
     p.add_argument("--layer", type=int, default=-1, help="hidden state whose token vectors are modelled (default: last)")
     p.add_argument("--kinds", nargs="+", default=list(MODEL_KINDS), choices=MODEL_KINDS)
     p.add_argument("--seeds", type=seed, nargs="+", default=[0, 1, 2])
@@ -24,15 +41,28 @@ def add_parsers(sub) -> None:
     p.add_argument("--epochs", type=positive_int, default=1)
     p.add_argument("--train-batch-size", type=positive_int, default=256)
     p.add_argument("--lr", type=positive_float, default=1e-3)
-    p.add_argument("--train-sources", nargs="+", default=["snli", "wiki"], choices=["snli", "wiki"])
-    p.add_argument("--train-limit", type=positive_int, default=None, help="at most this many training sentences (seeded sample)")
+    p.add_argument("--lr-warmup-steps", type=nonnegative_int, default=200,
+                   help="the learning rate rises linearly over these steps (default 200)")
+    p.add_argument("--train-sources", nargs="+", default=None, choices=list(TRAIN_SOURCES),
+                   help="built-in training text of the benchmark run, without --train (default: snli wiki)")
+    p.add_argument("--train-limit", type=positive_int, default=None,
+                   help="at most this many training sentences (seeded sample; benchmark run)")
     p.add_argument("--include-special", action="store_true", help="keep [CLS]/[SEP] tokens in training and mixtures")
-    p.add_argument("--save-models", action="store_true", help="save each trained model under OUTPUT/models")
+    p.add_argument("--save-models", action="store_true",
+                   help="save each trained model under OUTPUT/models (with --train: sentence-transformers folders "
+                        "of the categorical and ae models)")
 
     p.set_defaults(handler=run)
 
 
 def run(args, command) -> int:
+    if args.train is not None or args.pairs is not None:
+        return run_files(args, command)
+    # the benchmark's defaults are filled here (None lets a run on the user's files skip their data): check them now,
+    # before the model loads, as preflight checks the ones given
+    args.datasets = args.datasets or list(BENCHMARK_DATASETS)
+    args.train_sources = args.train_sources or list(TRAIN_SOURCES)
+    _check_data(args)
     from layerwise.benchmarks.lattemix.report import METHOD_NAMES, format_cell, method_table, write_outputs
     from layerwise.benchmarks.lattemix.run import LatteMixRun, run_lattemix
     from layerwise.methods.lattemix import LatteMixConfig, TrainConfig
@@ -40,7 +70,8 @@ def run(args, command) -> int:
 
     config = LatteMixConfig(n_classes=args.n_classes, n_groups=args.n_groups, latent_dim=args.latent_dim,
                             depth=args.depth, tau=args.tau, beta=args.beta, beta_warmup_steps=args.beta_warmup_steps)
-    train = TrainConfig(epochs=args.epochs, batch_size=args.train_batch_size, lr=args.lr)
+    train = TrainConfig(epochs=args.epochs, batch_size=args.train_batch_size, lr=args.lr,
+                        lr_warmup_steps=args.lr_warmup_steps)
     run = LatteMixRun(model=args.model, datasets=tuple(args.datasets), layer=args.layer, kinds=tuple(args.kinds),
                       seeds=tuple(args.seeds), config=config, train=train, train_sources=tuple(args.train_sources),
                       train_limit=args.train_limit, include_special=args.include_special, aggregation=args.aggregation)
@@ -55,4 +86,93 @@ def run(args, command) -> int:
         print(f"  {METHOD_NAMES.get(method, method):45s} " + " ".join(f"{format_cell(per[d]):>15s}" for d in result.data))
     for kind, path in paths.items():
         print(f"wrote {kind}: {path}")
+    return 0
+
+
+def _estimator_params(args) -> dict:
+    """The LatteMix parameters the options give (all but ``kind`` and ``seed``)."""
+    return dict(model=args.model, layer=args.layer, n_groups=args.n_groups, n_classes=args.n_classes,
+                latent_dim=args.latent_dim, depth=args.depth, tau=args.tau, beta=args.beta,
+                beta_warmup_steps=args.beta_warmup_steps, epochs=args.epochs, batch_size=args.train_batch_size,
+                lr=args.lr, lr_warmup_steps=args.lr_warmup_steps, include_special=args.include_special,
+                max_length=args.max_length,
+                encode_batch_size=args.batch_size, device=args.device, show_progress=False if args.quiet else None)
+
+
+def run_files(args, command) -> int:
+    """Your files: fit LatteMix on the --train corpus (per kind and seed), Spearman of every measure on each --pairs."""
+    import time
+
+    from layerwise.data.readers import data_label
+    from layerwise.evaluation.metrics import cosine_rows, spearman
+    from layerwise.methods.lattemix import SIMILARITIES, LatteMix, pair_similarity
+    from layerwise.reports import environment, fmt, write_json
+
+    if args.train is None or args.pairs is None:
+        raise UsageError("--train and --pairs go together: give the training corpus (--train FILE) and the "
+                         "evaluation pairs (--pairs FILE ...), or neither for the built-in benchmark (--datasets)")
+    benchmark = [flag for flag, value in (("--datasets", args.datasets), ("--train-sources", args.train_sources),
+                                          ("--train-limit", args.train_limit)) if value is not None]
+    if benchmark:
+        raise UsageError(f"{', '.join(benchmark)} belong to the benchmark run; with --train and --pairs, leave them out")
+    if args.dtype != "float32":
+        raise UsageError(f"--dtype {args.dtype} is not available with --train (Latte-Mix reads float32 token vectors)")
+    # every file is read and checked before any model loads
+    corpus = corpus_from_args(args, args.train)
+    pairs = [pairs_from_args(args, path, min_rows=3) for path in args.pairs]
+    train_label = data_label(args.train)
+    labels: list[str] = []
+    for path in args.pairs:
+        label = data_label(path)
+        labels.append(label if label not in labels else f"{label}-{len(labels) + 1}")
+    t0 = time.perf_counter()
+    scores: dict[str, dict[str, list[float]]] = {}
+    baseline: dict[str, float] = {}
+    saved: list[str] = []
+    training: dict[str, list[dict]] = {}
+    layer = None
+    for kind in args.kinds:
+        for run_seed in args.seeds:
+            est = LatteMix(**_estimator_params(args), kind=kind, seed=int(run_seed)).fit(corpus)
+            layer = est.layer_
+            training.setdefault(kind, []).append({"seed": int(run_seed), **est.training_})
+            for label, data in zip(labels, pairs):
+                unique = list(dict.fromkeys([*data.sentences1, *data.sentences2]))
+                where = {s: i for i, s in enumerate(unique)}
+                mix = est.mixtures(unique)
+                i1 = [where[s] for s in data.sentences1]
+                i2 = [where[s] for s in data.sentences2]
+                for measure in SIMILARITIES[kind]:
+                    sim = pair_similarity(mix.take(i1), mix.take(i2), measure)
+                    scores.setdefault(f"{kind} {measure}", {}).setdefault(label, []).append(
+                        100 * spearman(sim, data.scores))
+                if label not in baseline:  # the same hidden state, mean-pooled: the reference Latte-Mix is read against
+                    stack = est.encoder_.encode(unique)
+                    emb = stack.mean[:, est.layer_]
+                    baseline[label] = 100 * spearman(cosine_rows(emb[i1], emb[i2]), data.scores)
+            if args.save_models and kind != "normal":
+                saved.append(str(est.save(f"{args.output}/models/lattemix-{train_label}-{kind}-seed{run_seed}",
+                                          overwrite=True)))
+    rows = {f"mean pooling (hidden state {layer})": {label: [v] for label, v in baseline.items()}, **scores}
+    result = {
+        "kind": "lattemix-files", "model": args.model, "layer": layer,
+        "train": {"file": str(args.train), "label": train_label, "n_texts": len(corpus)},
+        "pairs": [{"file": str(p), "label": label, "n_pairs": len(d.scores)} for p, label, d in zip(args.pairs, labels, pairs)],
+        "settings": {**_estimator_params(args), "kinds": list(args.kinds), "seeds": list(args.seeds)},
+        "spearman_x100": {method: {label: [float(x) for x in v] for label, v in per.items()}
+                          for method, per in rows.items()},
+        "training": training, "saved_models": saved, "seconds": time.perf_counter() - t0,
+        "environment": environment(command),
+    }
+    path = write_json(f"{args.output}/lattemix-{train_label}.json", result)
+    print(f"model {args.model} | hidden state {layer} | trained on {train_label} ({len(corpus)} texts) | "
+          f"Spearman x100, mean ± std over {len(args.seeds)} seed(s)")
+    print(f"  {'method':34s} " + " ".join(f"{label:>16s}" for label in labels))
+    for method, per in rows.items():
+        cells = [fmt(float(np.mean(per[label])), float(np.std(per[label])) if len(per[label]) > 1 else None)
+                 for label in labels]
+        print(f"  {method:34s} " + " ".join(f"{c:>16s}" for c in cells))
+    for folder in saved:
+        print(f"saved model: {folder}")
+    print(f"wrote results: {path}")
     return 0

@@ -2,16 +2,58 @@
 
 from __future__ import annotations
 
-from layerwise.cli._checks import nonnegative_int, positive_float, positive_int, seed
+from pathlib import Path
+
+from layerwise.cli._checks import (
+    DEFAULT_ABLATE_LIMITED,
+    DEFAULT_ABLATE_STS,
+    DEFAULT_ABLATE_TASKS,
+    DEFAULT_TRANSFER_TASKS,
+    nonnegative_int,
+    positive_float,
+    positive_int,
+    seed,
+    user_files,
+)
 from layerwise.cli._common import STS_CHOICES, add_common, add_encoder_options, encoder_options
+from layerwise.cli._files import add_label_columns, add_pair_columns
 from layerwise.data.senteval import TRANSFER_TASKS
 
-DEFAULT_TRANSFER = ("mr", "cr", "subj", "sst2", "sst5", "trec", "mrpc")  # the seven tasks in the shared data
+
+def _add_pair_files(p, *, layers: bool = False) -> None:
+    """--pairs FILE or --dev FILE --test FILE (the user's STS pairs, any format) and their column options."""
+    files = p.add_argument_group("your own pairs (instead of a built-in data set)")
+    files.add_argument("--pairs", default=None, metavar="FILE",
+                       help="sentence pairs with scores (CSV, TSV, JSON lines or Parquet; any score scale)"
+                            + ("" if layers else ", split into dev and test by the protocol (--splits, --dev-size)"))
+    files.add_argument("--dev", default=None, metavar="FILE",
+                       help="pairs to choose the subset on (with --test)" if not layers else
+                            "with --test: the per-layer scores are the --test file's (nothing is chosen on dev)")
+    files.add_argument("--test", default=None, metavar="FILE", help="pairs to report on (with --dev)")
+    add_pair_columns(p)
+
+
+def _add_save(p, help: str) -> None:
+    p.add_argument("--save", default=None, metavar="FOLDER", help=help)
+    p.add_argument("--overwrite", action="store_true", help="--save replaces an earlier export in FOLDER")
 
 
 def add_parsers(sub) -> None:
+    _add_sts_parsers(sub)
+    _add_transfer_parser(sub)
+    _add_ablate_parser(sub)
+    for name in ("search", "layers"):
+        sub.choices[name].set_defaults(handler=run_sts)
+    for name in ("transfer", "ablate"):
+        sub.choices[name].set_defaults(handler=run_transfer)
+
+
+def _add_sts_parsers(sub) -> None:
     p = sub.add_parser("search", help="BERT-LC: choose a layer subset on dev, report test against baselines")
     add_common(p)
+    _add_pair_files(p)
+    _add_save(p, "with your own pairs: also fit LayerCombination on all of --pairs (or on --dev) and save it as a "
+                 "sentence-transformers folder (built-in modules only)")
     p.add_argument("--max-layers", type=positive_int, default=None,
                    help="largest subset searched (default: all subsets up to 13 hidden states, else 8)")
     p.add_argument("--splits", type=positive_int, default=5, help="number of seeded dev/test splits (default: 5)")
@@ -21,17 +63,29 @@ def add_parsers(sub) -> None:
 
     p = sub.add_parser("layers", help="per-layer analysis: each hidden state's STS score alone")
     add_common(p)
+    _add_pair_files(p, layers=True)
 
+
+def _add_transfer_parser(sub) -> None:
     p = sub.add_parser("transfer", help="BERT-LC on SentEval transfer tasks: logistic regression on layer combinations",
                        description="Each task is a part of the results store in --output (transfer/<model>-<task>--"
                                    "<digest>.json, keyed on the model hashes, max length, dtype, data checksum and "
                                    "every protocol option), saved after every outer split: the same command resumes "
                                    "it, any changed setting computes afresh.")
     add_encoder_options(p, aggregation=False)
-    p.add_argument("--tasks", nargs="+", default=list(DEFAULT_TRANSFER),
+    p.add_argument("--tasks", nargs="+", default=None,
                    help=f"transfer tasks among {', '.join(TRANSFER_TASKS)}, case-insensitive "
-                        f"(default: {' '.join(DEFAULT_TRANSFER)}; MPQA is not in the shared data)")
-    p.add_argument("--outer-splits", type=positive_int, default=10, help="seeded 85/15 train-dev/test splits (default 10)")
+                        f"(default: {' '.join(DEFAULT_TRANSFER_TASKS)}; MPQA is not in the shared data)")
+    files = p.add_argument_group("your own labeled texts (instead of --tasks)")
+    files.add_argument("--train", default=None, metavar="FILE",
+                       help="labeled texts (CSV, TSV, JSON lines or Parquet): the subset is chosen on it by the inner "
+                            "splits and the classifier fitted on all of it")
+    files.add_argument("--test", default=None, metavar="FILE", help="labeled texts the classifier is scored on")
+    add_label_columns(p)
+    _add_save(p, "with --train: save the fitted LayerCombination (a sentence-transformers folder; the classifier "
+                 "beside it for LayerCombination.load)")
+    p.add_argument("--outer-splits", type=positive_int, default=None,
+                   help="--tasks: seeded 85/15 train-dev/test splits (default 10)")
     p.add_argument("--inner-splits", type=positive_int, default=10, help="seeded 82/18 splits choosing the subset (default 10)")
     p.add_argument("--max-layers", type=positive_int, default=None,
                    help="largest subset (default: 4 up to 13 hidden states, else 3)")
@@ -40,21 +94,28 @@ def add_parsers(sub) -> None:
                         "0: every subset, the exhaustive and slow reference)")
     p.add_argument("--ridge-alpha", type=positive_float, default=1e-3, help="ridge screen penalty x mean feature variance")
     p.add_argument("--screen-dim", type=positive_int, default=None,
-                   help="project vectors on their top principal directions for the ridge screen only (large models; "
-                        "default: full vectors)")
+                   help="--tasks: project vectors on their top principal directions for the ridge screen only (large "
+                        "models; default: full vectors)")
     p.add_argument("--seed", type=seed, default=0, help="outer split k uses seed + k (default 0)")
     p.add_argument("--jobs", type=positive_int, default=2, help="parallel classifier fits (threads, default 2)")
     p.add_argument("--no-head", action="store_true", help="skip LC + MLP (the checkpoint's pooler head)")
 
+
+def _add_ablate_parser(sub) -> None:
     p = sub.add_parser("ablate", help="BERT-LC ablations: number of layers, excluding a layer, limited data",
                        description="Each part (STS set, transfer task, limited-data task) is a part of the results "
                                    "store in --output (ablations/...), reused when every setting in its key matches.")
     add_encoder_options(p)
-    p.add_argument("--sts", nargs="*", default=["stsb", "sickr"], choices=STS_CHOICES, help="STS sets for (a) and (b)")
-    p.add_argument("--tasks", nargs="*", default=["mr", "cr", "subj", "trec"],
-                   help="transfer tasks for (a) and (b) (default: mr cr subj trec)")
-    p.add_argument("--limited-tasks", nargs="*", default=["mr", "subj", "trec"],
-                   help="transfer tasks for (c) limited data (default: mr subj trec)")
+    p.add_argument("--sts", nargs="*", default=None, choices=STS_CHOICES,
+                   help=f"STS sets for (a) and (b) (default: {' '.join(DEFAULT_ABLATE_STS)}; none with --pairs or "
+                        "--dev/--test)")
+    p.add_argument("--tasks", nargs="*", default=None,
+                   help=f"transfer tasks for (a) and (b) (default: {' '.join(DEFAULT_ABLATE_TASKS)}; none with your "
+                        "own pairs)")
+    p.add_argument("--limited-tasks", nargs="*", default=None,
+                   help=f"transfer tasks for (c) limited data (default: {' '.join(DEFAULT_ABLATE_LIMITED)}; none "
+                        "with your own pairs)")
+    _add_pair_files(p)
     p.add_argument("--max-denominator", type=positive_int, default=256,
                    help="(c) keeps 1/2, 1/4 ... 1/max-denominator of train-dev (default 256)")
     p.add_argument("--limited-seeds", type=positive_int, default=10)
@@ -65,26 +126,58 @@ def add_parsers(sub) -> None:
     p.add_argument("--seed", type=seed, default=0)
     p.add_argument("--jobs", type=positive_int, default=2)
 
-    for name in ("search", "layers"):
-        sub.choices[name].set_defaults(handler=run_sts)
-    for name in ("transfer", "ablate"):
-        sub.choices[name].set_defaults(handler=run_transfer)
+
+def _own_pairs(args):
+    """(STSData, dev_test rows or None) of the user's --pairs or --dev/--test files; (None, None) for a built-in set.
+
+    Dev and test are stacked into one data set (subsets "dev" and "test"), dev rows first."""
+    import numpy as np
+
+    from layerwise.data.readers import data_label
+    from layerwise.data.sts import STSData
+
+    files = user_files(args)
+
+    def one(read, path, part: str) -> STSData:
+        n = len(read.sentences1)
+        return STSData(name=data_label(path), sentences1=list(read.sentences1), sentences2=list(read.sentences2),
+                       scores=np.asarray(read.scores, dtype=np.float64), subsets=np.full(n, part), split=part,
+                       source=str(path))
+
+    if "pairs" in files:
+        return one(files["pairs"], args.pairs, "all"), None
+    if "dev" not in files:
+        return None, None
+    dev, test = one(files["dev"], args.dev, "dev"), one(files["test"], args.test, "test")
+    if args.command == "layers":  # nothing is chosen: the per-layer scores are the test file's
+        return test, None
+    both = STSData(name=f"{dev.name}-{test.name}", sentences1=dev.sentences1 + test.sentences1,
+                   sentences2=dev.sentences2 + test.sentences2, scores=np.concatenate([dev.scores, test.scores]),
+                   subsets=np.concatenate([dev.subsets, test.subsets]), split="dev-test",
+                   source=f"{args.dev} (dev), {args.test} (test)")
+    return both, (np.arange(len(dev)), np.arange(len(dev), len(both)))
 
 
 def run_sts(args, command) -> int:
     from layerwise.benchmarks.lc import run as experiments
     from layerwise.reports import environment
 
-    common = dict(model=args.model, dataset=args.dataset, data_dir=args.data_dir, split=args.split,
+    data, dev_test = _own_pairs(args)
+    if getattr(args, "save", None) and data is None:
+        raise ValueError("--save fits LayerCombination on your own pairs: give --pairs FILE or --dev FILE --test "
+                         "FILE (for a built-in data set, export a search's subset with `layerwise export --from`)")
+    common = dict(model=args.model, dataset=args.dataset or data.name, data_dir=args.data_dir, split=args.split,
                   aggregation=args.aggregation, encoder_options=encoder_options(args))
     if args.command == "search":
         config = experiments.SearchConfig(n_splits=args.splits, dev_size=args.dev_size, seed=args.seed,
                                           max_layers=args.max_layers, head=not args.no_head, **common)
-        result = experiments.run_search(config)
+        result = experiments.run_search(config, data, dev_test=dev_test)
         result.environment = environment(command)
         _print_search(result, experiments.write_search_outputs(result, args.output))
+        if args.save:
+            _save_sts(args, data if dev_test is None else data.take(dev_test[0]))
         return 0
-    result = experiments.run_layers(experiments.SearchConfig(**common))
+    result = experiments.run_layers(experiments.SearchConfig(**common), data)
     result.environment = environment(command)
     paths = experiments.write_layers_outputs(result, args.output)
     for kind, values in result.per_layer.items():
@@ -92,6 +185,24 @@ def run_sts(args, command) -> int:
     for kind, path in paths.items():
         print(f"wrote {kind}: {path}")
     return 0
+
+
+def _estimator(args, **params):
+    """A LayerCombination with the command's model and encoder settings."""
+    from layerwise.methods.lc.estimator import LayerCombination
+
+    options = encoder_options(args)
+    return LayerCombination(args.model, max_layers=args.max_layers, batch_size=options["batch_size"],
+                            max_length=options["max_length"], device=options["device"], dtype=options["dtype"],
+                            cache_dir=options["cache_dir"], show_progress=not args.quiet, **params)
+
+
+def _save_sts(args, data) -> None:
+    """``search --save``: LayerCombination fitted on ``data`` (all of --pairs, or --dev), saved (encoding: cached)."""
+    est = _estimator(args).fit(data.sentences1, data.sentences2, data.scores)
+    out = est.save(args.save, overwrite=args.overwrite)
+    print(f"saved LayerCombination fitted on {data.name} ({len(data)} pairs): hidden states {est.layers_}, "
+          f"Spearman x100 {est.score_:.2f}; load it with SentenceTransformer({str(out)!r})")
 
 
 def _print_search(result, paths: dict) -> None:
@@ -118,6 +229,8 @@ def _print_search(result, paths: dict) -> None:
 def run_transfer(args, command) -> int:
     if args.command == "ablate":
         return run_ablate(args, command)
+    if args.train:
+        return run_transfer_files(args, command)
     from layerwise.benchmarks.lc.transfer_report import write_transfer_outputs
     from layerwise.benchmarks.lc.transfer_run import TransferRunConfig, run_transfer_tasks
     from layerwise.benchmarks.store import ResultsStore
@@ -156,7 +269,114 @@ def run_ablate(args, command) -> int:
         aggregation=args.aggregation, n_splits=args.splits, dev_size=args.dev_size, n_outer=args.outer_splits,
         n_inner=args.inner_splits, seed=args.seed, n_jobs=args.jobs, data_dir=args.data_dir,
         encoder_options=encoder_options(args))
-    result = run_ablations(config, ResultsStore(args.output), command=command)
-    for kind, path in write_ablation_outputs(result, args.output).items():
+    data, _ = _own_pairs(args)
+    result = run_ablations(config, ResultsStore(args.output), command=command, pairs=[data] if data else [])
+    for kind, path in write_ablation_outputs(result, args.output, data_name=data.name if data else None).items():
         print(f"wrote {kind}: {path}")
     return 0
+
+
+def run_transfer_files(args, command) -> int:
+    """``transfer --train FILE [--test FILE]``: LayerCombination's classification fit on the user's labeled texts."""
+    from layerwise.benchmarks.store import keyed_name, model_key
+    from layerwise.reports import environment, write_json, write_text
+
+    files = user_files(args)
+    train, test = files["train"], files.get("test")
+    if args.shortlist < 0:
+        raise ValueError(f"--shortlist must be 0 (exhaustive) or positive, got {args.shortlist}")
+    est = _estimator(args, n_inner=args.inner_splits, shortlist=args.shortlist or None, ridge_alpha=args.ridge_alpha,
+                     seed=args.seed, n_jobs=args.jobs)
+    labels = [train.label_names[i] for i in train.labels]
+    if train.sentences2 is not None:
+        est.fit(train.sentences, train.sentences2, labels=labels)
+    else:
+        est.fit(train.sentences, labels)
+    doc = _transfer_file_doc(args, est, train, test)
+    doc["environment"] = environment(command)
+    key = {"model": model_key(est.model_identity_), "encoder": {"max_length": args.max_length, "dtype": args.dtype},
+           "train": doc["train"], "test": doc.get("test", {}).get("file"), "protocol": doc["protocol"]}
+    names = [doc["train"]["name"]] + ([doc["test"]["name"]] if test is not None else [])
+    stem = keyed_name(f"transfer-{_plain(est.model_identity_.name)}-{'-'.join(names)}", key)
+    out = Path(args.output)
+    paths = {"json": write_json(out / f"{stem}.json", doc),
+             "markdown": write_text(out / f"{stem}.md", _transfer_file_markdown(doc))}
+    t = doc["train"]
+    print(f"model {est.model_identity_.name} | train {t['name']} ({t['n_texts']} {t['unit']}, {len(t['classes'])} "
+          "classes)")
+    print(f"chose hidden states {tuple(est.layers_)}: inner accuracy x100 {est.score_:.2f}")
+    if test is not None:
+        cells = "  ".join(f"{m} {v:.2f}" for m, v in doc["test"]["methods"].items())
+        print(f"test {doc['test']['name']} ({doc['test']['n_texts']}): accuracy x100 {cells}")
+    if args.save:
+        saved = est.save(args.save, overwrite=args.overwrite)
+        print(f"saved to {saved}; LayerCombination.load({str(saved)!r}) predicts, SentenceTransformer embeds")
+    for kind, path in paths.items():
+        print(f"wrote {kind}: {path}")
+    return 0
+
+
+def _transfer_file_doc(args, est, train, test) -> dict:
+    """What ``transfer --train`` writes to JSON: the files, the protocol, the choice, the best subsets, the test."""
+    from layerwise.data.readers import data_label
+
+    pair = train.sentences2 is not None
+    doc = {"kind": "transfer-file", "model": est.model_identity_.to_dict(),
+           "train": {"file": str(args.train), "name": data_label(args.train), "n_texts": len(train.labels),
+                     "unit": "pairs" if pair else "texts", "pairs": pair, "classes": list(train.label_names)},
+           "protocol": {"n_inner": args.inner_splits, "max_layers": int(est.masks_.sum(1).max()),
+                        "shortlist": args.shortlist or None, "ridge_alpha": args.ridge_alpha, "seed": args.seed},
+           "layers": list(est.layers_), "inner_accuracy": est.score_,
+           "top": [{"layers": list(ls), "screen_accuracy": v} for ls, v in est.top(10)]}
+    if test is not None:
+        labels = [test.label_names[i] for i in test.labels]
+        acc = est.score(test.sentences, test.sentences2, labels=labels) if pair else est.score(test.sentences, labels)
+        doc["test"] = {"file": str(args.test), "name": data_label(args.test), "n_texts": len(labels), "accuracy": acc,
+                       "methods": _baselines_on_test(args, est, train, test)}
+    return doc
+
+
+def _baselines_on_test(args, est, train, test) -> dict[str, float]:
+    """Test accuracy x100 of LC and of the paper's baselines (CLS, last layer, last four, a random subset), each
+    classifier fitted on all of --train (the layer stacks come back from the layer cache)."""
+    import numpy as np
+
+    from layerwise.methods.lc.transfer import TransferFeatures, compare_on_test
+
+    index = {name: i for i, name in enumerate(train.label_names)}
+
+    def features(data, labels) -> TransferFeatures:
+        n = len(data.sentences)
+        stack = est.encode_layers(list(data.sentences) + list(data.sentences2 or []))
+        pair = data.sentences2 is not None
+        return TransferFeatures(first=stack.take(np.arange(n)) if pair else stack, labels=labels,
+                                n_classes=len(index), second=stack.take(np.arange(n, 2 * n)) if pair else None)
+
+    test_labels = np.array([index[test.label_names[i]] for i in test.labels], dtype=np.int64)
+    return compare_on_test(features(train, train.labels), features(test, test_labels), est.layers_, seed=args.seed,
+                           n_jobs=args.jobs)
+
+
+def _transfer_file_markdown(doc: dict) -> str:
+    t, p = doc["train"], doc["protocol"]
+    lines = [f"# BERT-LC on {t['name']}: {doc['model']['name']}", "",
+             f"- train: `{t['file']}` ({t['n_texts']} {t['unit']}, classes {', '.join(t['classes'])})",
+             f"- protocol: {p['n_inner']} seeded stratified 82/18 inner splits (seed {p['seed']}) score every subset "
+             f"of at most {p['max_layers']} hidden states; logistic regression fitted on all of train with the chosen "
+             "subset",
+             f"- chosen hidden states: {tuple(doc['layers'])} (0 = embedding output); inner accuracy x100 "
+             f"{doc['inner_accuracy']:.2f}"]
+    if "test" in doc:
+        lines.append(f"- test: `{doc['test']['file']}` ({doc['test']['n_texts']} {t['unit']}): accuracy x100 "
+                     f"{doc['test']['accuracy']:.2f}")
+        lines += ["", f"## Test accuracy x100 on {doc['test']['name']} (every classifier fitted on all of train)", "",
+                  "| method | accuracy |", "|---|---|",
+                  *(f"| {m} | {v:.2f} |" for m, v in doc["test"]["methods"].items())]
+    lines += ["", "## Best subsets by the ridge screen (inner accuracy x100)", "", "| hidden states | accuracy |",
+              "|---|---|", *(f"| {tuple(r['layers'])} | {r['screen_accuracy']:.2f} |" for r in doc["top"]), ""]
+    return "\n".join(lines)
+
+
+def _plain(name: str) -> str:
+    """A model name as a plain file-name part (a folder path: its last part)."""
+    return Path(name).name

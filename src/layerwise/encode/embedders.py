@@ -38,9 +38,10 @@ class PoolingSpec:
         if self.kind not in SPEC_KINDS:
             raise ValueError(f"unknown pooling {self.kind!r}; valid: {', '.join(SPEC_KINDS)}")
         if self.head and self.kind == "pooler":
-            raise ValueError("--head feeds a layer average through the pooler head; with --pooling pooler leave it out")
+            raise ValueError("head=True feeds a layer average through the pooler head; with kind='pooler' pass "
+                             "head=False")
         if not self.layers:
-            raise ValueError("a pooling needs at least one hidden state; pass e.g. --layers 0,6")
+            raise ValueError("a pooling needs at least one hidden state; pass e.g. layers=(0, 6)")
 
     def to_dict(self) -> dict:
         return {**asdict(self), "layers": list(self.layers)}
@@ -65,7 +66,7 @@ class SpecEmbedder:
         self.encoder, self.spec = encoder, spec
         validate_layers(spec.layers, encoder.n_states)  # a bad layer fails now, not after the first chunk
         if spec.kind == "pooler" and not encoder.identity.has_pooler:
-            raise ValueError(f"{encoder.identity.name} has no pooler output; use --pooling mean or cls")
+            raise ValueError(f"{encoder.identity.name} has no pooler output; use kind='mean' or 'cls'")
         self.head = encoder.pooler_head()[:2] if spec.head else None
         self.dim = int(encoder.identity.hidden_size)
 

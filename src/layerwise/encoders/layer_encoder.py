@@ -75,6 +75,12 @@ def pool_hidden_states(hidden_states, attention_mask: torch.Tensor) -> tuple[tor
     return cls, mean
 
 
+def _hidden_states(out) -> tuple:
+    """Every hidden state of a forward pass. A model cut to 0 layers (a layer subset of the embedding output alone,
+    as exported) returns no ``hidden_states`` in transformers 5; its one hidden state is ``last_hidden_state``."""
+    return out.hidden_states or (out.last_hidden_state,)
+
+
 @contextmanager
 def _transformers_bars(show: bool):
     """Let transformers show its weight-loading bar only when we show ours; restore its setting after."""
@@ -301,7 +307,7 @@ class LayerEncoder:
                 special = enc.pop("special_tokens_mask")
                 enc = enc.to(self.device)
                 out = self.model(**enc, output_hidden_states=True)
-                hs = torch.stack([out.hidden_states[l] for l in layers], dim=2).float().cpu()  # (B, T, S, d)
+                hs = torch.stack([_hidden_states(out)[l] for l in layers], dim=2).float().cpu()  # (B, T, S, d)
                 keep = enc["attention_mask"].bool().cpu()  # (B, T): drops padding on either side
                 for j, i in enumerate(idx):
                     per_sentence[i] = (hs[j][keep[j]].numpy(), special[j][keep[j]].numpy().astype(bool))
@@ -326,7 +332,7 @@ class LayerEncoder:
             for idx, enc in self._batches(texts):
                 enc = enc.to(self.device)
                 out = self.model(**enc, output_hidden_states=True)
-                b_cls, b_mean = pool_hidden_states(out.hidden_states, enc["attention_mask"])
+                b_cls, b_mean = pool_hidden_states(_hidden_states(out), enc["attention_mask"])
                 mean[idx] = b_mean.float().cpu().numpy()
                 cls[idx] = b_cls.float().cpu().numpy()
                 if pooler is not None:

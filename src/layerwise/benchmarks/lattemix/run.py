@@ -28,7 +28,7 @@ from layerwise.evaluation.metrics import aggregate_correlation, cosine_rows, spe
 from layerwise.layers import validate_layers
 from layerwise.methods.lattemix.config import LatteMixConfig
 from layerwise.methods.lattemix.similarity import SIMILARITIES, pair_similarity, sentence_mixtures
-from layerwise.methods.lattemix.train import TrainConfig, train_token_model
+from layerwise.methods.lattemix.train import TrainConfig, train_on_token_stack
 
 logger = logging.getLogger(__name__)
 
@@ -175,13 +175,13 @@ def evaluate_config(
 
     Returns the scores (metric -> data set -> [per seed]), training seconds, final loss and KL per seed.
     """
-    tokens = data.train_tokens.token_vectors(layer, include_special=include_special)
-    config = replace(config, input_dim=int(tokens.shape[1]))
+    config = replace(config, input_dim=int(data.train_tokens.vectors.shape[-1]))
     metrics = SIMILARITIES[config.kind]
     scores = {m: {name: [] for name in data.datasets} for m in metrics}
     seconds, losses, kls = [], [], []
     for seed in seeds:
-        model, hist = train_token_model(config, tokens, replace(train, seed=int(seed)))
+        model, hist = train_on_token_stack(config, data.train_tokens, layer, replace(train, seed=int(seed)),
+                                           include_special=include_special)
         seconds.append(hist["seconds"])
         tail = max(1, len(hist["loss"]) // 20)
         losses.append(float(np.mean(hist["loss"][-tail:])))

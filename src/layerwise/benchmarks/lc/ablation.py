@@ -118,11 +118,14 @@ def ablate_sts(
     n_splits: int = 5,
     dev_size: int = 350,
     seed: int = 0,
+    splits: Sequence[tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> SizeAblation:
     """Ablations (a) and (b) on an STS set: test Spearman x100 per split of the dev-chosen subsets.
 
     Every subset is searched (no size cap up to 13 hidden states; beyond that the search's default cap).
-    Returns a :class:`SizeAblation` (lists over splits).
+    ``splits``: (dev rows, test rows) pairs given by the caller (e.g. one: a dev file and a test file, stacked)
+    instead of ``n_splits`` seeded splits of ``dev_size`` dev pairs. Returns a :class:`SizeAblation` (lists over
+    splits).
     """
     if n_splits < 1:
         raise ValueError(f"n_splits must be at least 1, got {n_splits}; e.g. 5")
@@ -130,8 +133,9 @@ def ablate_sts(
     n = len(gold)
     groups = None if groups is None else np.asarray(groups)
     out: dict = {"best": [], "by_size": {}, "without": {}, "choices": []}
-    for k in range(n_splits):
-        dev, test = split_indices(n, dev_size=dev_size, seed=seed + k)
+    if splits is None:
+        splits = [split_indices(n, dev_size=dev_size, seed=seed + k) for k in range(n_splits)]
+    for dev, test in splits:
         search = LayerSubsetSearch(aggregation=aggregation, show_progress=False).fit(
             stack1.mean[dev], stack2.mean[dev], gold[dev], groups=None if groups is None else groups[dev])
         by_size, without, best = _by_size_and_without(search.masks_, search.scores_)

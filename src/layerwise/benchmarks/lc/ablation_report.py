@@ -117,10 +117,11 @@ def render_ablation_markdown(result: AblationResult, figures: dict[str, str] | N
     return "\n".join(lines)
 
 
-def write_ablation_outputs(result: AblationResult, output: str | Path) -> dict[str, Path]:
-    """``ablations-<model>.json``, ``.md`` and the PNG figures in ``output``."""
+def write_ablation_outputs(result: AblationResult, output: str | Path, *, data_name: str | None = None) -> dict[str, Path]:
+    """``ablations-<model>.json``, ``.md`` and the PNG figures in ``output``; ``data_name`` (the user's file, say)
+    is added to the file names and the heading: ``ablations-<model>-<data_name>``."""
     out = Path(output)
-    stem = f"ablations-{Path(result.model.name).name}"
+    stem = f"ablations-{Path(result.model.name).name}" + (f"-{data_name}" if data_name else "")
     paths: dict[str, Path] = {}
     rel: dict[str, str] = {}
     for kind, unit in (("sts", "Spearman x100"), ("transfer", "accuracy x100")):
@@ -161,5 +162,9 @@ def write_ablation_outputs(result: AblationResult, output: str | Path) -> dict[s
                                       xticks={v: f"1/{round(1 / v)}" for v in x})
     rel = {k: Path(p).name for k, p in paths.items()}
     paths["json"] = write_json(out / f"{stem}.json", result.to_dict())
-    paths["markdown"] = write_text(out / f"{stem}.md", render_ablation_markdown(result, rel))
+    markdown = render_ablation_markdown(result, rel)
+    if data_name:
+        head, _, rest = markdown.partition("\n")
+        markdown = f"{head} on {data_name}\n{rest}"
+    paths["markdown"] = write_text(out / f"{stem}.md", markdown)
     return paths

@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -32,6 +33,7 @@ from layerwise.benchmarks.store import Part, ResultsStore, model_key
 from layerwise.data import load_sts
 from layerwise.data.checksum import content_checksum
 from layerwise.data.senteval import canonical_task, load_transfer
+from layerwise.data.sts import STSData
 from layerwise.encoders.layer_encoder import LayerEncoder, ModelIdentity
 from layerwise.encoders.registry import DEFAULT_MODEL
 from layerwise.evaluation.classification import CLASSIFIER
@@ -155,27 +157,47 @@ def part_name(identity: ModelIdentity, kind: str, name: str) -> str:
     return f"{Path(identity.name).name}-{kind}-{name}"
 
 
-def run_ablations(config: AblationConfig, store: ResultsStore, *, command: list[str] | None = None) -> AblationResult:
-    """Every part of ``config``, each reused from ``store`` when its key matches, else computed and saved."""
+def run_ablations(config: AblationConfig, store: ResultsStore, *, command: list[str] | None = None,
+                  pairs: Sequence[STSData] = ()) -> AblationResult:
+    """Every part of ``config``, each reused from ``store`` when its key matches, else computed and saved.
+
+    ``pairs``: more STS parts from data the caller read (e.g. the user's files), named by their ``name``. One whose
+    ``subsets`` are all "dev" or "test" (a dev file and a test file stacked) is chosen on its dev rows and scored
+    on its test rows (one split) instead of the seeded splits."""
     from tqdm.auto import tqdm
 
     tasks = [canonical_task(t) for t in config.tasks]  # fail early on an unknown name
     limited_tasks = [canonical_task(t) for t in config.limited_tasks]
+    own = {d.name: d for d in pairs}
     encoder = LayerEncoder(config.model, **config.encoder_options)
     env = environment(command)
     out = AblationResult(encoder.identity, config.settings(), env)
-    plan = [("sts", n) for n in config.sts] + [("transfer", t) for t in tasks] + [("limited", t) for t in limited_tasks]
+    plan = [("sts", n) for n in [*config.sts, *own]] + [("transfer", t) for t in tasks] + \
+        [("limited", t) for t in limited_tasks]
     show = logger.isEnabledFor(logging.INFO)
     for kind, name in tqdm(plan, desc="ablations", unit="part", disable=not show):
-        out.block(kind)[name] = _run_part(encoder, config, store, (kind, name), env)
+        out.block(kind)[name] = _run_part(encoder, config, store, (kind, name), env, own.get(name) if kind == "sts"
+                                          else None)
     return out
 
 
+def _dev_test(data) -> list[tuple[np.ndarray, np.ndarray]] | None:
+    """The one (dev rows, test rows) split of a stacked dev file + test file, else None (seeded splits)."""
+    subsets = np.asarray(getattr(data, "subsets", []))
+    if len(subsets) and set(subsets.tolist()) == {"dev", "test"}:
+        return [(np.flatnonzero(subsets == "dev"), np.flatnonzero(subsets == "test"))]
+    return None
+
+
 def _run_part(encoder: LayerEncoder, config: AblationConfig, store: ResultsStore, which: tuple[str, str],
-              env: dict) -> AblationPart:
+              env: dict, data=None) -> AblationPart:
     kind, name = which
     settings = config.settings()[kind]
-    data = load_sts(name, data_dir=config.data_dir) if kind == "sts" else load_transfer(name, data_dir=config.data_dir)
+    if data is None:
+        data = load_sts(name, data_dir=config.data_dir) if kind == "sts" else load_transfer(name,
+                                                                                            data_dir=config.data_dir)
+    elif _dev_test(data) is not None:
+        settings = {**settings, "splits": "chosen on the dev file, scored on the test file (one split)"}
     info = {"name": data.name, "split": getattr(data, "split", None), "checksum": content_checksum(data)}
     enc = {"max_length": encoder.max_length, "dtype": encoder.dtype}
     key = part_key(encoder.identity, enc, kind, info, settings)
@@ -202,7 +224,7 @@ def _compute(encoder: LayerEncoder, config: AblationConfig, kind: str, data) -> 
     if kind == "sts":
         s1, s2, _ = encode_pairs(encoder, data)
         return ablate_sts(s1, s2, data.scores, groups=np.asarray(data.subsets), aggregation=config.aggregation,
-                          n_splits=config.n_splits, dev_size=config.dev_size, seed=config.seed)
+                          n_splits=config.n_splits, dev_size=config.dev_size, seed=config.seed, splits=_dev_test(data))
     features, _ = encode_task(encoder, data, head=False)
     if kind == "transfer":
         return ablate_transfer(features, n_outer=config.n_outer, n_inner=config.n_inner, seed=config.seed,

@@ -19,6 +19,7 @@ from layerwise.benchmarks.schema import check_schema, stamp
 from layerwise.benchmarks.store import keyed_name, model_key
 from layerwise.data import load_sts
 from layerwise.data.checksum import content_checksum
+from layerwise.data.sts import STSData
 from layerwise.encoders.layer_encoder import LayerEncoder, ModelIdentity
 from layerwise.encoders.registry import DEFAULT_MODEL
 from layerwise.evaluation.sts import per_layer_scores
@@ -143,8 +144,9 @@ class STSRun:
                    d.get("lc_mlp"), d.get("environment", {}))
 
 
-def _load(config: SearchConfig):
-    data = load_sts(config.dataset, data_dir=config.data_dir, split=config.split)
+def _load(config: SearchConfig, data=None):
+    if data is None:
+        data = load_sts(config.dataset, data_dir=config.data_dir, split=config.split)
     encoder = LayerEncoder(config.model, **config.encoder_options)
     return data, encoder
 
@@ -153,36 +155,53 @@ def _encoder_info(encoder: LayerEncoder) -> dict:
     return {"max_length": encoder.max_length, "dtype": encoder.dtype, "batch_size": encoder.batch_size}
 
 
-def run_layers(config: SearchConfig) -> STSRun:
-    """Per-layer analysis: Spearman of each hidden state alone (mean and CLS pooling) on all pairs."""
-    data, encoder = _load(config)
+def run_layers(config: SearchConfig, data: STSData | None = None) -> STSRun:
+    """Per-layer analysis: Spearman of each hidden state alone (mean and CLS pooling) on all pairs.
+
+    ``data``: the pairs to use (e.g. the user's file read by :func:`layerwise.data.readers.read_pairs`) instead of
+    ``config.dataset``."""
+    data, encoder = _load(config, data)
     s1, s2, enc_seconds = encode_pairs(encoder, data)
     per_layer = per_layer_scores(s1, s2, data.scores, groups=np.asarray(data.subsets), aggregation=config.aggregation)
     return STSRun("layers", encoder.identity, _encoder_info(encoder), _data_info(data, config.aggregation), per_layer,
                   {"encode": enc_seconds}, _cache_info(encoder))
 
 
-def run_search(config: SearchConfig) -> STSRun:
+def run_search(config: SearchConfig, data: STSData | None = None, *,
+               dev_test: tuple[np.ndarray, np.ndarray] | None = None) -> STSRun:
     """BERT-LC on one STS data set: per-layer scores, then the dev/test protocol with baselines.
 
     ``config.head`` also reports LC + MLP where the checkpoint has a trained pooler head (``lc_mlp`` says
-    whether it ran and why not)."""
+    whether it ran and why not). ``data``: the pairs to use instead of ``config.dataset`` (e.g. the user's file);
+    ``dev_test`` = (dev rows, test rows) of ``data``: the subset is chosen on those dev rows and reported on those
+    test rows (one split, e.g. a dev file and a test file stacked) instead of ``config.n_splits`` seeded splits; the
+    per-layer scores are then the test rows'."""
     c = config
-    data, encoder = _load(c)
+    data, encoder = _load(c, data)
     s1, s2, enc_seconds = encode_pairs(encoder, data)
     groups = np.asarray(data.subsets)
-    per_layer = per_layer_scores(s1, s2, data.scores, groups=groups, aggregation=c.aggregation)
+    shown = np.arange(len(data)) if dev_test is None else np.asarray(dev_test[1])
+    per_layer = per_layer_scores(s1.take(shown), s2.take(shown), data.scores[shown], groups=groups[shown],
+                                 aggregation=c.aggregation)
     t0 = time.perf_counter()
     lc = run_bert_lc(
         s1, s2, data.scores, LCProtocol(c.aggregation, c.n_splits, c.dev_size, c.seed, c.max_layers), groups=groups,
-        head=encoder.pooler_head()[:2] if c.head and encoder.identity.pooler_trained else None,
+        head=encoder.pooler_head()[:2] if c.head and encoder.identity.pooler_trained else None, dev_test=dev_test,
     )
-    protocol = {
-        "name": "BERT-LC (Hosseini et al. 2023): pool all pairs, shuffle, first dev_size pairs dev, rest test",
-        "n_splits": c.n_splits, "dev_size": c.dev_size, "seed": c.seed,
-        "split_seeds": [c.seed + k for k in range(c.n_splits)], "max_layers": lc.max_layers,
-        "selection_metric": f"Spearman on dev ({c.aggregation})",
-    }
+    if dev_test is None:
+        protocol = {
+            "name": "BERT-LC (Hosseini et al. 2023): pool all pairs, shuffle, first dev_size pairs dev, rest test",
+            "n_splits": c.n_splits, "dev_size": c.dev_size, "seed": c.seed,
+            "split_seeds": [c.seed + k for k in range(c.n_splits)], "max_layers": lc.max_layers,
+            "selection_metric": f"Spearman on dev ({c.aggregation})",
+        }
+    else:
+        protocol = {
+            "name": f"BERT-LC (Hosseini et al. 2023): subset chosen on the {len(dev_test[0])} dev pairs, reported on "
+                    f"the {len(dev_test[1])} test pairs",
+            "n_splits": 1, "dev_size": len(dev_test[0]), "seed": c.seed, "split_seeds": [c.seed],
+            "max_layers": lc.max_layers, "selection_metric": f"Spearman on dev ({c.aggregation})",
+        }
     seconds = {"encode": enc_seconds, "protocol": time.perf_counter() - t0,
                "search_per_split": [s.search_seconds for s in lc.splits]}
     return STSRun("search", encoder.identity, _encoder_info(encoder), _data_info(data, c.aggregation), per_layer,

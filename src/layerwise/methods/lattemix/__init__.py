@@ -6,13 +6,15 @@ of their mixtures (categorical VAE), or the closed-form L2 distance of Gaussian 
 """
 
 from layerwise.methods.lattemix.config import MODEL_KINDS, LatteMixConfig
+from layerwise.methods.lattemix.estimator import LatteMix
 from layerwise.methods.lattemix.models import TokenLatentModel, build_model, gumbel_softmax_sample, load_model
 from layerwise.methods.lattemix.similarity import SIMILARITIES, Mixtures, pair_similarity, sentence_mixtures
-from layerwise.methods.lattemix.train import TrainConfig, train_token_model
+from layerwise.methods.lattemix.train import TrainConfig, train_on_token_stack, train_token_model
 
 __all__ = [
     "MODEL_KINDS",
     "SIMILARITIES",
+    "LatteMix",
     "LatteMixConfig",
     "Mixtures",
     "TokenLatentModel",
@@ -22,5 +24,6 @@ __all__ = [
     "load_model",
     "pair_similarity",
     "sentence_mixtures",
+    "train_on_token_stack",
     "train_token_model",
 ]

@@ -5,8 +5,10 @@
 A saved token model does not record its encoder or hidden state, so both are arguments; the encoder's width must
 match the model's ``input_dim``. Cosine of the exported vectors is Latte-Mix's ``cosine`` similarity for the
 categorical and ae kinds; a normal (Gaussian) model compares mixtures of Gaussians and has no vector to export.
-The module is a class of the installed layerwise package: load with ``layerwise.load_sentence_transformer`` (no
-``trust_remote_code``).
+The module is :class:`~layerwise.methods.lattemix.st_module.LatteMixModule`, a class of the installed ``layerwise``
+package that ``modules.json`` names by import path (the folder holds no ``.py`` file); it loads without
+``trust_remote_code`` through :func:`layerwise.load_sentence_transformer` (any export) or
+:func:`~layerwise.methods.lattemix.st_module.load_sentence_transformer`.
 """
 
 from __future__ import annotations

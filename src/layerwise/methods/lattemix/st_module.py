@@ -1,18 +1,33 @@
-"""Latte-Mix's sentence-transformers module: a saved token model's mixture vector, for exported folders.
+"""Latte-Mix as a sentence-transformers module: a class of the installed ``layerwise`` package.
 
-A folder's ``modules.json`` names this class by import path; :func:`layerwise.export.no_code.load_sentence_transformer`
-resolves it to the installed class with ``trust_remote_code=False`` (see :mod:`layerwise.methods.lattemix.export`). This module imports sentence-transformers
-(the ``st`` extra) at its top: import it only where an export is written or loaded.
+A saved folder's ``modules.json`` names :class:`LatteMixModule` by its import path
+(``layerwise.methods.lattemix.st_module.LatteMixModule``); the folder holds its settings (``config.json``) and
+weights (``model.safetensors``), never a ``.py`` file, so loading it runs no code from the folder.
+
+How sentence-transformers 6 resolves that name: a type outside ``sentence_transformers.*`` is imported only with
+``trust_remote_code=True`` (``sentence_transformers.util.misc.import_module_class``; without it the load is refused
+with a ``ValueError``). With it, a dotted path of more than two parts is never looked up as a file of the folder
+(``transformers``' dynamic loading takes ``file.Class`` only and gives up), so it imports the installed class.
+Loading without the flag is :meth:`layerwise.LatteMix.load` (or :func:`load_sentence_transformer`), which builds the
+same modules with layerwise's own code.
 """
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
+
 import torch
+from sentence_transformers import SentenceTransformer
 from sentence_transformers.base.modules.module import Module as STModule
+from sentence_transformers.sentence_transformer.modules import Transformer
 
 from layerwise.methods.lattemix.models import TokenLatentModel
 
-__all__ = ["LatteMixModule"]
+__all__ = ["MODULE_TYPE", "LatteMixModule", "load_sentence_transformer"]
+
+MODULE_TYPE = "layerwise.methods.lattemix.st_module.LatteMixModule"  # its name in modules.json
 
 
 class LatteMixModule(STModule):
@@ -64,3 +79,31 @@ class LatteMixModule(STModule):
                "local_files_only": local_files_only}
         model = cls(**cls.load_config(model_name_or_path=model_name_or_path, **hub))
         return cls.load_torch_weights(model_name_or_path=model_name_or_path, model=model, **hub)
+
+
+def module_path(folder: str | os.PathLike) -> str:
+    """The sub-folder of ``folder`` holding its :class:`LatteMixModule` (from ``modules.json``), or a ValueError."""
+    folder = Path(folder)
+    try:
+        entries = json.loads((folder / "modules.json").read_text())
+        types = [(e["type"], e["path"]) for e in entries]
+    except (OSError, ValueError, TypeError, KeyError) as err:
+        raise ValueError(f"{folder} is not a sentence-transformers folder (modules.json unreadable: {err})") from None
+    if len(types) != 2 or types[1][0] != MODULE_TYPE or not types[0][0].endswith(".Transformer"):
+        raise ValueError(f"{folder} is not a saved LatteMix model: its modules.json lists {[t for t, _ in types]}, "
+                         f"expected a Transformer and {MODULE_TYPE}")
+    return types[1][1]
+
+
+def load_sentence_transformer(folder: str | os.PathLike, *, device: str = "cpu") -> SentenceTransformer:
+    """A :class:`SentenceTransformer` of a saved LatteMix folder, built without ``trust_remote_code``.
+
+    The folder's ``Transformer`` (built in) and :class:`LatteMixModule` (this installed class) are loaded by their
+    own ``load``; nothing in the folder is imported or executed. Same embeddings as
+    ``SentenceTransformer(folder, trust_remote_code=True)``.
+    """
+    folder = Path(folder)
+    sub = module_path(folder)
+    transformer = Transformer.load(str(folder))
+    module = LatteMixModule.load(str(folder), subfolder=sub)
+    return SentenceTransformer(modules=[transformer, module], device=device)

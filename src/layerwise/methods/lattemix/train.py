@@ -9,12 +9,13 @@ repeats a straight run exactly, and for a seed the batches and noise are those o
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from layerwise.encoders.tokens import TokenStack
 from layerwise.methods.lattemix.config import LatteMixConfig
 from layerwise.methods.lattemix.models import TokenLatentModel, build_model
 from layerwise.training import TrainingConfig, TrainingTask, seed_everything, tensors_sha256
@@ -22,7 +23,7 @@ from layerwise.training import train as train_loop  # `train` is this module's T
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TokenModelTask", "TrainConfig", "train_token_model"]
+__all__ = ["TokenModelTask", "TrainConfig", "train_on_token_stack", "train_token_model"]
 
 
 @dataclass(frozen=True)
@@ -126,3 +127,25 @@ def train_token_model(
     model.eval()
     return model, history
 
+
+
+def train_on_token_stack(
+    config: LatteMixConfig,
+    stack: TokenStack,
+    layer: int,
+    train: TrainConfig = TrainConfig(),
+    *,
+    include_special: bool = False,
+    show_progress: bool | None = None,
+) -> tuple[TokenLatentModel, dict]:
+    """Fit a model on the token vectors of hidden state ``layer`` of an encoded corpus (the method's fit step).
+
+    ``config.input_dim`` is set to the vectors' width; special tokens ([CLS], [SEP]) are left out unless
+    ``include_special``. Returns :func:`train_token_model`'s model and history.
+    """
+    tokens = stack.token_vectors(layer, include_special=include_special)
+    if len(tokens) == 0:
+        raise ValueError("the training texts hold no tokens besides special tokens: give longer texts, or "
+                         "include_special=True")
+    config = replace(config, input_dim=int(tokens.shape[1]))
+    return train_token_model(config, tokens, train, show_progress=show_progress)

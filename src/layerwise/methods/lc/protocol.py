@@ -109,12 +109,15 @@ def run_bert_lc(
     groups: np.ndarray | None = None,
     head: tuple[np.ndarray, np.ndarray] | None = None,
     show_progress: bool | None = None,
+    dev_test: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> LCResult:
     """Run the protocol on pairs ``(stack1[i], stack2[i])`` with gold scores ``gold`` (n,); ``groups`` (n,) names
     each pair's subset.
 
     Split ``k`` uses seed ``protocol.seed + k``; the random-subset baseline of split ``k`` is drawn with the same
     seed. ``head`` = the checkpoint's trained pooler head ``(W, b)`` adds "lc_mlp": LC's subset fed through it.
+    ``dev_test`` = (dev rows, test rows) given by the caller (e.g. a dev file and a test file, stacked): one split
+    on those rows (seed ``protocol.seed``) instead of ``n_splits`` seeded ones; ``dev_size`` is then unused.
     """
     gold = check_gold(gold)
     n = len(gold)
@@ -125,8 +128,15 @@ def run_bert_lc(
     pairs = (stack1, stack2, gold, None if groups is None else np.asarray(groups))
     result = LCResult(aggregation=protocol.aggregation, dev_size=protocol.dev_size, n_states=stack1.n_states,
                       max_layers=0)
-    for k in range(protocol.n_splits):
-        split, result.max_layers = _one_split(pairs, protocol, protocol.seed + k, head, show_progress)
+    if dev_test is not None:
+        dev, test = (np.asarray(x, dtype=np.int64) for x in dev_test)
+        if len(dev) < 2 or len(test) < 2 or len(np.intersect1d(dev, test)) or max(dev.max(), test.max()) >= n:
+            raise ValueError(f"dev_test must be two disjoint sets of at least 2 of the {n} pair rows, got "
+                             f"{len(dev)} dev and {len(test)} test rows")
+        result.dev_size = len(dev)
+    for k in range(1 if dev_test is not None else protocol.n_splits):
+        rows = None if dev_test is None else (dev, test)
+        split, result.max_layers = _one_split(pairs, protocol, protocol.seed + k, head, show_progress, rows)
         result.splits.append(split)
         logger.info("split %d (seed %d): chose %s, dev %.2f, test %.2f (last %.2f) in %.2fs", k, split.seed,
                     split.layers, split.dev_spearman, split.test["lc"]["spearman"], split.test["last"]["spearman"],
@@ -134,11 +144,13 @@ def run_bert_lc(
     return result
 
 
-def _one_split(pairs: tuple, protocol: LCProtocol, split_seed: int, head, show_progress) -> tuple[LCSplit, int]:
-    """One dev/test split: the exact search on dev, LC and the baselines on test. Returns (split, max_layers)."""
+def _one_split(pairs: tuple, protocol: LCProtocol, split_seed: int, head, show_progress,
+               rows: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[LCSplit, int]:
+    """One dev/test split (``rows``, or drawn with ``split_seed``): the exact search on dev, LC and the baselines on
+    test. Returns (split, max_layers)."""
     stack1, stack2, gold, groups = pairs
     agg = protocol.aggregation
-    dev, test = split_indices(len(gold), dev_size=protocol.dev_size, seed=split_seed)
+    dev, test = rows if rows is not None else split_indices(len(gold), dev_size=protocol.dev_size, seed=split_seed)
     g_dev = None if groups is None else groups[dev]
     g_test = None if groups is None else groups[test]
     t0 = time.perf_counter()

@@ -42,6 +42,7 @@ from layerwise.evaluation.classification import (
     outer_splits,
     parallel_map,
 )
+from layerwise.layers import LayerStack
 from layerwise.methods.lc.features import TransferFeatures, pair_features
 from layerwise.methods.lc.screen import DEFAULT_RIDGE_ALPHA, RidgeScreen
 from layerwise.pooling import named_selections, random_layers
@@ -53,6 +54,7 @@ __all__ = [
     "TransferFeatures",
     "RidgeScreen",
     "all_subsets",
+    "compare_on_test",
     "default_max_layers",
     "fit_logreg",
     "logreg_accuracy",
@@ -169,14 +171,15 @@ def _key(layers) -> str:
 
 
 def choose_subset(data: TransferFeatures, rows: np.ndarray, splits, subsets, *, shortlist: int | None,
-                  seed: int, n_jobs: int = 1, screen: RidgeScreen | None = None):
+                  seed: int, n_jobs: int = 1, screen: RidgeScreen | None = None, kind: str = "mean"):
     """LC's choice on the training rows ``rows``: (layers, inner accuracy x100, screen x100, shortlist scores).
 
     ``screen``: the ``RidgeScreen`` of ``data`` to use (its alpha and projection; default: ``RidgeScreen(data)``);
-    pass the same one to successive calls to reuse its sums over all rows.
+    pass the same one to successive calls to reuse its sums over all rows. ``kind``: the token pooling of each
+    hidden state ("mean" or "cls"), of the shortlist's features and of the default screen.
     """
     if screen is None:
-        screen = RidgeScreen(data)
+        screen = RidgeScreen(data, kind=kind)
     screen = screen.scores(rows, splits, subsets).mean(1) * 100
     order = np.argsort(-screen, kind="stable")
     k = len(subsets) if shortlist is None else min(int(shortlist), len(subsets))
@@ -185,7 +188,7 @@ def choose_subset(data: TransferFeatures, rows: np.ndarray, splits, subsets, *, 
         return subsets[best], float(screen[best]), screen, {}
     cand = [subsets[i] for i in order[:k]]
     y = data.labels[rows]
-    feats = {s: data.features(s, rows=rows) for s in cand}
+    feats = {s: data.features(s, kind, rows=rows) for s in cand}
     jobs = [(s, tr, dev) for s in cand for tr, dev in splits]
     accs = parallel_map([
         (lambda s=s, tr=tr, dev=dev: logreg_accuracy(feats[s][tr], y[tr], feats[s][dev], y[dev], seed=seed))
@@ -283,6 +286,24 @@ def run_transfer(
         if progress is not None:
             progress.update(1)
     return result
+
+
+def compare_on_test(train: TransferFeatures, test: TransferFeatures, layers, *, kind: str = "mean", seed: int = 0,
+                    n_jobs: int = 1) -> dict[str, float]:
+    """Test accuracy x100 of LC's ``layers`` and of the paper's baselines (:func:`baseline_layers`, the random subset
+    drawn with ``seed``), each classifier fitted on all of ``train``: method -> accuracy. ``kind``: LC's token
+    pooling. The two parts must share their classes (``test.labels`` indexing ``train``'s classes)."""
+    if test.n_classes != train.n_classes or test.is_pair != train.is_pair:
+        raise ValueError(f"train and test differ in classes ({train.n_classes} vs {test.n_classes}) or in being "
+                         "pairs; give both the same classes and the same kind of example")
+    both = TransferFeatures(
+        first=LayerStack.concatenate([train.first, test.first]), labels=np.concatenate([train.labels, test.labels]),
+        n_classes=train.n_classes,
+        second=LayerStack.concatenate([train.second, test.second]) if train.is_pair else None)
+    rows_train, rows_test = np.arange(len(train)), np.arange(len(train), len(both))
+    methods = {**baseline_layers(train.n_states, seed=seed), "lc": (kind, tuple(layers))}
+    jobs = [partial(subset_accuracy, both, rows_train, rows_test, ls, kind=k, seed=seed) for k, ls in methods.values()]
+    return {name: 100 * acc for name, acc in zip(methods, parallel_map(jobs, n_jobs), strict=True)}
 
 
 def subset_accuracy(data: TransferFeatures, train, test, layers, *, kind: str = "mean", head: bool = False,
