@@ -21,7 +21,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ["tests/test_reliability.py", "tests/test_reliability_models.py", "tests/test_faults.py",
-         "tests/test_reliability_runs.py", "tests/test_reliability_scale.py"]
+         "tests/test_reliability_runs.py", "tests/test_reliability_scale.py", "tests/test_reliability_round3.py",
+         "tests/test_reliability_files.py"]
 OUTCOMES = ("clear error", "refusal", "recovery", "correct result")
 
 RESUME = """## How an interrupted long run continues
@@ -34,9 +35,11 @@ file, see *Faults during writes*). Run the same command again and it continues w
   reads the finished shards and encodes only the missing texts; the cache key holds the weights, tokenizer and
   config hashes, `max_length` and dtype, so a changed model never gets old vectors.
 - **encode a corpus** (`layerwise encode`, with `--model` or an exported `--folder`): each finished chunk is also
-  kept, atomically, in a hidden work folder beside the output (`.OUTPUT.partial-<key>/`, keyed on the corpus rows,
-  the embedder's identity and the chunk size); the same command again reads the finished chunks back, encodes the
-  rest, writes the output and removes the work folder. `--no-cache` keeps nothing.
+  kept, atomically and with its sha256, in a hidden work folder beside the output (`.OUTPUT.partial-<key>/`, keyed
+  on the corpus rows, the embedder's identity and the chunk size); the same command again reads the finished chunks
+  back (a chunk whose bytes no longer match its sha256 is encoded again), encodes the rest, writes the output and
+  removes the work folder. `--no-cache` keeps nothing. While it runs the output is locked (`.OUTPUT.lock`): a
+  second encode of the same output is refused.
 - **transfer, ablate**: each finished part (a task, an ablation) is kept in the output folder's results store,
   keyed on every setting; a re-run with the same settings skips finished parts (different settings never reuse
   them).
@@ -81,6 +84,7 @@ def render(cases: list[dict]) -> str:
         "`layerwise --debug ...` shows the traceback).",
         "",
     ]
+    lines += _totals(cases)
     for group in dict.fromkeys(c["group"] for c in cases):
         lines += [f"## {group}", "", "| case | input | outcome | observed |", "|---|---|---|---|"]
         for c in (c for c in cases if c["group"] == group):
@@ -89,6 +93,22 @@ def render(cases: list[dict]) -> str:
                          f"{_cell(c['observed'])} |")
         lines.append("")
     return "\n".join(lines) + "\n" + RESUME
+
+
+def _totals(cases: list[dict]) -> list[str]:
+    """The totals table: per group (the issue classes of round 3 are groups too), the good outcomes and the bad ones
+    (a refusal or error with exit 0, i.e. a silent wrong result, or a traceback)."""
+    head = ["group", "cases", *OUTCOMES, "silent wrong", "tracebacks"]
+    lines = ["## Totals", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    groups = [*dict.fromkeys(c["group"] for c in cases), None]
+    for group in groups:
+        mine = [c for c in cases if group is None or c["group"] == group]
+        counts = Counter(c["outcome"] for c in mine)
+        silent = sum(1 for c in mine if c["outcome"] in ("clear error", "refusal") and c["exit_code"] == 0)
+        tracebacks = sum(1 for c in mine if c["traceback"])
+        cells = [group or "**all**", len(mine), *(counts[o] for o in OUTCOMES), silent, tracebacks]
+        lines.append("| " + " | ".join(str(x) for x in cells) + " |")
+    return [*lines, ""]
 
 
 def main() -> int:

@@ -128,11 +128,11 @@ def test_multitask_export_is_its_encoder_mean_pooled(tmp_path, tiny_bert):
     from transformers import AutoModel, AutoTokenizer
 
     from layerwise.methods.multitask.config import MultitaskConfig
-    from layerwise.methods.multitask.model import MultitaskModel, build_heads
+    from layerwise.methods.multitask.model import MultitaskNetwork, build_heads
 
     enc = AutoModel.from_pretrained(tiny_bert)
     heads, shared = build_heads(MultitaskConfig(), 32, 5, 4)
-    model = MultitaskModel(enc, AutoTokenizer.from_pretrained(tiny_bert), heads, shared=shared, max_length=20)
+    model = MultitaskNetwork(enc, AutoTokenizer.from_pretrained(tiny_bert), heads, shared=shared, max_length=20)
     model.save(tmp_path / "mt")
     assert source_kind(tmp_path / "mt") == "multitask"
     out = export_multitask(tmp_path / "mt", tmp_path / "exp")

@@ -13,7 +13,7 @@ from conftest import write_multitask
 from layerwise.methods.multitask.config import MIX_LR, MultitaskConfig, get_experiment, load_config
 from layerwise.methods.multitask.data import load_multitask_data
 from layerwise.methods.multitask.evaluate import overall_score
-from layerwise.methods.multitask.model import MultitaskModel
+from layerwise.methods.multitask.model import MultitaskNetwork
 from layerwise.methods.multitask.run import RunControl, build_model, run_experiment
 from layerwise.methods.multitask.schedule import BatchPlan
 
@@ -117,7 +117,7 @@ def test_model_outputs_and_save_load_round_trip(tiny_bert, data_dir, tmp_path, n
     assert model.sst_logits(s).shape == (3, 5)
     assert model.pair_scores("para", a, b).shape == (3,) and model.pair_scores("sts", a, b).shape == (3,)
     model.save(tmp_path / "m")
-    back = MultitaskModel.load(tmp_path / "m")
+    back = MultitaskNetwork.load(tmp_path / "m")
     assert torch.equal(back.sst_logits(s), model.sst_logits(s))
     assert torch.equal(back.pair_scores("sts", a, b), model.pair_scores("sts", a, b))
     assert back.layer_weights() == model.layer_weights()
@@ -173,8 +173,8 @@ def test_resume_equals_a_straight_run(tiny_bert, data_dir, tmp_path):
     resumed = run_experiment(config, 0, tmp_path / "b", model_name=str(tiny_bert), data=data, control=RunControl(resume=True))
     assert resumed.dev == straight.dev and resumed.test == straight.test
     assert [p.epoch_loss for p in resumed.phases] == [p.epoch_loss for p in straight.phases]
-    a = MultitaskModel.load(straight.model_dir).state_dict()
-    b = MultitaskModel.load(resumed.model_dir).state_dict()
+    a = MultitaskNetwork.load(straight.model_dir).state_dict()
+    b = MultitaskNetwork.load(resumed.model_dir).state_dict()
     assert all(torch.equal(a[k], b[k]) for k in a)
     with pytest.raises(FileExistsError, match="resume=True"):
         run_experiment(config, 0, tmp_path / "b", model_name=str(tiny_bert), data=data)
@@ -196,7 +196,7 @@ def test_experiments_run_and_score(tiny_bert, data_dir, tmp_path, name):
         assert any(not np.allclose(w, 1 / 3) for w in result.layer_weights.values())  # trained
     if name.endswith("+SUBSET"):
         assert set(result.subsets) == {"sst", "para", "sts"}
-        loaded = MultitaskModel.load(result.model_dir)
+        loaded = MultitaskNetwork.load(result.model_dir)
         assert loaded.subsets == {t: tuple(c["layers"]) for t, c in result.subsets.items()}
 
 

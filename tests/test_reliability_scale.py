@@ -67,7 +67,7 @@ def test_export_from_a_file_that_is_not_a_search_result(tiny_bert, env, case, ca
     bad = env / "results.json"
     bad.write_text("{not json", encoding="utf-8")
     case.cli_error(["export", tiny_bert, env / "out", "--from", bad], capsys,
-                   what="export --from a file that is not JSON", match=("--from", "layerwise search"))
+                   what="export --from a file that is not JSON", match=(str(bad), "layerwise search"))
     assert not (env / "out").exists()
 
 

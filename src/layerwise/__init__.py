@@ -19,6 +19,8 @@ from layerwise.methods.layer_attention.estimator import LayerAttentionPooler
 from layerwise.methods.lc.estimator import LayerCombination
 from layerwise.methods.lc.protocol import LCResult, run_bert_lc
 from layerwise.methods.lc.search import LayerSubsetSearch, naive_subset_scores
+from layerwise.methods.multitask.estimator import MultitaskModel
+from layerwise.methods.multitask.task_list import Task
 from layerwise.pooling import (
     Pooling,
     baseline_poolings,
@@ -42,6 +44,7 @@ __all__ = [
     "LatteMix",
     "ModelIdentity",
     "ModelNotFoundError",
+    "MultitaskModel",
     "Pooling",
     "__version__",
     "assemble_mpnet",
@@ -60,4 +63,5 @@ __all__ = [
     "spearman",
     "spearman_rows",
     "sts_scores",
+    "Task",
 ]

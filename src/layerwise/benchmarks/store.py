@@ -39,7 +39,7 @@ from layerwise.reports import write_json
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["STORE_FORMAT", "Part", "ResultsStore", "key_digest", "keyed_name", "model_key"]
+__all__ = ["STORE_FORMAT", "Part", "ResultsStore", "key_digest", "keyed_name", "model_key", "read_part_file"]
 
 STORE_FORMAT = 1
 _SAFE = re.compile(r"[^A-Za-z0-9._+-]+")
@@ -89,12 +89,8 @@ class ResultsStore:
                 logger.info("%s/%s: %d stored result(s) under other settings (%s), not reused",
                             page, name, len(others), "; ".join(_differences(key, o) for o in others))
             return None
-        try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise ValueError(f"results store file {path} is unreadable ({exc}); move it away to recompute that part"
-                             ) from exc
-        if doc.get("format") != STORE_FORMAT or doc.get("key") != json.loads(json.dumps(key, default=str)):
+        doc = read_part_file(path)
+        if doc.get("key") != json.loads(json.dumps(key, default=str)):
             raise ValueError(f"results store file {path} does not hold the part its name says (format or key "
                              "differs); move it away to recompute that part")
         return Part(page, name, doc["key"], doc["payload"], bool(doc.get("complete", True)), list(doc.get("runs", [])))
@@ -117,8 +113,8 @@ class ResultsStore:
             if f.name == mine:
                 continue
             try:
-                found.append(json.loads(f.read_text(encoding="utf-8"))["key"])
-            except (OSError, json.JSONDecodeError, KeyError):
+                found.append(read_part_file(f)["key"])
+            except ValueError:
                 continue
         return found
 
@@ -127,10 +123,30 @@ class ResultsStore:
         folder = self.root / _SAFE.sub("_", page)
         out = []
         for f in sorted(folder.glob("*--*.json")) if folder.is_dir() else []:
-            doc = json.loads(f.read_text(encoding="utf-8"))
+            doc = read_part_file(f)
             out.append(Part(page, doc["part"], doc["key"], doc["payload"], bool(doc.get("complete", True)),
                             list(doc.get("runs", []))))
         return out
+
+
+_PART_FIELDS = {"format": int, "part": str, "key": dict, "payload": dict}
+
+
+def read_part_file(path: Path) -> dict:
+    """The JSON document of a stored part, checked against the format above; anything else (unreadable, not JSON, a
+    foreign JSON file) is one ``ValueError`` line naming the file and the fix."""
+    fix = "move it away (the store holds only files layerwise writes; that part is then computed again)"
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"results store file {path} is unreadable ({' '.join(str(exc).split())}); {fix}") from None
+    if not isinstance(doc, dict):
+        raise ValueError(f"results store file {path} holds a JSON {type(doc).__name__}, not a stored part; {fix}")
+    wrong = [k for k, kind in _PART_FIELDS.items() if not isinstance(doc.get(k), kind)]
+    if wrong or doc["format"] != STORE_FORMAT or not isinstance(doc.get("runs", []), list):
+        what = f"lacks or mistypes {', '.join(wrong)}" if wrong else f"has format {doc.get('format')!r}"
+        raise ValueError(f"results store file {path} is not a stored part of format {STORE_FORMAT} ({what}); {fix}")
+    return doc
 
 
 def _differences(want: dict, have: dict, prefix: str = "") -> str:

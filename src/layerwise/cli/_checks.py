@@ -359,6 +359,25 @@ def _check_model(args) -> None:
                          f"(0 = embedding output .. {n_states - 1} = last layer, or -1 for the last)")
 
 
+_MIN_FREE = 1 << 20  # an output folder with less than 1 MB free is full for any corpus; the writer checks the size
+
+
+def _check_encode_output(args) -> None:
+    """``encode``: OUT's folder (OUT itself with --engine ray) must be writable and not full, before the model loads."""
+    import shutil
+
+    out = Path(args.out).expanduser()
+    folder = out if getattr(args, "engine", "local") == "ray" else out.parent
+    check_writable_folder(folder, "OUTPUT's folder" if folder != out else "OUTPUT")
+    probe = folder
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    free = shutil.disk_usage(probe).free
+    if free < _MIN_FREE:
+        raise UsageError(f"OUTPUT {out}: the disk of {probe} is full ({free:,} bytes free); free some space or choose "
+                         "an output on another disk")
+
+
 def preflight(args) -> None:
     """Check the paths, device and data a parsed command will use; raise :class:`UsageError` on the first problem."""
     from layerwise.encoders.registry import layerwise_home
@@ -371,6 +390,8 @@ def preflight(args) -> None:
         check_writable_folder(args.output, "--output")
     if getattr(args, "dest", None):
         check_writable_folder(args.dest, "--dest")
+    if getattr(args, "command", None) == "encode" and getattr(args, "out", None):
+        _check_encode_output(args)
     if hasattr(args, "cache_dir") and not getattr(args, "no_cache", False):
         cache = args.cache_dir or layerwise_home() / "cache"
         check_writable_folder(cache, "--cache-dir" if args.cache_dir else "the cache folder ($LAYERWISE_HOME/cache)")

@@ -149,7 +149,7 @@ def _embedder_config(args):
 
 def run_encode(args, command) -> int:
     from layerwise.encode import encode_corpus, scan_corpus
-    from layerwise.encode.writers import check_output
+    from layerwise.encode.writers import check_output, check_unlocked
 
     if args.engine == "ray":
         return _run_encode_ray(args, command)
@@ -159,7 +159,8 @@ def run_encode(args, command) -> int:
     if ray_only:
         raise UsageError(f"{', '.join(ray_only)} apply to --engine ray only; add --engine ray or leave them out")
     source = _corpus_source(args)
-    check_output(args.out, overwrite=args.overwrite)
+    check_output(args.out, overwrite=args.overwrite, inputs=(args.corpus,))
+    check_unlocked(args.out)  # another encode writing OUT: refused now, not after the model loads
     with _flags_named():
         n = scan_corpus(source)  # a bad file stops here, before the model loads
     result = encode_corpus(source, args.out, _embedder_config(args).build(), chunk_size=args.chunk_size or 4096,

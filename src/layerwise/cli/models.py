@@ -6,7 +6,8 @@ from __future__ import annotations
 def add_parsers(sub) -> None:
     p = sub.add_parser("models", help="list built-in models or assemble all-mpnet-base-v2")
     p.add_argument("action", choices=["list", "assemble"])
-    p.add_argument("--dest", default=None, help="assemble into this folder (default: $LAYERWISE_HOME/models)")
+    p.add_argument("--dest", default=None, help="assemble into this folder (default: $LAYERWISE_MODELS, else "
+                   "$LAYERWISE_HOME/models)")
     p.add_argument("--force", action="store_true")
     p.set_defaults(handler=run)
 

@@ -1,11 +1,15 @@
 """``layerwise multitask``: multi-task fine-tuning (SST, Quora paraphrase, STS heads on one encoder; methods/multitask).
 
-Results go into a store under ``OUTPUT/state`` (one part per experiment x seed, keyed on every setting), so a
-re-run skips what is done and a cut-off run resumes from its checkpoints in ``OUTPUT/runs/``.
+Named experiments: results go into a store under ``OUTPUT/state`` (one part per experiment x seed, keyed on every
+setting), so a re-run skips what is done and a cut-off run resumes from its checkpoints in ``OUTPUT/runs/``.
+``--tasks FILE`` (a task list in JSON or TOML, see ``methods/multitask/task_list.py``): the estimator
+``MultitaskModel`` trains on the user's files and the command writes ``OUTPUT/multitask-<FILE>.json`` (per-task
+dev scores) and the model folder ``OUTPUT/multitask-<FILE>-model/`` (sentence-transformers, heads beside it).
 """
 
 from __future__ import annotations
 
+from layerwise.cli._checks import max_length, nonnegative_int, positive_float, positive_int, seed
 from layerwise.cli._common import add_training_tail
 from layerwise.encoders.registry import BUILTIN_MODELS, DEFAULT_MODEL
 from layerwise.methods.multitask.config import SCHEDULES
@@ -22,16 +26,26 @@ def add_parsers(sub) -> None:
                         "layer mix per task) or +SUBSET (a layer subset per task)")
     p.add_argument("--config", action="append", default=[], metavar="FILE",
                    help="a JSON file of MultitaskConfig fields (repeatable), run besides the named experiments")
-    p.add_argument("--seeds", type=int, nargs="+", default=[0])
-    p.add_argument("--epochs", type=int, default=None, help="epochs over the task data (default: 10, the report's)")
+    p.add_argument("--tasks", dest="task_file", default=None, metavar="FILE",
+                   help="your own tasks: a .json or .toml file with a list 'tasks' of {name, kind (classification, "
+                        "pair_classification, pair_regression, nli), data (a CSV/TSV/JSONL/Parquet file), dev, "
+                        "columns, head, layer (a hidden state or \"mix\"), features}; trains one model on them "
+                        "instead of the named experiments")
+    p.add_argument("--shared-layers", type=nonnegative_int, default=None,
+                   help="--tasks: hidden layers shared by the linear pair heads (default: 0)")
+    p.add_argument("--freeze", nargs="+", default=None, metavar="TASK",
+                   help="--tasks: tasks trained last, their heads alone on the frozen encoder")
+    p.add_argument("--nli-epochs", type=positive_int, default=None, help="--tasks: epochs of the nli task (default: 1)")
+    p.add_argument("--seeds", type=seed, nargs="+", default=[0])
+    p.add_argument("--epochs", type=positive_int, default=None, help="epochs over the task data (default: 10, the report's)")
     p.add_argument("--schedule", default=None, choices=SCHEDULES,
                    help="batch order within an epoch (default: task_by_task, the report's)")
-    p.add_argument("--batch-size", type=int, default=None, help="default: 32 (the report's); under torchrun the global batch, split over the "
+    p.add_argument("--batch-size", type=positive_int, default=None, help="default: 32 (the report's); under torchrun the global batch, split over the "
                                                     "processes")
-    p.add_argument("--lr", type=float, default=None, help="encoder and head learning rate (default: 2e-5)")
-    p.add_argument("--max-length", type=int, default=None, help="tokens per sentence (default: 128)")
-    p.add_argument("--limit", type=int, default=None, help="at most this many training examples per task")
-    p.add_argument("--eval-limit", type=int, default=None, help="at most this many dev / test examples per task")
+    p.add_argument("--lr", type=positive_float, default=None, help="encoder and head learning rate (default: 2e-5)")
+    p.add_argument("--max-length", type=max_length, default=None, help="tokens per sentence (default: 128)")
+    p.add_argument("--limit", type=positive_int, default=None, help="at most this many training examples per task")
+    p.add_argument("--eval-limit", type=positive_int, default=None, help="at most this many dev / test examples per task")
     p.add_argument("--model", default=DEFAULT_MODEL,
                    help=f"built-in name ({', '.join(BUILTIN_MODELS)}) or a local Hugging Face folder")
     p.add_argument("--data-dir", default=None,
@@ -55,7 +69,8 @@ def configs_from_args(args) -> list:
     configs = [get_experiment(name, **over) for name in args.experiments]
     configs += [replace(load_config(path), **over) for path in args.config]
     if not configs:
-        raise ValueError("name at least one experiment (e.g. `layerwise multitask BASELINE`) or pass --config FILE")
+        raise ValueError("name at least one experiment (e.g. `layerwise multitask BASELINE`), or pass --config FILE or "
+                         "--tasks FILE (your own tasks)")
     names = [c.name for c in configs]
     if len(set(names)) != len(names):
         raise ValueError(f"experiment names must differ (they name the results and folders), got {names}")
@@ -63,6 +78,13 @@ def configs_from_args(args) -> list:
 
 
 def run(args, command) -> int:
+    if args.task_file is not None:
+        return run_tasks(args)
+    only_tasks = [flag for flag, value in (("--shared-layers", args.shared_layers), ("--freeze", args.freeze),
+                                           ("--nli-epochs", args.nli_epochs)) if value is not None]
+    if only_tasks:
+        raise ValueError(f"{', '.join(only_tasks)} apply to --tasks FILE; the named experiments set these "
+                         "themselves (SHARED, FREEZE_SST, NLI_*)")
     from pathlib import Path
 
     from layerwise.benchmarks.multitask.experiment import run_parts
@@ -96,4 +118,58 @@ def run(args, command) -> int:
               f"{t.sts_pearson:11.4f}  {t.overall:7.4f}")
     for path in paths:
         print(f"wrote {path}")
+    return 0
+
+
+def estimator_from_args(args):
+    """The :class:`MultitaskModel` of ``--tasks FILE`` and the options given (the task file read and checked)."""
+    from layerwise.methods.multitask.estimator import MultitaskModel
+    from layerwise.methods.multitask.task_list import read_task_file
+
+    unused = [flag for flag, value in (("experiment names", args.experiments), ("--config", args.config),
+                                       ("--limit", args.limit), ("--eval-limit", args.eval_limit),
+                                       ("--data-dir", args.data_dir)) if value]
+    if unused:
+        raise ValueError(f"--tasks trains on the files of the task list: leave out {', '.join(unused)} (they are "
+                         "for the built-in experiments)")
+    if len(args.seeds) != 1:
+        raise ValueError(f"--tasks trains one model: give one seed (--seeds {args.seeds[0]}), not {args.seeds}")
+    tasks = read_task_file(args.task_file)
+    options = {"epochs": args.epochs, "schedule": args.schedule, "batch_size": args.batch_size, "lr": args.lr,
+               "max_length": args.max_length, "shared_layers": args.shared_layers, "nli_epochs": args.nli_epochs,
+               "freeze": None if args.freeze is None else list(args.freeze)}
+    return MultitaskModel(args.model, tasks=tasks, seed=args.seeds[0], device=args.device,
+                          show_progress=False if args.quiet else None,
+                          **{k: v for k, v in options.items() if v is not None})
+
+
+def run_tasks(args) -> int:
+    """``--tasks FILE``: fit the estimator on the user's tasks, save it and report the dev scores per task."""
+    from pathlib import Path
+
+    from layerwise.data.readers import data_label
+    from layerwise.reports import write_json
+
+    estimator = estimator_from_args(args)
+    if args.quiet:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    estimator.fit()  # reads every data file before the model loads
+    if not is_main():
+        return 0
+    out, label = Path(args.output), f"multitask-{data_label(args.task_file)}"
+    model_dir = estimator.save(out / f"{label}-model")
+    rows = [{**p.to_dict(), "dev_scores": estimator.dev_scores_.get(name)} for name, p in estimator.tasks_.items()]
+    report = write_json(out / f"{label}.json", {
+        "task_file": str(args.task_file), "model": args.model, "model_dir": str(model_dir), "tasks": rows,
+        "settings": {k: v for k, v in estimator.get_params().items() if k != "tasks"},
+        "layer_weights": estimator.layer_weights_, "phases": estimator.history_})
+    print(f"{'task':20s} {'kind':20s} {'train data':24s} {'dev data':24s} dev scores")
+    for row in rows:
+        scores = row["dev_scores"]
+        shown = ", ".join(f"{k} {v:.4f}" for k, v in scores.items()) if scores else "no dev data"
+        print(f"{row['name']:20s} {row['kind']:20s} {row['source']:24s} {row['dev_source'] or '-':24s} {shown}")
+    print(f"wrote {report}")
+    print(f"wrote {model_dir}")
     return 0

@@ -24,7 +24,8 @@ from layerwise._progress import progress
 from layerwise.encode.journal import open_journal
 from layerwise.encode.readers import CorpusSource, check_corpus, iter_corpus, require_pyarrow
 from layerwise.encode.shards import load_shard_folder
-from layerwise.encode.writers import check_output, ids_path, open_writer
+from layerwise.encode.writers import check_output, ids_path, open_writer, output_lock
+from layerwise.finite import check_finite
 
 logger = logging.getLogger(__name__)
 
@@ -53,20 +54,30 @@ def encode_corpus(source: CorpusSource, output: str | os.PathLike, embedder, *, 
     """
     if int(chunk_size) < 1:
         raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
-    output = check_output(output, overwrite=overwrite)
+    output = check_output(output, overwrite=overwrite, inputs=(source.path,))
+    with output_lock(output):  # a second encode of this output is refused while this one runs
+        return _encode(source, output, embedder, int(chunk_size), show_progress, resume)
+
+
+def _encode(source: CorpusSource, output: Path, embedder, chunk_size: int, show_progress, resume: bool
+            ) -> EncodeResult:
     corpus = check_corpus(source)
     t0 = time.perf_counter()
     journal = open_journal(output, embedder, corpus, int(chunk_size), resume=resume)
     writer = open_writer(output, corpus.n, embedder.dim)
     show = logger.isEnabledFor(logging.INFO) if show_progress is None else show_progress
+    done = 0
     try:
         with progress(total=corpus.n, desc="encoding corpus", unit="text", disable=not show) as bar:
             for index, (ids, texts) in enumerate(iter_corpus(source, int(chunk_size))):
                 vectors = journal.load(index, ids)
                 if vectors is None:
-                    vectors = journal.save(index, ids, embedder.encode(texts))
+                    vectors = check_finite(embedder.encode(texts), f"the vectors of {_describe(embedder)} for "
+                                           f"corpus rows {done}..{done + len(ids) - 1}", fix=_NAN_FIX)
+                    vectors = journal.save(index, ids, vectors)
                 writer.write(ids, vectors)
                 bar.update(len(ids))
+                done += len(ids)
         writer.close()
     except BaseException:
         writer.abort()
@@ -75,6 +86,19 @@ def encode_corpus(source: CorpusSource, output: str | os.PathLike, embedder, *, 
     npy = output.suffix.lower() == ".npy"
     return EncodeResult(str(output), str(ids_path(output)) if npy else None, corpus.n, embedder.dim,
                         time.perf_counter() - t0)
+
+
+_NAN_FIX = ("the model's weights are damaged or its training diverged: load another copy of the model; nothing was "
+            "written")
+
+
+def _describe(embedder) -> str:
+    """The model or folder behind ``embedder``, for messages."""
+    about = embedder.describe() if hasattr(embedder, "describe") else {}
+    if "folder" in about:
+        return f"the folder {about['folder']}"
+    model = about.get("model") or {}
+    return str(model.get("name") or type(embedder).__name__)
 
 
 def load_embeddings(output: str | os.PathLike):

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from layerwise.encoders.batching import cut_texts
 from layerwise.encoders.layer_encoder import LayerEncoder
 from layerwise.encoders.registry import folder_sha256
 from layerwise.layers import LayerStack, validate_layers
@@ -104,7 +105,8 @@ class FolderEmbedder:
         return {"kind": "folder", "folder_sha256": folder_sha256(self.folder), "dim": self.dim}
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        return self.model.encode(list(texts), batch_size=self.batch_size, convert_to_numpy=True,
+        texts = cut_texts(texts, self.model.max_seq_length or 512)  # bounded memory for any text's size
+        return self.model.encode(texts, batch_size=self.batch_size, convert_to_numpy=True,
                                  show_progress_bar=False).astype(np.float32)
 
 

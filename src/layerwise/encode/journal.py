@@ -7,11 +7,12 @@ float32 arrays it saves, so a ``.npy`` output and its ids are byte-identical, a 
 and then removes the work folder. Memory stays bounded by one chunk: chunks are read back one at a time, in order,
 into the streaming writers of :mod:`layerwise.encode.writers`.
 
-Layout (format 1) of the work folder ``.NAME.partial-<digest>/`` beside OUTPUT = ``NAME``::
+Layout (format 2) of the work folder ``.NAME.partial-<digest>/`` beside OUTPUT = ``NAME``::
 
     layerwise-encode-partial.json   the manifest: format, version, the key, dim; it marks the folder as this module's
     chunk-000000.npy                float32 (rows, dim): corpus rows 0 .. chunk_size - 1 (the last chunk may be shorter)
     chunk-000000.ids.txt            their ids, one per line (written first; the .npy's rename finishes the chunk)
+    chunk-000000.sha256             sha256 of the chunk's .npy bytes then its ids bytes (written before the .npy)
 
 The **key**, whose digest names the folder, holds everything that changes the vectors or the rows: the corpus's row
 count and checksum (:func:`~layerwise.encode.readers.check_corpus`: every row's id and text, so the file's content
@@ -19,8 +20,9 @@ and the columns read), the embedder's ``output_key()`` (a pooling spec: the enco
 tokenizer and config sha256, max length and dtype, and the pooling; an exported folder: the sha256 of its files),
 the dimension and the chunk size. Another key is another folder, so a chunk computed under other settings is never
 read. Each file is written atomically (a temporary sibling, then a rename), and a saved chunk is used only when its
-ids equal the corpus's ids of that chunk and its vectors load (``allow_pickle=False``, no unpickling) as float32 of
-the expected shape; a damaged or truncated chunk is encoded again.
+checksum matches its bytes (a flipped byte that still loads is caught), its ids equal the corpus's ids of that chunk
+and its vectors load (``allow_pickle=False``, no unpickling) as finite float32 of the expected shape; a damaged or
+truncated chunk is encoded again, with a warning.
 
 Only what this module writes is ever removed: its manifest, chunk and temporary files, by name, then the folder if
 that left it empty (a foreign file keeps the folder, with a warning). A folder of the work folder's name without the
@@ -37,6 +39,7 @@ is used as before (it serves later commands and other poolings of the same texts
 from __future__ import annotations
 
 import glob
+import hashlib
 import io
 import json
 import logging
@@ -55,9 +58,9 @@ logger = logging.getLogger(__name__)
 __all__ = ["JOURNAL_VERSION", "MANIFEST", "ChunkJournal", "open_journal", "work_folders"]
 
 MANIFEST = "layerwise-encode-partial.json"
-JOURNAL_VERSION = 1
+JOURNAL_VERSION = 2  # 2: every chunk has its sha256
 _FORMAT = "layerwise-encode-partial"
-_NAME = rf"(?:chunk-\d+\.(?:npy|ids\.txt)|{re.escape(MANIFEST)})"
+_NAME = rf"(?:chunk-\d+\.(?:npy|ids\.txt|sha256)|{re.escape(MANIFEST)})"
 _OWN_FILE = re.compile(rf"{_NAME}|\.{_NAME}\.\w+\.tmp")  # what this module writes (temporaries: reports.write_bytes)
 
 
@@ -126,26 +129,35 @@ class ChunkJournal:
                            self.output)
         return self
 
-    def _paths(self, index: int) -> tuple[Path, Path]:
-        return self.folder / f"chunk-{index:06d}.npy", self.folder / f"chunk-{index:06d}.ids.txt"
+    def _paths(self, index: int) -> tuple[Path, Path, Path]:
+        stem = self.folder / f"chunk-{index:06d}"
+        return stem.with_suffix(".npy"), stem.with_suffix(".ids.txt"), stem.with_suffix(".sha256")
 
     def load(self, index: int, ids: list[str]) -> np.ndarray | None:
         """Chunk ``index``'s vectors (len(ids), dim) float32 if it was saved whole with these ``ids``, else None."""
-        vectors_path, ids_path = self._paths(index)
+        vectors_path, ids_path, sum_path = self._paths(index)
         if not vectors_path.is_file():
             return None
         try:
-            same_ids = ids_path.read_bytes() == _ids_bytes(ids)
-            vectors = np.load(vectors_path, allow_pickle=False)
+            raw, raw_ids = vectors_path.read_bytes(), ids_path.read_bytes()
+            intact = sum_path.read_text(encoding="ascii").strip() == _checksum(raw, raw_ids)
+            same_ids = raw_ids == _ids_bytes(ids)
+            vectors = np.load(io.BytesIO(raw), allow_pickle=False) if intact else None
         except (OSError, ValueError, EOFError) as exc:
             reason = f"{type(exc).__name__}: {exc}"
         else:
-            if same_ids and vectors.dtype == np.float32 and vectors.shape == (len(ids), self.dim):
+            if not intact:
+                reason = f"its bytes do not match {sum_path.name}"
+            elif not same_ids:
+                reason = "its ids differ from the corpus's"
+            elif vectors.dtype != np.float32 or vectors.shape != (len(ids), self.dim):
+                reason = f"{vectors.dtype} {vectors.shape} where float32 {(len(ids), self.dim)} is expected"
+            elif not np.isfinite(vectors).all():
+                reason = "it holds NaN or inf"
+            else:
                 return vectors
-            reason = (f"ids {'match' if same_ids else 'differ'}, {vectors.dtype} {vectors.shape} where float32 "
-                      f"{(len(ids), self.dim)} is expected")
         logger.warning("chunk %d in %s is damaged (%s); encoding it again", index, self.folder, reason)
-        for path in (vectors_path, ids_path):
+        for path in (vectors_path, ids_path, sum_path):
             path.unlink(missing_ok=True)
         return None
 
@@ -155,11 +167,13 @@ class ChunkJournal:
         if vectors.shape != (len(ids), self.dim):
             raise ValueError(f"the embedder returned vectors of shape {vectors.shape} for {len(ids)} texts; expected "
                              f"({len(ids)}, {self.dim})")
-        vectors_path, ids_path = self._paths(index)
+        vectors_path, ids_path, sum_path = self._paths(index)
         buffer = io.BytesIO()
         np.save(buffer, vectors, allow_pickle=False)
-        write_bytes(ids_path, _ids_bytes(ids))
-        write_bytes(vectors_path, buffer.getvalue())
+        raw_ids = _ids_bytes(ids)
+        write_bytes(ids_path, raw_ids)
+        write_bytes(sum_path, (_checksum(buffer.getvalue(), raw_ids) + "\n").encode("ascii"))
+        write_bytes(vectors_path, buffer.getvalue())  # last: its rename finishes the chunk
         return vectors
 
     def finish(self) -> None:
@@ -171,6 +185,10 @@ class ChunkJournal:
 
 def _ids_bytes(ids: list[str]) -> bytes:
     return "".join(f"{i}\n" for i in ids).encode("utf-8", "surrogatepass")
+
+
+def _checksum(vectors: bytes, ids: bytes) -> str:
+    return hashlib.sha256(vectors + b"\0" + ids).hexdigest()
 
 
 def _read_manifest(folder: Path) -> dict | None:

@@ -33,6 +33,7 @@ from layerwise.encode.readers import CorpusSource, iter_corpus, scan_corpus
 from layerwise.encode.shards import check_output_folder, is_shard_folder, write_manifest
 from layerwise.errors import UsageError
 from layerwise.files import atomic_folder
+from layerwise.finite import check_finite
 
 logger = logging.getLogger(__name__)
 
@@ -103,6 +104,8 @@ class _EmbedActor:
         import pyarrow as pa
 
         vectors = np.ascontiguousarray(self.embedder.encode(batch.column("text").to_pylist()), dtype=np.float32)
+        check_finite(vectors, f"the vectors of corpus rows from {batch.column('row')[0]} (Ray block)",
+                     fix="the model's weights are damaged or its training diverged: load another copy")
         embedding = pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1)), vectors.shape[1])
         return pa.table({"row": batch.column("row"), "id": batch.column("id"), "embedding": embedding})
 

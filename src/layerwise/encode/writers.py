@@ -1,7 +1,9 @@
 """Embedding files written chunk by chunk, into a temporary sibling renamed into place at the end.
 
-``.npy``: a float32 array of shape (n, d) written through a memory map (``numpy.lib.format.open_memmap``), with the
-ids in ``<name>.ids.txt`` beside it (one per line, in row order). ``.parquet``: columns ``id`` (string) and
+``.npy``: a float32 array of shape (n, d), its header then its rows appended chunk by chunk with plain writes (not
+through a memory map: a full disk under a memory map kills the process with SIGBUS, where a write raises an error),
+with the ids in ``<name>.ids.txt`` beside it (one per line, in row order). The free space is checked before the first
+byte, and a write that still fails (the disk filled meanwhile) removes the temporary files and says so in one line. ``.parquet``: columns ``id`` (string) and
 ``embedding`` (fixed-size list of d float32), one row group per chunk (needs pyarrow). A run that stops leaves no
 partial output, only a hidden ``.NAME.tmp-*`` file the next run removes.
 """
@@ -9,15 +11,19 @@ partial output, only a hidden ``.NAME.tmp-*`` file the next run removes.
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator, Sequence
 
 import numpy as np
 
 from layerwise.encode.readers import require_pyarrow
 from layerwise.errors import UsageError
 
-__all__ = ["OUTPUT_FORMATS", "EmbeddingWriter", "check_output", "ids_path", "open_writer"]
+__all__ = ["OUTPUT_FORMATS", "EmbeddingWriter", "check_free_space", "check_output", "check_unlocked", "ids_path",
+           "lock_path", "open_writer", "output_lock"]
 
 OUTPUT_FORMATS = (".npy", ".parquet")
 
@@ -28,19 +34,133 @@ def ids_path(output: str | os.PathLike) -> Path:
     return output.with_name(output.stem + ".ids.txt")
 
 
-def check_output(output: str | os.PathLike, *, overwrite: bool = False) -> Path:
-    """Refuse, before any work, an output of an unknown format or one that exists (unless ``overwrite``)."""
+def check_output(output: str | os.PathLike, *, overwrite: bool = False,
+                 inputs: Sequence[str | os.PathLike] = ()) -> Path:
+    """Refuse, before any work, an output of an unknown format, one that exists (unless ``overwrite``), one that
+    ``overwrite`` would replace although ``layerwise encode`` did not write it, or one whose file (or ids file) is one
+    of the ``inputs`` (the corpus): no file the tool did not write is ever replaced."""
     output = Path(output)
     if output.suffix.lower() not in OUTPUT_FORMATS:
         raise UsageError(f"output {output} must end in {' or '.join(OUTPUT_FORMATS)}")
-    if output.suffix.lower() == ".parquet":
+    npy = output.suffix.lower() == ".npy"
+    targets = (output, ids_path(output)) if npy else (output,)
+    for path in targets:
+        for given in inputs:
+            if _same_file(path, given):
+                what = "output" if path == output else "the output's ids file"
+                raise UsageError(f"{what} {path} is the input {given}: writing it would destroy the input; choose "
+                                 "another output path")
+    if not npy:
         require_pyarrow(f"writing {output}")
-    for path in (output, ids_path(output)) if output.suffix.lower() == ".npy" else (output,):
+    for path in targets:
         if path.is_dir():
             raise UsageError(f"output {path} is a folder; pass a file path")
         if path.exists() and not overwrite:
             raise UsageError(f"output {path} exists: pass --overwrite to replace it, or choose another path")
+    if overwrite and any(p.exists() for p in targets):
+        reason = _not_ours(output)
+        if reason:
+            raise UsageError(f"output {output} was not written by `layerwise encode` ({reason}); overwrite replaces "
+                             "only the tool's own outputs: choose another path")
     return output
+
+
+def _same_file(a: Path, b: str | os.PathLike) -> bool:
+    """Whether ``a`` and ``b`` name one file (through links and relative paths too)."""
+    try:
+        return Path(a).exists() and os.path.samefile(a, b)
+    except OSError:
+        return os.path.abspath(a) == os.path.abspath(b)
+
+
+def _not_ours(output: Path) -> str | None:
+    """Why an existing ``output`` (and ids file) is not an embedding file this module wrote, or None when it is."""
+    if output.suffix.lower() == ".npy":
+        ids = ids_path(output)
+        if not output.is_file():
+            return f"{ids} exists without {output.name}"
+        if not ids.is_file():
+            return f"no {ids.name} beside it"
+        try:
+            with open(output, "rb") as f:
+                major, _ = np.lib.format.read_magic(f)
+                read_header = (np.lib.format.read_array_header_1_0 if major == 1
+                               else np.lib.format.read_array_header_2_0)
+                shape, _, dtype = read_header(f)  # the header only, no data read
+        except (OSError, ValueError) as exc:
+            return f"not a .npy file: {exc}"
+        if dtype != np.float32 or len(shape) != 2:
+            return f"a .npy of {dtype} {shape}, not float32 (n, d)"
+        return None
+    pq = require_pyarrow(f"reading {output}")
+    try:
+        names = pq.read_schema(str(output)).names
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a file that is not Parquet
+        return f"not a Parquet file: {type(exc).__name__}"
+    return None if names == ["id", "embedding"] else f"its columns are {names}, not id and embedding"
+
+
+def lock_path(output: str | os.PathLike) -> Path:
+    """The lock file of ``output`` while an encode writes it: ``.NAME.lock`` beside it."""
+    output = Path(output)
+    return output.parent / f".{output.name}.lock"
+
+
+@contextmanager
+def output_lock(output: str | os.PathLike) -> Iterator[None]:
+    """Hold the lock of ``output`` (an advisory ``flock`` on ``.NAME.lock``) while writing it: a second encode of the
+    same output is refused in one line instead of removing the first one's temporary files. The lock file is removed
+    when the lock is released. Without ``fcntl`` (Windows) nothing is locked."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not on the platforms layerwise runs on
+        yield
+        return
+    path = lock_path(output)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            same = os.path.exists(path) and os.stat(path).st_ino == os.fstat(fd).st_ino
+        except OSError:
+            same = False
+        if not same:
+            raise UsageError(f"output {output} is being written by another `layerwise encode` right now (it holds "
+                             f"{path.name}); wait for it to finish, or choose another output path")
+        os.write(fd, f"{os.getpid()}\n".encode())
+        try:
+            yield
+        finally:
+            path.unlink(missing_ok=True)
+    finally:
+        os.close(fd)
+
+
+def check_unlocked(output: str | os.PathLike) -> None:
+    """Refuse now, before a model loads, an ``output`` that another encode is writing (see :func:`output_lock`)."""
+    with output_lock(output):
+        pass
+
+
+def check_free_space(folder: str | os.PathLike, needed: int, what: str) -> None:
+    """Refuse, before writing, when ``folder``'s file system has less than ``needed`` bytes free."""
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return  # unknown: the writes themselves will say
+    if free < needed:
+        raise UsageError(f"{what} needs about {needed / 1e6:,.1f} MB but {folder} has {free / 1e6:,.1f} MB free; free "
+                         "some space or choose an output on another disk")
+
+
+def _write_failed(exc: OSError, output: Path) -> OSError:
+    """A write error as one line naming the output; the caller has removed the temporary files."""
+    reason = exc.strerror or str(exc)
+    error = OSError(f"writing {output} failed ({reason}); nothing was left behind: free some space or choose "
+                    "another output, then run the same command again")
+    error.errno = exc.errno  # (set after: OSError(errno, text) would print as "[Errno 28] text")
+    return error
 
 
 class EmbeddingWriter:
@@ -52,6 +172,7 @@ class EmbeddingWriter:
             stale.unlink()
         self.tmp = self.output.parent / f".{self.output.name}.tmp-{uuid.uuid4().hex[:8]}"
         self.output.parent.mkdir(parents=True, exist_ok=True)
+        check_free_space(self.output.parent, self.n * self.dim * 4 + (1 << 20), f"writing {self.output}")
 
     def write(self, ids: list[str], vectors: np.ndarray) -> None:
         raise NotImplementedError
@@ -68,24 +189,49 @@ class EmbeddingWriter:
 class _NpyWriter(EmbeddingWriter):
     def __init__(self, output, n: int, dim: int):
         super().__init__(output, n, dim)
-        self.array = np.lib.format.open_memmap(self.tmp, mode="w+", dtype=np.float32, shape=(self.n, self.dim))
         self.ids_tmp = self.tmp.with_name(self.tmp.name + ".ids")
-        self.ids_file = open(self.ids_tmp, "w", encoding="utf-8")  # noqa: SIM115 - closed in close/abort
+        self.file = self.ids_file = None
+        try:
+            self.file = open(self.tmp, "wb")  # noqa: SIM115 - closed in close/abort
+            header = {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)), "fortran_order": False,
+                      "shape": (self.n, self.dim)}
+            np.lib.format.write_array_header_1_0(self.file, header)  # what np.save writes for this shape
+            self.ids_file = open(self.ids_tmp, "w", encoding="utf-8")  # noqa: SIM115 - closed in close/abort
+        except OSError as exc:
+            self.abort()
+            raise _write_failed(exc, self.output) from None
 
     def write(self, ids, vectors) -> None:
-        self.array[self.rows:self.rows + len(ids)] = vectors
-        self.ids_file.write("".join(f"{i}\n" for i in ids))
+        block = np.ascontiguousarray(vectors, dtype="<f4")
+        if block.shape != (len(ids), self.dim):
+            raise ValueError(f"vectors of shape {block.shape} for {len(ids)} ids; expected ({len(ids)}, {self.dim})")
+        try:
+            self.file.write(block.tobytes())
+            self.ids_file.write("".join(f"{i}\n" for i in ids))
+        except OSError as exc:
+            self.abort()
+            raise _write_failed(exc, self.output) from None
         self.rows += len(ids)
 
     def close(self) -> None:
-        self.array.flush()
-        del self.array
-        self.ids_file.close()
+        try:
+            for f in (self.file, self.ids_file):
+                f.flush()
+                os.fsync(f.fileno())
+                f.close()
+        except OSError as exc:
+            self.abort()
+            raise _write_failed(exc, self.output) from None
         os.replace(self.ids_tmp, ids_path(self.output))
         self._finish()
 
     def abort(self) -> None:
-        self.ids_file.close()
+        for f in (self.file, self.ids_file):
+            if f is not None:
+                try:
+                    f.close()
+                except OSError:
+                    pass  # a full disk can fail the close's flush too: the files are removed below either way
         self.ids_tmp.unlink(missing_ok=True)
         super().abort()
 

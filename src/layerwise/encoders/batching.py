@@ -3,6 +3,11 @@
 All texts are tokenised once up front, then cut into batches in order of decreasing token count, so each batch
 is padded only to its own longest text (sentence-transformers sorts by character length instead). The caller
 writes each batch's outputs back at ``idx``, which restores the original order.
+
+Every text is first cut to :data:`CHARS_PER_TOKEN` characters per token of ``max_length`` (:func:`cut_texts`): the
+tokenizer would otherwise build every token of a text before truncating, so a single 5 MB line took about 1.7 GB.
+No token of a real text is longer than that bound, so the first ``max_length`` tokens are unchanged (only a text
+padded with thousands of blanks between words could lose words the tokenizer would have reached).
 """
 
 from __future__ import annotations
@@ -11,7 +16,16 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-__all__ = ["length_sorted_batches"]
+__all__ = ["CHARS_PER_TOKEN", "cut_texts", "length_sorted_batches"]
+
+CHARS_PER_TOKEN = 64  # generous: wordpiece and BPE tokens are a few characters; BERT makes any word of > 100 one [UNK]
+
+
+def cut_texts(texts: Sequence[str], max_length: int) -> list[str]:
+    """``texts`` with each cut to ``max_length * CHARS_PER_TOKEN`` characters, so the tokenizer's memory and time stay
+    bounded by ``max_length`` whatever a text's size (the tokens kept after truncation are the same)."""
+    limit = max(int(max_length), 1) * CHARS_PER_TOKEN
+    return [t if len(t) <= limit else t[:limit] for t in texts]
 
 
 def length_sorted_batches(tokenizer, texts: Sequence[str], *, batch_size: int, max_length: int,
@@ -27,7 +41,7 @@ def length_sorted_batches(tokenizer, texts: Sequence[str], *, batch_size: int, m
     texts = list(texts)
     if not texts:
         return
-    enc = tokenizer(texts, truncation=True, max_length=max_length,
+    enc = tokenizer(cut_texts(texts, max_length), truncation=True, max_length=max_length,
                     return_special_tokens_mask=special_tokens_mask, return_attention_mask=True)
     order = np.argsort([-len(ids) for ids in enc["input_ids"]], kind="stable")
     keys = list(enc.keys())

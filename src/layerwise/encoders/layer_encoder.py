@@ -26,6 +26,7 @@ from layerwise.encoders.registry import (
     weights_sha256,
 )
 from layerwise.encoders.tokens import TokenStack
+from layerwise.finite import check_finite_weights
 from layerwise.layers import LayerStack, validate_layers
 
 logger = logging.getLogger(__name__)
@@ -189,6 +190,7 @@ class LayerEncoder:
         self.show_progress = show_progress
         path = self.resolved.path
         self.tokenizer, self.model, missing = _load(path, dtype, show=self._show_progress())
+        check_finite_weights(self.model, self.resolved.name)
         self.model.to(self.device).eval()
         self.max_length = _cap_max_length(int(max_length), self.model, self.resolved.name)
         n_special = self.tokenizer.num_special_tokens_to_add(pair=False)

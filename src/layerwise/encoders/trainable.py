@@ -15,10 +15,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from layerwise.encoders.batching import length_sorted_batches
+from layerwise.encoders.batching import cut_texts, length_sorted_batches
 from layerwise.encoders.layer_encoder import pool_hidden_states
-from layerwise.encoders.registry import resolve_model
+from layerwise.encoders.registry import check_model_folder, resolve_model
 from layerwise.files import atomic_folder
+from layerwise.finite import check_finite_weights
 from layerwise.modules.poolers import LayerPooler, PoolerConfig, build_pooler, load_pooler
 
 __all__ = ["SENTENCE_MODEL_FILE", "SentenceModel", "is_sentence_model_folder"]
@@ -51,6 +52,7 @@ class SentenceModel(nn.Module):
         path = resolve_model(model).path
         tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
         enc = AutoModel.from_pretrained(path, local_files_only=True)
+        check_finite_weights(enc, str(model))
         cfg = PoolerConfig(kind=pooler, hidden_size=enc.config.hidden_size, n_states=enc.config.num_hidden_layers + 1)
         return cls(enc, tok, build_pooler(cfg), max_length=max_length)
 
@@ -66,7 +68,7 @@ class SentenceModel(nn.Module):
 
     def layer_vectors(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
         """Per-layer CLS and masked-mean vectors of one batch of texts, each (B, K, d)."""
-        enc = self.tokenizer(list(texts), padding=True, truncation=True, max_length=self.max_length,
+        enc = self.tokenizer(cut_texts(texts, self.max_length), padding=True, truncation=True, max_length=self.max_length,
                              return_tensors="pt")
         return self.encoding_vectors(enc)
 
@@ -120,7 +122,7 @@ class SentenceModel(nn.Module):
                 "pass a folder written by SentenceModel.save or `layerwise train` (OUTPUT/best or OUTPUT/last)"
             )
         info = json.loads((folder / SENTENCE_MODEL_FILE).read_text())
-        if info.get("format_version") != FORMAT_VERSION or "max_length" not in info:
+        if not isinstance(info, dict) or info.get("format_version") != FORMAT_VERSION or "max_length" not in info:
             raise ValueError(f"{folder / SENTENCE_MODEL_FILE} is not SentenceModel format {FORMAT_VERSION}: {info}")
         return info
 
@@ -130,7 +132,9 @@ class SentenceModel(nn.Module):
 
         folder = Path(folder)
         info = cls.read_info(folder)
+        check_model_folder(folder / "encoder")  # sizes against the weights before anything is allocated
         enc = AutoModel.from_pretrained(folder / "encoder", local_files_only=True)
+        check_finite_weights(enc, str(folder / "encoder"))
         tok = AutoTokenizer.from_pretrained(folder / "encoder", local_files_only=True)
         return cls(enc, tok, load_pooler(folder / "pooler"), max_length=info["max_length"])
 

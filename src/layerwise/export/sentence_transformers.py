@@ -7,13 +7,16 @@ loaded with :func:`layerwise.export.no_code.load_sentence_transformer`; no ``.py
 no folder code ever runs). The folder is
 written into a temporary sibling folder and renamed into place (:func:`layerwise.files.atomic_folder`), so a crash
 leaves no half folder; an existing folder is replaced only when asked and only if this tool wrote it (its
-``layerwise_export.json``).
+``layerwise_export.json``, which lists every file the export wrote under ``"files"``). A replacement replaces those
+files only: any other file found in the folder (a user's notes, say) is carried over into the new folder unchanged,
+and one whose name the new export would take is refused before the folder is touched.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import torch
@@ -21,7 +24,7 @@ import torch
 from layerwise.export.no_code import strip_auto_map
 from layerwise.files import atomic_folder
 
-__all__ = ["EXPORT_MARKER", "POOLING_MODES", "check_destination", "pooling_modules", "save_st_folder",
+__all__ = ["EXPORT_MARKER", "POOLING_MODES", "check_destination", "export_files", "pooling_modules", "save_st_folder",
            "transformer_options", "write_sentence_transformer"]
 
 EXPORT_MARKER = "layerwise_export.json"
@@ -92,8 +95,41 @@ def save_st_folder(model, tokenizer, folder: str | os.PathLike, modules: list, *
         strip_auto_map(tmp)  # a source's auto_map would make transformers import a file of the folder
         if readme is not None:
             (tmp / "README.md").write_text(readme)
-        (tmp / EXPORT_MARKER).write_text(json.dumps({"written_by": "layerwise", **(provenance or {})}, indent=2) + "\n")
+        written = sorted(p.relative_to(tmp).as_posix() for p in tmp.rglob("*") if not p.is_dir())
+        _carry_over_user_files(dest, tmp, [*written, EXPORT_MARKER])
+        manifest = {"written_by": "layerwise", **(provenance or {}), "files": [*written, EXPORT_MARKER]}
+        (tmp / EXPORT_MARKER).write_text(json.dumps(manifest, indent=2) + "\n")
     return dest
+
+
+def export_files(dest: str | os.PathLike) -> set[str] | None:
+    """The files (relative posix paths) an earlier export wrote into ``dest``, from its manifest; None when ``dest``
+    holds no manifest with a file list (not an export of this version: nothing in it is known to be ours)."""
+    marker = Path(dest) / EXPORT_MARKER
+    try:
+        files = json.loads(marker.read_text(encoding="utf-8")).get("files")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+        return None
+    return set(files)
+
+
+def _carry_over_user_files(dest: Path, tmp: Path, written: list[str]) -> None:
+    """Copy into ``tmp`` every file of ``dest`` that the earlier export did not write (the user's), so the rename
+    that replaces ``dest`` keeps them; refuse one whose name the new export takes."""
+    if not dest.is_dir():
+        return
+    ours = export_files(dest) or set()
+    for path in sorted(dest.rglob("*")):
+        rel = path.relative_to(dest).as_posix()
+        if path.is_dir() and not path.is_symlink() or rel in ours:
+            continue
+        if rel in written:
+            raise FileExistsError(f"{path} was not written by layerwise and the new export writes a file of that "
+                                  "name: move it away and export again (nothing was changed)")
+        (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, tmp / rel, follow_symlinks=False)
 
 
 def check_destination(dest: str | os.PathLike, overwrite: bool) -> None:
@@ -109,5 +145,9 @@ def check_destination(dest: str | os.PathLike, overwrite: bool) -> None:
     if not (dest / EXPORT_MARKER).is_file():
         raise FileExistsError(f"{dest} exists and was not written by layerwise: choose another folder (nothing in "
                               "it is touched)")
+    if overwrite and export_files(dest) is None:
+        raise FileExistsError(f"{dest}/{EXPORT_MARKER} lists no files (an export of an older layerwise): which files "
+                              "in it are the export's is unknown, so nothing is replaced; remove the folder yourself or "
+                              "choose another")
     if not overwrite:
         raise FileExistsError(f"{dest} already holds an exported model: pass overwrite=True (--overwrite) to replace it")

@@ -4,6 +4,12 @@ Shaped like sentence-transformers' ``Module``: a subclass lists its constructor'
 ``config_keys``; :meth:`Module.save` writes them (``get_config_dict()``) and the state dict, and
 :meth:`Module.load` rebuilds ``cls(**config)`` and loads the weights. The folder is written into a temporary
 sibling and renamed into place, so a killed save leaves the previous one intact. No pickle anywhere.
+
+Loading validates the folder before anything is allocated: the module is first built on the ``meta`` device (no
+memory) from its config, and the shapes it needs are compared with the shapes the safetensors header lists; a
+truncated file, a missing, extra or wrong-shaped tensor, or a config whose sizes the weights do not have (a
+``hidden_size`` of 10**7, say) is refused in one line (:class:`~layerwise.errors.ModelFilesError`). Weights holding
+NaN or inf are refused after loading (:func:`layerwise.finite.check_finite_weights`).
 """
 
 from __future__ import annotations
@@ -14,9 +20,12 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from layerwise.errors import ModelFilesError
 from layerwise.files import atomic_folder
+from layerwise.finite import check_finite_weights
 
-__all__ = ["CONFIG_NAME", "WEIGHTS_NAME", "Module", "is_module_folder", "load_state_file", "save_state_file"]
+__all__ = ["CONFIG_NAME", "WEIGHTS_NAME", "Module", "is_module_folder", "load_state_file", "save_state_file",
+           "state_file_shapes"]
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -34,6 +43,22 @@ def save_state_file(tensors: dict[str, torch.Tensor], path: str | Path) -> Path:
 
     safetensors.torch.save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, str(path))
     return Path(path)
+
+
+def state_file_shapes(path: str | Path) -> dict[str, tuple[int, ...]]:
+    """Name -> shape of every tensor in a safetensors file, from its header (no tensor is read); a file that is not
+    whole safetensors (truncated, damaged) raises :class:`~layerwise.errors.ModelFilesError`."""
+    import safetensors
+
+    path = Path(path)
+    try:
+        with safetensors.safe_open(str(path), framework="pt") as f:
+            shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
+    except Exception as exc:  # noqa: BLE001 - safetensors raises its own error types, OSError and others
+        raise ModelFilesError(f"{path} cannot be read as safetensors ({type(exc).__name__}: "
+                              f"{' '.join(str(exc).split())[:160]}); the file is damaged or truncated: save or copy "
+                              "the module again") from None
+    return shapes
 
 
 def load_state_file(path: str | Path) -> dict[str, torch.Tensor]:
@@ -79,13 +104,42 @@ class Module(nn.Module):
         return config
 
     def load_weights(self, folder: str | Path) -> "Module":
-        """Load ``model.safetensors`` from ``folder`` into this module (strict: every key must match)."""
-        state = load_state_file(Path(folder) / WEIGHTS_NAME)
-        self.load_state_dict(state)
+        """Load ``model.safetensors`` from ``folder`` into this module (every key and shape must match, and every
+        value be finite); a mismatch is one line naming the file and the first difference."""
+        path = Path(folder) / WEIGHTS_NAME
+        _check_shapes(path, {k: tuple(v.shape) for k, v in self.state_dict().items()}, type(self).__name__)
+        self.load_state_dict(load_state_file(path))
+        check_finite_weights(self, f"{type(self).__name__} in {folder}")
         return self
 
     @classmethod
     def load(cls, folder: str | Path) -> "Module":
-        """``cls(**config)`` with the saved weights, in eval mode."""
-        module = cls(**cls.read_config(folder))
-        return module.load_weights(folder).eval()
+        """``cls(**config)`` with the saved weights, in eval mode; the config is checked against the weights'
+        shapes on the meta device before any memory is allocated."""
+        config = cls.read_config(folder)
+        try:
+            with torch.device("meta"):
+                probe = cls(**config)
+        except (TypeError, ValueError, RuntimeError) as exc:
+            raise ModelFilesError(f"{Path(folder) / CONFIG_NAME} does not describe a {cls.__name__} "
+                                  f"({' '.join(str(exc).split())[:200]}); restore the folder") from None
+        _check_shapes(Path(folder) / WEIGHTS_NAME, {k: tuple(v.shape) for k, v in probe.state_dict().items()},
+                      cls.__name__)
+        del probe
+        return cls(**config).load_weights(folder).eval()
+
+
+def _check_shapes(path: Path, expected: dict[str, tuple[int, ...]], what: str) -> None:
+    """Refuse a weights file whose tensors are not exactly ``expected`` (name -> shape)."""
+    found = state_file_shapes(path)
+    if found == expected:
+        return
+    missing, extra = sorted(set(expected) - set(found)), sorted(set(found) - set(expected))
+    wrong = [k for k in sorted(set(expected) & set(found)) if expected[k] != found[k]]
+    if wrong:
+        k = wrong[0]
+        detail = f"{k} has shape {list(found[k])} where the config needs {list(expected[k])}"
+    else:
+        detail = f"missing {missing[:3]}" if missing else f"unexpected {extra[:3]}"
+    raise ModelFilesError(f"{path} does not fit its {CONFIG_NAME} ({what}: {detail}); the config or the weights "
+                          "were changed or damaged: save or copy the module again")

@@ -3,7 +3,7 @@
 u, v are sentence embeddings of shape (B, d). The heads and what they compute:
 
     ClassificationHead      logits = W drop(u) + b                                  (B, C)
-    PairHead                out = W drop(f(u, v)) + b, f one of PAIR_FEATURES:     (B,)
+    PairHead                out = W drop(f(u, v)) + b, f one of PAIR_FEATURES:     (B,) or (B, C)
                               "concat"    [u; v]                   (2d)
                               "abs_diff"  [u; v; |u - v|]          (3d)
                               "cos"       [u; v; cos(u, v)]        (2d + 1)
@@ -103,29 +103,35 @@ class SharedHidden(Module):
 
 
 class PairHead(Module):
-    """``forward(u, v, shared=None)``: two (B, hidden_size) embeddings -> (B,) one score (a logit or a regression).
+    """``forward(u, v, shared=None)``: two (B, hidden_size) embeddings -> (B,) one score (a logit or a regression),
+    or (B, n_outputs) logits when ``n_outputs > 1`` (a pair classification with more than two classes).
 
     Without ``shared``: dropout on the pair features, then the linear. With a :class:`SharedHidden` (built with
     ``in_features = pair_features_dim(features, hidden_size)``): the features go through it, then the linear, whose
     input is then ``shared_size`` wide.
     """
 
-    config_keys = ("hidden_size", "features", "dropout", "shared_size")
+    config_keys = ("hidden_size", "features", "dropout", "shared_size", "n_outputs")
 
-    def __init__(self, hidden_size: int, features: str = "concat", dropout: float = 0.1, shared_size: int = 0):
+    def __init__(self, hidden_size: int, features: str = "concat", dropout: float = 0.1, shared_size: int = 0,
+                 n_outputs: int = 1):
         super().__init__()
+        if int(n_outputs) < 1:
+            raise ValueError(f"n_outputs={n_outputs!r} is invalid: use 1 (one score) or the number of classes")
         self.hidden_size, self.features = int(hidden_size), features
         self.dropout, self.shared_size = _check_dropout(dropout), int(shared_size)
+        self.n_outputs = int(n_outputs)
         width = self.shared_size or pair_features_dim(features, self.hidden_size)
         self.drop = nn.Dropout(self.dropout)
-        self.linear = nn.Linear(width, 1)
+        self.linear = nn.Linear(width, self.n_outputs)
 
     def forward(self, u: torch.Tensor, v: torch.Tensor, shared: SharedHidden | None = None) -> torch.Tensor:
         x = pair_features(u, v, self.features)
         if (shared is None) != (self.shared_size == 0):
             raise ValueError(f"PairHead built with shared_size={self.shared_size} got shared={shared is not None}")
         x = shared(x) if shared is not None else self.drop(x)
-        return self.linear(x).squeeze(-1)
+        out = self.linear(x)
+        return out.squeeze(-1) if self.n_outputs == 1 else out
 
 
 class CosineHead(Module):

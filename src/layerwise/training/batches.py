@@ -3,9 +3,28 @@ run would, with no sampler state to save."""
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 
-__all__ = ["batch_indices", "steps_per_epoch"]
+from layerwise.errors import UsageError
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["batch_indices", "check_in_batch_examples", "steps_per_epoch"]
+
+
+def check_in_batch_examples(n: int, batch_size: int, *, objective: str = "contrastive") -> None:
+    """Refuse fewer than 2 examples for an in-batch objective (each example is scored against the others of its
+    batch: with one, the loss is 0 at every step and nothing is learnt), and warn when every batch must hold all
+    ``n`` examples because ``n`` is below ``batch_size``."""
+    if n < 2:
+        raise UsageError(f"{n} training example{'s' if n != 1 else ''} for the {objective} objective: an in-batch "
+                         "contrastive loss compares each example with the others of its batch, so the loss is 0 at "
+                         f"every step and nothing is learnt; pass at least 2 (better: at least batch_size={batch_size})")
+    if n < batch_size:
+        logger.warning("only %d training examples for batch_size %d: every batch holds these %d, with %d in-batch "
+                       "negatives each", n, batch_size, n, n - 1)
 
 
 def batch_indices(n: int, batch_size: int, seed: int, batch: int) -> np.ndarray:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, fields
 
 from layerwise.training.schedule import DECAYS
@@ -29,9 +30,10 @@ class TrainingConfig:
             (self.steps >= 1, "steps", self.steps, "an integer >= 1"),
             (self.warmup_steps >= 0, "warmup_steps", self.warmup_steps, "an integer >= 0"),
             (self.decay in DECAYS, "decay", self.decay, f"one of {', '.join(DECAYS)}"),
-            (self.weight_decay >= 0, "weight_decay", self.weight_decay, "a number >= 0"),
-            (self.max_grad_norm is None or self.max_grad_norm >= 0, "max_grad_norm", self.max_grad_norm,
-             "a number >= 0 or None"),
+            (math.isfinite(self.weight_decay) and self.weight_decay >= 0, "weight_decay", self.weight_decay,
+             "a finite number >= 0"),
+            (self.max_grad_norm is None or (math.isfinite(self.max_grad_norm) and self.max_grad_norm >= 0),
+             "max_grad_norm", self.max_grad_norm, "a finite number >= 0 or None"),
             (self.grad_accumulation >= 1, "grad_accumulation", self.grad_accumulation, "an integer >= 1"),
             (self.eval_every >= 0, "eval_every", self.eval_every, "an integer >= 0 (0: only at the end)"),
             (self.dtype is None or self.dtype in DTYPE_NAMES, "dtype", self.dtype,

@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 
 from layerwise._progress import progress
+from layerwise.finite import check_finite, check_rate
 from layerwise.training import distributed
 from layerwise.training.checkpoint import TrainerState, load_checkpoint, prepare_output, save_checkpoint
 from layerwise.training.config import TrainingConfig
@@ -94,11 +95,14 @@ class TrainingRun:
     steps_this_run: int = 0
 
 
+_DIVERGED = ("training diverged or the model's weights are damaged: lower the learning rate, check the model, and "
+             "run again (nothing of this run is reported)")
+
+
 def _optimizer(task: TrainingTask, config: TrainingConfig):
     groups = [g for g in task.param_groups() if any(p.requires_grad for p in g["params"])]
     for g in groups:
-        if not g["lr"] > 0:
-            raise ValueError(f"learning rate of group {g.get('name')!r} must be > 0, got {g['lr']}")
+        check_rate(g["lr"], f"the learning rate of parameter group {g.get('name')!r}")
     if not groups:
         return None, []
     opt = torch.optim.AdamW(groups, weight_decay=config.weight_decay)
@@ -134,6 +138,7 @@ def _step(task, opt, base_lrs, config: TrainingConfig, step: int, history: dict,
     history["step"].append(step + 1)
     for key, mean in distributed.mean_across({k: total / config.grad_accumulation for k, total in sums.items()}).items():
         history.setdefault(key, []).append(mean)
+    check_finite(history["loss"][-1], f"the training loss at step {step + 1}", fix=_DIVERGED)
 
 
 def _evaluate(task, out: Path | None, state: TrainerState, memory: dict) -> None:
@@ -141,6 +146,7 @@ def _evaluate(task, out: Path | None, state: TrainerState, memory: dict) -> None
     score = distributed.run_on_main(task.evaluate)
     if score is None:
         return
+    check_finite(score, f"the dev score at step {state.step}", fix=_DIVERGED)
     state.history["dev"].append([state.step, score])
     if state.best is None or score > state.best:
         state.best = score

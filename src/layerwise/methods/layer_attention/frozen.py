@@ -23,6 +23,7 @@ from layerwise.losses.contrastive import objective_loss
 from layerwise.methods.layer_attention.train import ContrastiveConfig, batch_indices, run_history
 from layerwise.modules.poolers import LayerPooler
 from layerwise.training import TrainingTask, tensors_sha256, train
+from layerwise.training.batches import check_in_batch_examples
 from layerwise.training.distributed import gather_rows, shard
 
 logger = logging.getLogger(__name__)
@@ -152,6 +153,7 @@ def train_pooler_on_features(
     n = len(views[0])
     if any(len(v) != n for v in views):
         raise ValueError(f"views differ in length: {[len(v) for v in views]}")
+    check_in_batch_examples(n, config.batch_size, objective=config.objective)
     task = FrozenPoolerTask(pooler, views, config, dev)
     run = train(task, config.training_config(), output_dir=output_dir, resume=resume, overwrite=overwrite,
                 show_progress=show_progress, restore_best=True)

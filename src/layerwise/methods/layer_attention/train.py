@@ -19,7 +19,7 @@ from layerwise.encoders.trainable import SentenceModel
 from layerwise.evaluation.sts import sts_scores
 from layerwise.losses.contrastive import OBJECTIVES, objective_loss
 from layerwise.training import TrainingConfig, TrainingRun, TrainingTask, tensors_sha256, train
-from layerwise.training.batches import batch_indices
+from layerwise.training.batches import batch_indices, check_in_batch_examples
 from layerwise.training.distributed import gather_rows, shard
 
 __all__ = ["OBJECTIVES", "ContrastiveConfig", "ContrastiveTask", "batch_indices", "nli_triplets", "run_history",
@@ -133,8 +133,7 @@ def train_contrastive(
     ``max_steps_this_run`` stops early (as an interruption would) without changing the schedule.
     Returns the history {"step", "loss", "dev", "best_dev", "seconds", "train_seconds", "steps_this_run", "config"}.
     """
-    if not examples:
-        raise ValueError("no training examples: pass sentences, pairs or triplets for the objective")
+    check_in_batch_examples(len(examples), config.batch_size, objective=config.objective)
     task = ContrastiveTask(model, examples, config, dev)
     run = train(task, config.training_config(), output_dir=output_dir, resume=resume, show_progress=show_progress,
                 max_steps_this_run=max_steps_this_run)

@@ -3,6 +3,7 @@
 After "BERTology: Improving Sentence Embeddings for Multi-Task Success" (Lee, CS224N): the report's nine experiments
 (:data:`EXPERIMENTS`), trained with the one training loop (:mod:`layerwise.training`), plus the question this
 library asks: do tasks fight less when each head reads its own mix (``+MIX``) or subset (``+SUBSET``) of layers?
+On one's own tasks and encoder: the estimator :class:`MultitaskModel` with a list of :class:`Task`.
 """
 
 from layerwise.methods.multitask.config import (
@@ -13,10 +14,12 @@ from layerwise.methods.multitask.config import (
     load_config,
 )
 from layerwise.methods.multitask.data import MultitaskData, load_multitask_data
+from layerwise.methods.multitask.estimator import MultitaskModel
 from layerwise.methods.multitask.evaluate import TaskScores, evaluate_split, overall_score
-from layerwise.methods.multitask.model import MultitaskModel
+from layerwise.methods.multitask.model import MultitaskNetwork
 from layerwise.methods.multitask.run import ExperimentResult, run_experiment
 from layerwise.methods.multitask.schedule import BatchPlan
+from layerwise.methods.multitask.task_list import Task, read_task_file
 
 __all__ = [
     "EXPERIMENTS",
@@ -25,6 +28,8 @@ __all__ = [
     "MultitaskConfig",
     "MultitaskData",
     "MultitaskModel",
+    "MultitaskNetwork",
+    "Task",
     "TaskScores",
     "evaluate_split",
     "experiment_names",
@@ -32,5 +37,6 @@ __all__ = [
     "load_config",
     "load_multitask_data",
     "overall_score",
+    "read_task_file",
     "run_experiment",
 ]

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
+import re
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
+from layerwise.finite import check_rate
 from layerwise.losses.nli import NLI_OBJECTIVES
 from layerwise.methods.multitask.schedule import SCHEDULES
 from layerwise.modules.heads import PAIR_FEATURES
@@ -21,6 +24,7 @@ from layerwise.reports import write_json
 __all__ = ["EXPERIMENTS", "LAYER_MODES", "MIX_LR", "SCHEDULES", "TASKS", "MultitaskConfig", "get_experiment",
            "load_config", "experiment_names"]
 
+_SAFE_NAME = re.compile(r"[A-Za-z0-9_+\-][A-Za-z0-9_.+\-]{0,127}")  # one path component, never . or ..
 TASKS = ("sst", "para", "sts")  # the report's order: sentiment, paraphrase, similarity
 LAYER_MODES = ("last", "mix", "subset")
 STS_HEADS = ("linear", "cosine")
@@ -64,7 +68,12 @@ class MultitaskConfig:
             (self.schedule in SCHEDULES, "schedule", f"one of {', '.join(SCHEDULES)}"),
             (self.epochs >= 1, "epochs", "an integer >= 1"),
             (self.batch_size >= 2, "batch_size", "an integer >= 2 (in-batch negatives need a batch)"),
-            (self.lr > 0 and self.mix_lr > 0, "lr", "learning rates > 0"),
+            (check_rate(self.lr, "MultitaskConfig.lr") and check_rate(self.mix_lr, "MultitaskConfig.mix_lr"), "lr",
+             "learning rates > 0"),
+            (math.isfinite(self.temperature) and self.temperature > 0 and math.isfinite(self.margin), "temperature",
+             "a finite temperature > 0 and a finite margin"),
+            (_SAFE_NAME.fullmatch(self.name) is not None, "name", "a name of letters, digits and _ . + - (it names "
+             "the run's folder inside OUTPUT, so no / and no leading dot)"),
             (0 <= self.dropout < 1, "dropout", "a probability in [0, 1)"),
             (self.max_length >= 2, "max_length", "an integer >= 2"),
             (self.limit is None or self.limit >= 2, "limit", "None or an integer >= 2"),

@@ -7,6 +7,11 @@
     STS   STS-B train / dev / test (5,749 / 1,500 / 1,379 pairs, gold 0-5)
     NLI   SNLI dev + test pairs (SNLI train and MNLI are not available): labelled pairs for the regression
           objective, (premise, entailment, contradiction) triplets for the contrastive and triplet objectives
+
+A task list of one's own (``MultitaskModel(tasks=[...])``) is held in a :class:`TaskSet`: any task names, each with
+a :class:`TaskSpec` (its kind, classes, score range) and train / dev splits. Both containers answer the same
+questions (``task(name)``, ``specs``, ``checksums()``, ``nli_pairs`` / ``nli_triplets``), so the training tasks and
+the evaluation serve either.
 """
 
 from __future__ import annotations
@@ -18,10 +23,17 @@ import numpy as np
 from layerwise.data import load_sts, load_transfer
 from layerwise.data.checksum import content_checksum
 from layerwise.data.nli import load_snli, read_lines, require_dir, snli_triplets
+from layerwise.errors import UsageError
 from layerwise.losses.nli import NLI_LABEL_SCORES
 
-__all__ = ["DATA_NOTES", "LabelledPairs", "LabelledSentences", "MultitaskData", "TaskSplits", "load_multitask_data",
-           "load_quora_pairs"]
+__all__ = ["BUILTIN_KINDS", "DATA_NOTES", "KINDS", "LabelledPairs", "LabelledSentences", "MultitaskData", "TaskSet",
+           "TaskSpec", "TaskSplits", "load_multitask_data", "load_quora_pairs"]
+
+# what a task's head computes and its loss (see task.py):
+#   classification        one text -> (B, C) logits, cross-entropy
+#   pair_classification   two texts -> (B,) logit (2 classes, binary cross-entropy) or (B, C) logits (cross-entropy)
+#   pair_regression       two texts -> (B,) prediction of the score mapped to [0, 1] by score_range, squared error
+KINDS = ("classification", "pair_classification", "pair_regression")
 
 DATA_NOTES = (
     "SST: SST-5 sentences (train 8,544 / dev 1,101 / test 2,210), 5 classes.",
@@ -62,8 +74,53 @@ class LabelledPairs:
 @dataclass(frozen=True)
 class TaskSplits:
     train: LabelledSentences | LabelledPairs
-    dev: LabelledSentences | LabelledPairs  # checkpoint selection
-    test: LabelledSentences | LabelledPairs  # reported
+    dev: LabelledSentences | LabelledPairs | None  # checkpoint selection (None: a user task without dev data)
+    test: LabelledSentences | LabelledPairs | None  # reported (None for a user's task)
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    kind: str  # one of KINDS
+    n_classes: int = 0  # classification kinds: classes (2 with a one-logit pair head)
+    score_range: tuple[float, float] = (0.0, 5.0)  # pair_regression: (lo, hi); targets t -> (t - lo) / (hi - lo)
+
+    def scaled(self, targets: np.ndarray) -> np.ndarray:
+        """Regression targets in [0, 1] (what the head is trained to predict)."""
+        lo, hi = self.score_range
+        return (np.asarray(targets, dtype=np.float64) - lo) / (hi - lo)
+
+    def unscaled(self, predictions: np.ndarray) -> np.ndarray:
+        """Head predictions back in the data's own score scale."""
+        lo, hi = self.score_range
+        return lo + np.asarray(predictions, dtype=np.float64) * (hi - lo)
+
+
+BUILTIN_KINDS = {"sst": "classification", "para": "pair_classification", "sts": "pair_regression"}
+
+
+@dataclass(frozen=True)
+class TaskSet:
+    """A user's tasks: ``splits`` and ``specs`` keyed by task name (in training order), NLI pre-finetuning data."""
+
+    splits: dict  # name -> TaskSplits (test None)
+    specs: dict  # name -> TaskSpec
+    nli_pairs: LabelledPairs | None = None
+    nli_triplets: list[tuple[str, str, str]] | None = None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self.splits)
+
+    def task(self, name: str) -> TaskSplits:
+        return self.splits[name]
+
+    def checksums(self) -> dict:
+        """Content checksums of every part, for resume fingerprints."""
+        out = {t: content_checksum([s.train, s.dev]) if s.dev is not None else content_checksum(s.train)
+               for t, s in self.splits.items()}
+        out["nli_pairs"] = content_checksum(self.nli_pairs) if self.nli_pairs is not None else None
+        out["nli_triplets"] = content_checksum(self.nli_triplets) if self.nli_triplets is not None else None
+        return out
 
 
 @dataclass(frozen=True)
@@ -77,6 +134,16 @@ class MultitaskData:
 
     def task(self, name: str) -> TaskSplits:
         return {"sst": self.sst, "para": self.para, "sts": self.sts}[name]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(BUILTIN_KINDS)
+
+    @property
+    def specs(self) -> dict:
+        """The three tasks' :class:`TaskSpec` (STS gold 0-5 regressed as gold / 5)."""
+        return {"sst": TaskSpec("classification", self.n_classes), "para": TaskSpec("pair_classification", 2),
+                "sts": TaskSpec("pair_regression", score_range=(0.0, 5.0))}
 
     def checksums(self) -> dict:
         """Content checksums of every part read, for run keys and resume fingerprints."""
@@ -125,13 +192,28 @@ def _sst(data_dir, limit, eval_limit, seed) -> tuple[TaskSplits, int]:
                       _head(part["test"], eval_limit)), d.n_classes
 
 
+def _usable_quora(pairs: LabelledPairs, data_dir, split: str, minimum: int) -> LabelledPairs:
+    """Refuse a Quora split the PARA task cannot use: fewer than ``minimum`` pairs, or no duplicate (label 1) or
+    no non-duplicate (label 0) pair, which would train a constant classifier or leave a split empty."""
+    where = f"Quora {split}.tsv in {require_dir(data_dir, 'quora')}"
+    duplicates = int((pairs.targets > 0.5).sum())
+    if len(pairs) < minimum:
+        raise UsageError(f"{where} holds {len(pairs)} pairs; the PARA task needs at least {minimum} (with duplicates "
+                         "and non-duplicates): restore the file")
+    if duplicates in (0, len(pairs)):
+        kind = "duplicate (label 1)" if duplicates == 0 else "non-duplicate (label 0)"
+        raise UsageError(f"{where} has no {kind} pair among its {len(pairs)}: a duplicate classifier cannot be "
+                         "trained or scored on it; restore the file")
+    return pairs
+
+
 def _para(data_dir, limit, eval_limit, split_seed) -> TaskSplits:
-    dev = load_quora_pairs(data_dir, "dev")
+    dev = _usable_quora(load_quora_pairs(data_dir, "dev"), data_dir, "dev", 10)  # 90 / 10: both parts non-empty
     perm = np.random.default_rng(split_seed).permutation(len(dev))
     cut = int(round(0.9 * len(dev)))
     train, select = dev.take(np.sort(perm[:cut])), dev.take(np.sort(perm[cut:]))
     return TaskSplits(_limit(train, limit, split_seed), _head(select, eval_limit),
-                      _head(load_quora_pairs(data_dir, "test"), eval_limit))
+                      _head(_usable_quora(load_quora_pairs(data_dir, "test"), data_dir, "test", 2), eval_limit))
 
 
 def _sts(data_dir, limit, eval_limit, seed) -> TaskSplits:

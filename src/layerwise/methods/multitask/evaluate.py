@@ -2,7 +2,9 @@
 
     overall = (sst_acc + para_acc + (sts_pearson + 1) / 2) / 3          (every term in [0, 1])
 
-computed in eval mode (no dropout) over batches of texts sorted by length, original order restored.
+computed in eval mode (no dropout) over batches of texts sorted by length, original order restored. Any task of
+its kind (a user's too) is scored by :func:`task_metrics` (accuracy; Pearson / Spearman) and its term of the
+overall score is :func:`metric_term`.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
-__all__ = ["TaskScores", "evaluate_split", "overall_score", "predict_pairs", "predict_sst", "task_score"]
+__all__ = ["TaskScores", "evaluate_split", "metric_term", "overall_score", "predict_embeddings", "predict_logits",
+           "predict_pairs", "predict_sst", "task_metrics", "task_score"]
 
 
 def overall_score(sst_acc: float, para_acc: float, sts_pearson: float) -> float:
@@ -51,46 +54,86 @@ def _batches(lengths: list[int], batch_size: int):
 
 
 @torch.inference_mode()
-def predict_sst(model, sentences: list[str], *, batch_size: int = 64) -> np.ndarray:
-    """(n, n_classes) SST logits."""
+def predict_logits(model, task: str, sentences: list[str], *, batch_size: int = 64) -> np.ndarray:
+    """(n, n_classes) logits of the classification task ``task``."""
     out = None
     for idx in _batches([len(s) for s in sentences], batch_size):
-        logits = model.sst_logits([sentences[i] for i in idx]).float().cpu().numpy()
+        logits = model.logits(task, [sentences[i] for i in idx]).float().cpu().numpy()
         out = np.empty((len(sentences), logits.shape[1]), dtype=np.float32) if out is None else out
         out[idx] = logits
     return out if out is not None else np.empty((0, 0), dtype=np.float32)
 
 
 @torch.inference_mode()
-def predict_pairs(model, task: str, first: list[str], second: list[str], *, batch_size: int = 64) -> np.ndarray:
-    """(n,) PARA logits or STS predictions of sentence pairs."""
-    out = np.empty(len(first), dtype=np.float32)
-    for idx in _batches([len(a) + len(b) for a, b in zip(first, second, strict=True)], batch_size):
-        out[idx] = model.pair_scores(task, [first[i] for i in idx], [second[i] for i in idx]).float().cpu().numpy()
+def predict_embeddings(model, sentences: list[str], *, batch_size: int = 64) -> np.ndarray:
+    """(n, d) float32 sentence embeddings (the last layer's token mean, what an exported folder computes), in eval
+    mode."""
+    was = model.training
+    model.eval()
+    out = np.empty((len(sentences), model.encoder.config.hidden_size), dtype=np.float32)
+    try:
+        for idx in _batches([len(s) for s in sentences], batch_size):
+            out[idx] = model.sentence_embeddings([sentences[i] for i in idx]).float().cpu().numpy()
+    finally:
+        model.train(was)
     return out
+
+
+def predict_sst(model, sentences: list[str], *, batch_size: int = 64) -> np.ndarray:
+    """(n, n_classes) SST logits."""
+    return predict_logits(model, "sst", sentences, batch_size=batch_size)
+
+
+@torch.inference_mode()
+def predict_pairs(model, task: str, first: list[str], second: list[str], *, batch_size: int = 64) -> np.ndarray:
+    """(n,) PARA logits or STS predictions of sentence pairs ((n, C) from a pair head with C outputs)."""
+    out = None
+    for idx in _batches([len(a) + len(b) for a, b in zip(first, second, strict=True)], batch_size):
+        pred = model.pair_scores(task, [first[i] for i in idx], [second[i] for i in idx]).float().cpu().numpy()
+        out = np.empty((len(first), *pred.shape[1:]), dtype=np.float32) if out is None else out
+        out[idx] = pred
+    return out if out is not None else np.empty(0, dtype=np.float32)
+
+
+def _correlations(pred: np.ndarray, gold: np.ndarray) -> tuple[float, float]:
+    """(Pearson, Spearman) of predictions with gold scores; (0, 0) when every prediction is the same."""
+    from scipy.stats import pearsonr, spearmanr
+
+    if not np.ptp(pred) > 0:
+        return 0.0, 0.0
+    return float(pearsonr(pred, gold)[0]), float(spearmanr(pred, gold)[0])
+
+
+def task_metrics(model, task: str, spec, split, *, batch_size: int = 64) -> dict[str, float]:
+    """Scores of ``task`` (its :class:`~layerwise.methods.multitask.data.TaskSpec` ``spec``) on ``split`` (labelled
+    sentences or pairs), model in eval mode: ``{"accuracy"}`` for the classification kinds (a one-logit pair head
+    says "class 1" when its logit is > 0), ``{"pearson", "spearman"}`` with the gold scores for pair_regression."""
+    was = model.training
+    model.eval()
+    try:
+        if spec.kind == "classification":
+            logits = predict_logits(model, task, split.sentences, batch_size=batch_size)
+            return {"accuracy": float((logits.argmax(1) == split.labels).mean())}
+        out = predict_pairs(model, task, split.first, split.second, batch_size=batch_size)
+        if spec.kind == "pair_classification":
+            hits = (out > 0) == (split.targets > 0.5) if out.ndim == 1 else out.argmax(1) == split.targets
+            return {"accuracy": float(hits.mean())}
+        pearson, spearman = _correlations(out, split.targets)
+        return {"pearson": pearson, "spearman": spearman}
+    finally:
+        model.train(was)
+
+
+def metric_term(metrics: dict[str, float]) -> float:
+    """A task's term of the overall score, in [0, 1]: its accuracy, or (Pearson + 1) / 2."""
+    return metrics["accuracy"] if "accuracy" in metrics else (metrics["pearson"] + 1.0) / 2.0
 
 
 def evaluate_split(model, data, split: str, *, tasks=("sst", "para", "sts"), batch_size: int = 64) -> TaskScores:
     """Scores on ``split`` ("dev" or "test") of a MultitaskData; tasks left out score nan."""
-    from scipy.stats import pearsonr, spearmanr
-
-    was = model.training
-    model.eval()
     nan = float("nan")
-    sst = para = pearson = spearman = nan
-    try:
-        if "sst" in tasks:
-            d = getattr(data.sst, split)
-            sst = float((predict_sst(model, d.sentences, batch_size=batch_size).argmax(1) == d.labels).mean())
-        if "para" in tasks:
-            d = getattr(data.para, split)
-            logits = predict_pairs(model, "para", d.first, d.second, batch_size=batch_size)
-            para = float(((logits > 0) == (d.targets > 0.5)).mean())
-        if "sts" in tasks:
-            d = getattr(data.sts, split)
-            pred = predict_pairs(model, "sts", d.first, d.second, batch_size=batch_size)
-            pearson = float(pearsonr(pred, d.targets)[0]) if np.ptp(pred) > 0 else 0.0
-            spearman = float(spearmanr(pred, d.targets)[0]) if np.ptp(pred) > 0 else 0.0
-    finally:
-        model.train(was)
-    return TaskScores(sst, para, pearson, spearman)
+    got = {t: task_metrics(model, t, data.specs[t], getattr(data.task(t), split), batch_size=batch_size)
+           for t in ("sst", "para", "sts") if t in tasks}
+    sts = got.get("sts", {})
+    return TaskScores(got.get("sst", {}).get("accuracy", nan), got.get("para", {}).get("accuracy", nan),
+                      sts.get("pearson", nan), sts.get("spearman", nan))

@@ -7,10 +7,13 @@ Each task's sentence embedding u (B, d) comes from the masked-mean vectors of ev
     layers="mix"      u = gamma_t * sum_k softmax(w_t)_k m[:, k]         (a ScalarMix per task t)
     layers="subset"   u = mean_{k in S_t} m[:, k]                        (a fixed subset per task)
 
-FREEZE_SST's transformer head reads the last layer's token states instead (and gets no mix). Saved as one folder: ``encoder/``
-(Hugging Face model and tokenizer), ``heads/<task>/``, ``mixes/<task>/`` and ``shared/`` (each in the
+Each task may also choose for itself (``mix_tasks``: a ScalarMix for those tasks; ``subsets``: a fixed subset, one
+hidden state k being the subset (k,)); a task with neither reads the last layer. FREEZE_SST's transformer head
+reads the last layer's token states instead (and gets no mix). Saved as one folder: ``encoder/`` (Hugging Face
+model and tokenizer), ``heads/<task>/``, ``mixes/<task>/`` and ``shared/`` (each in the
 :class:`~layerwise.modules.base.Module` format) and ``multitask_model.json`` (format version, head classes,
-layer mode, subsets, max_length), written into a temporary sibling and renamed into place.
+layer mode, subsets, mixed tasks, max_length), written into a temporary sibling and renamed into place;
+:meth:`MultitaskNetwork.save_heads` writes all but ``encoder/`` (beside an encoder saved elsewhere).
 """
 
 from __future__ import annotations
@@ -21,13 +24,16 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from layerwise.encoders.batching import cut_texts
 from layerwise.encoders.layer_encoder import pool_hidden_states
+from layerwise.encoders.registry import check_model_folder
 from layerwise.files import atomic_folder
+from layerwise.finite import check_finite_weights
 from layerwise.modules import heads as head_modules
 from layerwise.modules.heads import SharedHidden
 from layerwise.modules.scalar_mix import ScalarMix
 
-__all__ = ["MODEL_FILE", "MultitaskModel", "build_heads", "is_multitask_folder"]
+__all__ = ["MODEL_FILE", "MultitaskNetwork", "build_heads", "is_multitask_folder"]
 
 MODEL_FILE = "multitask_model.json"
 FORMAT_VERSION = 1
@@ -62,11 +68,12 @@ def build_heads(config, hidden_size: int, n_classes: int, n_heads: int) -> tuple
     return {"sst": sst, "para": para, "sts": sts}, shared
 
 
-class MultitaskModel(nn.Module):
-    """Encoder + task heads. ``subsets`` maps a task to its hidden-state indices (layers="subset")."""
+class MultitaskNetwork(nn.Module):
+    """Encoder + task heads. ``subsets`` maps a task to its hidden-state indices (layers="subset", or any task that
+    reads fixed states); ``mix_tasks`` names the tasks with a layer mix of their own (layers="mix": every task)."""
 
     def __init__(self, encoder, tokenizer, heads: dict, *, shared: nn.Module | None = None, layers: str = "last",
-                 subsets: dict | None = None, max_length: int = 128):
+                 subsets: dict | None = None, max_length: int = 128, mix_tasks=()):
         super().__init__()
         self.encoder, self.tokenizer = encoder, tokenizer
         self.heads = nn.ModuleDict(heads)
@@ -74,8 +81,11 @@ class MultitaskModel(nn.Module):
         self.layers, self.max_length = layers, int(max_length)
         self.n_states = encoder.config.num_hidden_layers + 1
         reads_tokens = {t for t, h in heads.items() if isinstance(h, head_modules.TransformerClassificationHead)}
-        self.mixes = nn.ModuleDict({t: ScalarMix(self.n_states) for t in heads if t not in reads_tokens}
-                                   if layers == "mix" else {})
+        mixed = [t for t in heads if t not in reads_tokens] if layers == "mix" else list(mix_tasks)
+        if set(mixed) - set(heads) or set(mixed) & reads_tokens:
+            raise ValueError(f"mix_tasks {list(mix_tasks)} are invalid: name tasks with heads that read sentence "
+                             f"embeddings ({sorted(set(heads) - reads_tokens)})")
+        self.mixes = nn.ModuleDict({t: ScalarMix(self.n_states) for t in mixed})
         self.subsets = {t: tuple(int(k) for k in s) for t, s in (subsets or {}).items()}
         bad = {t: s for t, s in self.subsets.items() if not s or min(s) < 0 or max(s) >= self.n_states}
         if bad:
@@ -87,7 +97,7 @@ class MultitaskModel(nn.Module):
 
     def encode_texts(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``mean`` (B, K, d) per-state masked means, ``tokens`` (B, T, d) last-layer states, ``mask`` (B, T)."""
-        enc = self.tokenizer(list(texts), padding=True, truncation=True, max_length=self.max_length,
+        enc = self.tokenizer(cut_texts(texts, self.max_length), padding=True, truncation=True, max_length=self.max_length,
                              return_tensors="pt")
         enc = {k: v.to(self.device) for k, v in enc.items()}
         out = self.encoder(**enc, output_hidden_states=True)
@@ -96,25 +106,30 @@ class MultitaskModel(nn.Module):
 
     def embed(self, task: str, mean: torch.Tensor) -> torch.Tensor:
         """The embedding task ``task`` reads: (B, K, d) -> (B, d) (see the module docstring)."""
-        if self.layers == "mix":
+        if task in self.mixes:
             return self.mixes[task](mean)
-        if self.layers == "subset":
-            if task not in self.subsets:
-                raise ValueError(f"layers='subset' but no subset was set for task {task!r}; set model.subsets[{task!r}]"
-                                 " (run_experiment chooses them with layer_choice.choose_subsets)")
+        if task in self.subsets:
             return mean[:, list(self.subsets[task])].mean(1)
+        if self.layers == "subset":
+            raise ValueError(f"layers='subset' but no subset was set for task {task!r}; set model.subsets[{task!r}]"
+                             " (run_experiment chooses them with layer_choice.choose_subsets)")
         return mean[:, -1]
+
+    def logits(self, task: str, texts: list[str]) -> torch.Tensor:
+        """(B, n_classes) logits of the single-text classification task ``task``."""
+        mean, tokens, mask = self.encode_texts(texts)
+        head = self.heads[task]
+        if isinstance(head, head_modules.TransformerClassificationHead):
+            return head(tokens, mask)
+        return head(self.embed(task, mean))
 
     def sst_logits(self, texts: list[str]) -> torch.Tensor:
         """(B, n_classes) sentiment logits."""
-        mean, tokens, mask = self.encode_texts(texts)
-        head = self.heads["sst"]
-        if isinstance(head, head_modules.TransformerClassificationHead):
-            return head(tokens, mask)
-        return head(self.embed("sst", mean))
+        return self.logits("sst", texts)
 
     def pair_scores(self, task: str, first: list[str], second: list[str]) -> torch.Tensor:
-        """(B,) PARA logits or STS predictions (of gold / 5) of sentence pairs; one encoder pass for both sides."""
+        """(B,) PARA logits or STS predictions (of gold / 5) of sentence pairs ((B, C) logits from a pair head with C
+        outputs); one encoder pass for both sides."""
         mean, _, _ = self.encode_texts(list(first) + list(second))
         u, v = self.embed(task, mean).split(len(first))
         head = self.heads[task]
@@ -136,45 +151,67 @@ class MultitaskModel(nn.Module):
         with atomic_folder(folder, replaceable=is_multitask_folder) as tmp:
             self.encoder.save_pretrained(tmp / "encoder")
             self.tokenizer.save_pretrained(tmp / "encoder")
-            for task, head in self.heads.items():
-                head.save(tmp / "heads" / task)
-            for task, mix in self.mixes.items():
-                mix.save(tmp / "mixes" / task)
-            if self.shared is not None:
-                self.shared.save(tmp / "shared")
-            info = {"format_version": FORMAT_VERSION, "max_length": self.max_length, "layers": self.layers,
-                    "heads": {t: type(h).__name__ for t, h in self.heads.items()},
-                    "shared": self.shared is not None, "subsets": {t: list(s) for t, s in self.subsets.items()}}
-            (tmp / MODEL_FILE).write_text(json.dumps(info, indent=2) + "\n")
+            self.save_heads(tmp)
+        return folder
+
+    def save_heads(self, folder: str | Path) -> Path:
+        """Write the heads, mixes, shared layers and ``multitask_model.json`` (everything but the encoder) into the
+        existing or new ``folder`` (not atomic by itself: write into a folder that is renamed into place)."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        for task, head in self.heads.items():
+            head.save(folder / "heads" / task)
+        for task, mix in self.mixes.items():
+            mix.save(folder / "mixes" / task)
+        if self.shared is not None:
+            self.shared.save(folder / "shared")
+        info = {"format_version": FORMAT_VERSION, "max_length": self.max_length, "layers": self.layers,
+                "heads": {t: type(h).__name__ for t, h in self.heads.items()},
+                "shared": self.shared is not None, "subsets": {t: list(s) for t, s in self.subsets.items()},
+                "mix_tasks": list(self.mixes)}
+        (folder / MODEL_FILE).write_text(json.dumps(info, indent=2) + "\n")
         return folder
 
     @classmethod
-    def load(cls, folder: str | Path) -> "MultitaskModel":
+    def load(cls, folder: str | Path) -> "MultitaskNetwork":
         """The model saved in ``folder`` (by :meth:`save` or a training checkpoint), in eval mode."""
-        from transformers import AutoModel, AutoTokenizer
-
         folder = Path(folder)
         if not is_multitask_folder(folder):
-            raise FileNotFoundError(f"{folder} holds no saved MultitaskModel (encoder/ and {MODEL_FILE}); pass a "
-                                    "folder written by MultitaskModel.save or `layerwise multitask` (best/ or last/)")
+            raise FileNotFoundError(f"{folder} holds no saved MultitaskNetwork (encoder/ and {MODEL_FILE}); pass a "
+                                    "folder written by MultitaskNetwork.save or `layerwise multitask` (best/ or last/)")
+        return cls.load_parts(folder / "encoder", folder)
+
+    @classmethod
+    def load_parts(cls, encoder: str | Path, heads: str | Path) -> "MultitaskNetwork":
+        """The model whose encoder (Hugging Face model + tokenizer) is in ``encoder`` and whose heads
+        :meth:`save_heads` wrote into ``heads``, in eval mode."""
+        from transformers import AutoModel, AutoTokenizer
+
+        folder = Path(heads)
+        if not (folder / MODEL_FILE).is_file():
+            raise FileNotFoundError(f"{folder} holds no {MODEL_FILE}: pass a folder written by "
+                                    "MultitaskNetwork.save_heads")
         info = json.loads((folder / MODEL_FILE).read_text())
-        if info.get("format_version") != FORMAT_VERSION:
-            raise ValueError(f"{folder / MODEL_FILE} has format {info.get('format_version')}, expected "
-                             f"{FORMAT_VERSION}")
+        if not isinstance(info, dict) or info.get("format_version") != FORMAT_VERSION:
+            found = info.get("format_version") if isinstance(info, dict) else type(info).__name__
+            raise ValueError(f"{folder / MODEL_FILE} has format {found}, expected {FORMAT_VERSION}")
         unknown = sorted(set(info["heads"].values()) - set(HEAD_CLASSES))
         if unknown:
             raise ValueError(f"{folder / MODEL_FILE} names unknown head classes {unknown}; "
                              f"valid: {sorted(HEAD_CLASSES)}")
+        check_model_folder(encoder)  # sizes against the weights before anything is allocated
         heads = {t: HEAD_CLASSES[c].load(folder / "heads" / t) for t, c in info["heads"].items()}
         shared = SharedHidden.load(folder / "shared") if info["shared"] else None
-        model = cls(AutoModel.from_pretrained(folder / "encoder", local_files_only=True),
-                    AutoTokenizer.from_pretrained(folder / "encoder", local_files_only=True), heads, shared=shared,
-                    layers=info["layers"], subsets=info["subsets"], max_length=info["max_length"])
+        model = cls(AutoModel.from_pretrained(encoder, local_files_only=True),
+                    AutoTokenizer.from_pretrained(encoder, local_files_only=True), heads, shared=shared,
+                    layers=info["layers"], subsets=info["subsets"], max_length=info["max_length"],
+                    mix_tasks=info.get("mix_tasks", ()))
         for task, mix in model.mixes.items():
             mix.load_weights(folder / "mixes" / task)
+        check_finite_weights(model.encoder, str(encoder))
         return model.eval()
 
-    def load_weights(self, folder: str | Path) -> "MultitaskModel":
+    def load_weights(self, folder: str | Path) -> "MultitaskNetwork":
         """Copy every weight saved in ``folder`` into this model (same architecture)."""
         self.load_state_dict(type(self).load(folder).state_dict())
         return self

@@ -8,7 +8,10 @@ Phases, each in its own folder ``OUTPUT/<phase>/`` (``last/``, ``best/``; resuma
     para_sts   PARA and STS only (best dev mean of their terms kept), then
     sst_head   the larger SST head alone on the frozen encoder (best dev SST accuracy kept)
 
-The model of the last phase's ``best/`` is the trained model (:class:`MultitaskModel` format).
+The model of the last phase's ``best/`` is the trained model (:class:`MultitaskNetwork` format). The method part,
+building nothing and writing no results (:func:`train_phases`: the phases of a model on its data), is shared with
+the estimator (``MultitaskModel`` of ``estimator.py``, on a user's task list); :func:`run_experiment` adds the named
+experiment's model, subsets and prototypes and the dev / test scores.
 """
 
 from __future__ import annotations
@@ -22,10 +25,11 @@ import numpy as np
 import torch
 
 from layerwise.encoders.registry import resolve_model
+from layerwise.finite import check_finite_weights
 from layerwise.methods.multitask.config import TASKS, MultitaskConfig
 from layerwise.methods.multitask.evaluate import TaskScores, evaluate_split
 from layerwise.methods.multitask.layer_choice import choose_subsets
-from layerwise.methods.multitask.model import MultitaskModel, build_heads
+from layerwise.methods.multitask.model import MultitaskNetwork, build_heads
 from layerwise.methods.multitask.schedule import BatchPlan
 from layerwise.methods.multitask.task import NLIPhase, TaskPhase
 from layerwise.training import TrainingConfig, seed_everything, train
@@ -34,8 +38,8 @@ from layerwise.training.distributed import local_device
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ExperimentResult", "PhaseSummary", "RunControl", "build_model", "phases", "run_experiment",
-           "set_prototypes"]
+__all__ = ["ExperimentResult", "PhaseSummary", "RunControl", "build_model", "load_encoder", "phases",
+           "run_experiment", "set_prototypes", "train_phases"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,7 @@ class RunControl:
     overwrite: bool = False  # start again over an earlier run's checkpoints
     max_steps_per_phase: int | None = None  # stop early, as an interruption would (run_experiment returns None)
     device: str | None = None  # where the model trains (None: cpu; "cuda" under torchrun: GPU LOCAL_RANK)
+    show_progress: bool | None = None  # progress bars (None: when the log level is INFO)
 
 
 @dataclass
@@ -84,67 +89,101 @@ class ExperimentResult:
                       "phases": [PhaseSummary(**s) for s in p["phases"]]})
 
 
-def build_model(model_name: str, config: MultitaskConfig, n_classes: int, *, subsets=None) -> MultitaskModel:
-    """Encoder ``model_name`` (built-in name or folder) with fresh heads (seed torch first)."""
+def load_encoder(model_name: str):
+    """(Hugging Face encoder, tokenizer) of ``model_name`` (a built-in name or a local folder)."""
     from transformers import AutoModel, AutoTokenizer
 
     path = resolve_model(model_name).path
     enc = AutoModel.from_pretrained(path, local_files_only=True)
-    tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    check_finite_weights(enc, str(model_name))
+    return enc, AutoTokenizer.from_pretrained(path, local_files_only=True)
+
+
+def build_model(model_name: str, config: MultitaskConfig, n_classes: int, *, subsets=None) -> MultitaskNetwork:
+    """Encoder ``model_name`` (built-in name or folder) with fresh heads (seed torch first)."""
+    enc, tok = load_encoder(model_name)
     heads, shared = build_heads(config, enc.config.hidden_size, n_classes, enc.config.num_attention_heads)
-    return MultitaskModel(enc, tok, heads, shared=shared, layers=config.layers, subsets=subsets,
+    return MultitaskNetwork(enc, tok, heads, shared=shared, layers=config.layers, subsets=subsets,
                           max_length=config.max_length)
 
 
 @torch.inference_mode()
-def set_prototypes(model: MultitaskModel, data, per_label: int, seed: int) -> list[int]:
-    """Pick ``per_label`` SST training sentences of each label (seeded) and store their embeddings in the head."""
-    labels = data.sst.train.labels
+def set_prototypes(model: MultitaskNetwork, data, per_label: int, seed: int, *, task: str = "sst") -> list[int]:
+    """Pick ``per_label`` training sentences of each label of the classification task ``task`` (seeded) and store
+    their embeddings in its head."""
+    train_split, n_classes = data.task(task).train, data.specs[task].n_classes
+    labels = train_split.labels
     rng = np.random.default_rng([seed, 2])
     picked = np.concatenate([rng.choice(np.flatnonzero(labels == c), per_label, replace=False)
-                             for c in range(data.n_classes)])
+                             for c in range(n_classes)])
     was = model.training
     model.eval()
-    emb = torch.cat([model.embed("sst", model.encode_texts([data.sst.train.sentences[i] for i in chunk])[0])
+    emb = torch.cat([model.embed(task, model.encode_texts([train_split.sentences[i] for i in chunk])[0])
                      for chunk in np.array_split(picked, max(1, len(picked) // 64))])
     model.train(was)
-    model.heads["sst"].set_prototypes(emb, torch.as_tensor(labels[picked]))
+    model.heads[task].set_prototypes(emb, torch.as_tensor(labels[picked]))
     return picked.tolist()
 
 
-def phases(config: MultitaskConfig, data, seed: int) -> list[tuple[str, tuple[str, ...], BatchPlan, int]]:
-    """(phase name, tasks, batch plan, epochs) of each phase, in order."""
+def phases(config: MultitaskConfig, data, seed: int, *, tasks: tuple[str, ...] = TASKS,
+           frozen: tuple[str, ...] | None = None) -> list[tuple[str, tuple[str, ...], BatchPlan, int]]:
+    """(phase name, tasks, batch plan, epochs) of each phase, in order: NLI pre-finetuning when ``config.nli``,
+    then ``tasks``; the ``frozen`` ones (default: SST when ``config.freeze_sst``) train last, heads alone on the
+    frozen encoder, in a phase named ``<tasks>_head`` after one named by the others."""
     out = []
     if config.nli:
         n = len(data.nli_pairs) if config.nli == "regression" else len(data.nli_triplets)
         out.append(("nli", (), BatchPlan(("nli",), (n,), config.batch_size, "task_by_task", seed), config.nli_epochs))
 
-    def plan(tasks):
-        return BatchPlan(tasks, tuple(len(data.task(t).train) for t in tasks), config.batch_size, config.schedule, seed)
+    def plan(names):
+        return BatchPlan(names, tuple(len(data.task(t).train) for t in names), config.batch_size, config.schedule, seed)
 
-    if config.freeze_sst:
-        out.append(("para_sts", ("para", "sts"), plan(("para", "sts")), config.epochs))
-        out.append(("sst_head", ("sst",), plan(("sst",)), config.epochs))
+    frozen = tuple(t for t in tasks if t in (frozen if frozen is not None else ("sst",) if config.freeze_sst else ()))
+    rest = tuple(t for t in tasks if t not in frozen)
+    if frozen:
+        if rest:
+            out.append(("_".join(rest), rest, plan(rest), config.epochs))
+        out.append((f"{'_'.join(frozen)}_head", frozen, plan(frozen), config.epochs))
     else:
-        out.append(("tasks", TASKS, plan(TASKS), config.epochs))
+        out.append(("tasks", tasks, plan(tasks), config.epochs))
     return out
 
 
-def _run_phase(model, data, config, seed, spec, folder: Path, control: RunControl) -> PhaseSummary:
-    """One phase with the training loop."""
+def _run_phase(model, data, config, seed, spec, folder: Path | None, control: RunControl, *,
+               frozen: bool) -> PhaseSummary:
+    """One phase with the training loop (``folder`` None: in memory, no checkpoints)."""
     name, tasks, plan, epochs = spec
     if name == "nli":
         task = NLIPhase(model, data, config, plan)
     else:
-        task = TaskPhase(model, data, tasks, config, plan, frozen_encoder=name == "sst_head", name=name)
+        task = TaskPhase(model, data, tasks, config, plan, frozen_encoder=frozen, name=name)
     per = plan.steps_per_epoch
     loop = TrainingConfig(steps=epochs * per, decay="constant", eval_every=per, seed=seed)
-    cont = control.resume and (folder / "last" / STATE_JSON).is_file()
+    cont = control.resume and folder is not None and (folder / "last" / STATE_JSON).is_file()
     run = train(task, loop, output_dir=folder, resume=cont, overwrite=control.overwrite and not cont,
-                restore_best=name != "nli", max_steps_this_run=control.max_steps_per_phase)
+                restore_best=name != "nli", max_steps_this_run=control.max_steps_per_phase,
+                show_progress=control.show_progress)
     losses = np.asarray(run.loss)
     epoch_loss = [float(losses[e * per:(e + 1) * per].mean()) for e in range(len(losses) // per)]
     return PhaseSummary(name, loop.steps, per, epoch_loss, run.dev, run.best_dev, run.seconds)
+
+
+def train_phases(model: MultitaskNetwork, data, config: MultitaskConfig, seed: int, output_dir=None, *,
+                 tasks: tuple[str, ...] = TASKS, frozen: tuple[str, ...] | None = None,
+                 control: RunControl | None = None) -> list[PhaseSummary] | None:
+    """Train ``model`` on ``data`` (a MultitaskData or a TaskSet) phase by phase (see :func:`phases`) with the one
+    training loop; each phase in ``output_dir/<phase>/`` (None: in memory). Returns the phases' summaries, or None
+    when ``control.max_steps_per_phase`` stopped a phase early."""
+    control = control or RunControl()
+    frozen_tasks = set(frozen if frozen is not None else ("sst",) if config.freeze_sst else ())
+    summaries = []
+    for spec in phases(config, data, seed, tasks=tasks, frozen=frozen):
+        folder = None if output_dir is None else Path(output_dir) / spec[0]
+        is_frozen = spec[0] != "nli" and set(spec[1]) <= frozen_tasks
+        summaries.append(_run_phase(model, data, config, seed, spec, folder, control, frozen=is_frozen))
+        if summaries[-1].steps > sum(1 for _ in summaries[-1].epoch_loss) * summaries[-1].steps_per_epoch:
+            return None  # stopped early
+    return summaries
 
 
 def run_experiment(config: MultitaskConfig, seed: int, output_dir, *, model_name: str, data,
@@ -164,11 +203,9 @@ def run_experiment(config: MultitaskConfig, seed: int, output_dir, *, model_name
         model.subsets = {t: tuple(c["layers"]) for t, c in subsets.items()}
     if config.sst_prototypes:
         set_prototypes(model, data, config.sst_prototypes, config.split_seed)
-    summaries = []
-    for spec in phases(config, data, seed):
-        summaries.append(_run_phase(model, data, config, seed, spec, out / spec[0], control))
-        if summaries[-1].steps > sum(1 for _ in summaries[-1].epoch_loss) * summaries[-1].steps_per_epoch:
-            return None  # stopped early
+    summaries = train_phases(model, data, config, seed, out, control=control)
+    if summaries is None:
+        return None  # stopped early
     dev = evaluate_split(model, data, "dev", batch_size=config.batch_size)
     test = evaluate_split(model, data, "test", batch_size=config.batch_size)
     logger.info("%s seed %d: dev overall %.4f, test overall %.4f", config.name, seed, dev.overall, test.overall)

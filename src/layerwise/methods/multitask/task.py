@@ -1,15 +1,19 @@
 """The :class:`~layerwise.training.TrainingTask` s of multi-task fine-tuning, for the one training loop.
 
 :class:`TaskPhase` trains on batches of the tasks it names, as :class:`~layerwise.methods.multitask.schedule.BatchPlan`
-orders them (step s -> one task's batch), with the task's loss:
+orders them (step s -> one task's batch), with the loss of the task's kind (its ``TaskSpec``):
 
-    SST   cross-entropy of the (B, C) logits with the labels
-    PARA  binary cross-entropy of the (B,) logits with the 0/1 duplicate labels
-    STS   mean squared error of the (B,) predictions with gold / 5 (in [0, 1])
+    classification (SST)          cross-entropy of the (B, C) logits with the labels
+    pair_classification (PARA)    binary cross-entropy of the (B,) logits with the 0/1 labels ((B, C) logits:
+                                  cross-entropy)
+    pair_regression (STS)         mean squared error of the (B,) predictions with the score mapped to [0, 1]
+                                  (STS: gold / 5)
 
-``frozen_encoder=True`` (FREEZE_SST's second phase) trains the SST head alone: the encoder runs in eval mode under
-``no_grad`` and no other weight is given to the optimizer, so everything but the SST head stays bit-identical.
-Its dev score is the mean of its tasks' terms of the overall score. :class:`NLIPhase` pre-finetunes the encoder
+``frozen_encoder=True`` (FREEZE_SST's second phase) trains the phase's heads (and their tasks' layer mixes) alone:
+the encoder runs in eval mode with no gradient and no other weight is given to the optimizer, so everything else
+stays bit-identical.
+Its dev score is the mean of its tasks' terms of the overall score (tasks without dev data left out; none: no
+dev score, the last state is kept). :class:`NLIPhase` pre-finetunes the encoder
 on SNLI with one of the objectives of :mod:`layerwise.losses.nli` (no dev score: its last state is kept).
 
 Under DDP (``torchrun``) each process takes its rows of a batch (:func:`layerwise.training.distributed.shard`):
@@ -24,25 +28,30 @@ import torch
 from torch.nn import functional as F
 
 from layerwise.losses.nli import nli_loss
-from layerwise.methods.multitask.evaluate import evaluate_split, task_score
+from layerwise.methods.multitask.data import BUILTIN_KINDS, TaskSpec
+from layerwise.methods.multitask.evaluate import metric_term, task_metrics
 from layerwise.methods.multitask.schedule import BatchPlan
-from layerwise.modules.heads import TransformerClassificationHead
 from layerwise.training import TrainingTask, tensors_sha256
 from layerwise.training.distributed import gather_rows, scale_mean, shard
 
 __all__ = ["NLIPhase", "TaskPhase", "task_loss"]
 
 
-def task_loss(model, task: str, batch) -> torch.Tensor:
-    """The loss of one batch (LabelledSentences for SST, LabelledPairs for PARA and STS)."""
-    if task == "sst":
-        logits = model.sst_logits(batch.sentences)
+def task_loss(model, task: str, batch, spec: TaskSpec | None = None) -> torch.Tensor:
+    """The loss of one batch (LabelledSentences for classification, LabelledPairs for the pair kinds) of ``task``,
+    by its ``spec`` (None: the built-in task of that name, SST, PARA or STS)."""
+    spec = spec or TaskSpec(BUILTIN_KINDS[task])
+    if spec.kind == "classification":
+        logits = model.logits(task, batch.sentences)
         return F.cross_entropy(logits, torch.as_tensor(batch.labels, device=logits.device))
     out = model.pair_scores(task, batch.first, batch.second)
+    if spec.kind == "pair_classification" and out.ndim == 2:
+        return F.cross_entropy(out, torch.as_tensor(batch.targets, device=out.device).long())
     target = torch.as_tensor(batch.targets, dtype=out.dtype, device=out.device)
-    if task == "para":
+    if spec.kind == "pair_classification":
         return F.binary_cross_entropy_with_logits(out, target)
-    return F.mse_loss(out, target / 5.0)
+    lo, hi = spec.score_range
+    return F.mse_loss(out, (target - lo) / (hi - lo))
 
 
 def _model_fingerprint(model) -> dict:
@@ -65,14 +74,16 @@ class TaskPhase(TrainingTask):
         if self.frozen_encoder:
             for p in m.parameters():
                 p.requires_grad_(False)
-            head = list(m.heads["sst"].parameters())
-            for p in head:
+            head = [p for t in self.tasks for p in m.heads[t].parameters()]
+            mixes = [p for t in self.tasks if t in m.mixes for p in m.mixes[t].parameters()]
+            for p in head + mixes:
                 p.requires_grad_(True)
-            return [{"name": "sst_head", "params": head, "lr": c.lr}]
+            groups = [{"name": f"{'_'.join(self.tasks)}_head", "params": head, "lr": c.lr}]
+            return groups + ([{"name": "mixes", "params": mixes, "lr": c.mix_lr}] if mixes else [])
         for p in m.parameters():
             p.requires_grad_(True)
         heads = [p for t in self.tasks for p in m.heads[t].parameters()]
-        if m.shared is not None and {"para", "sts"} & set(self.tasks):
+        if m.shared is not None and any(getattr(m.heads[t], "shared_size", 0) for t in self.tasks):
             heads += list(m.shared.parameters())
         groups = [{"name": "encoder", "params": list(m.encoder.parameters()), "lr": c.lr},
                   {"name": "heads", "params": heads, "lr": c.lr}]
@@ -84,22 +95,15 @@ class TaskPhase(TrainingTask):
     def loss(self, step: int, micro: int) -> dict:
         task, idx = self.plan.batch(step)
         batch = self.data.task(task).train.take(shard(idx))  # this process's rows (all of them in one process)
-        if not self.frozen_encoder:
-            return {"loss": scale_mean(task_loss(self.module, task, batch), len(idx))}
-        self.module.encoder.eval()
-        with torch.no_grad():
-            mean, tokens, mask = self.module.encode_texts(batch.sentences)
-        head = self.module.heads["sst"]
-        if isinstance(head, TransformerClassificationHead):
-            logits = head(tokens, mask)
-        else:
-            logits = head(self.module.embed("sst", mean))
-        loss = F.cross_entropy(logits, torch.as_tensor(batch.labels, device=logits.device))
-        return {"loss": scale_mean(loss, len(idx))}
+        if self.frozen_encoder:  # no dropout in the encoder; its weights need no gradient (param_groups), so none
+            self.module.encoder.eval()  # is computed through it
+        return {"loss": scale_mean(task_loss(self.module, task, batch, self.data.specs[task]), len(idx))}
 
     def evaluate(self) -> float | None:
-        scores = evaluate_split(self.module, self.data, "dev", tasks=self.tasks, batch_size=self.config.batch_size)
-        return float(np.mean([task_score(t, scores) for t in self.tasks]))
+        terms = [metric_term(task_metrics(self.module, t, self.data.specs[t], self.data.task(t).dev,
+                                          batch_size=self.config.batch_size))
+                 for t in self.tasks if self.data.task(t).dev is not None]
+        return float(np.mean(terms)) if terms else None
 
     def fingerprint(self) -> dict:
         return {"model": _model_fingerprint(self.module), "data": self.data.checksums(),

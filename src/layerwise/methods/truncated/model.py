@@ -19,11 +19,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from layerwise.encoders.batching import length_sorted_batches
+from layerwise.encoders.batching import cut_texts, length_sorted_batches
 from layerwise.encoders.layer_encoder import pool_hidden_states
-from layerwise.encoders.registry import resolve_model
+from layerwise.encoders.registry import check_model_folder, resolve_model
 from layerwise.encoders.truncate import count_parameters, truncate_encoder
 from layerwise.export.sentence_transformers import EXPORT_MARKER, write_sentence_transformer
+from layerwise.finite import check_finite_weights
 from layerwise.layers import validate_layers
 
 __all__ = ["TruncatedModel"]
@@ -51,6 +52,7 @@ class TruncatedModel(nn.Module):
         path = resolve_model(model).path
         tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
         full = AutoModel.from_pretrained(path, local_files_only=True)
+        check_finite_weights(full, str(model))
         layers = validate_layers(layers, full.config.num_hidden_layers + 1)
         return cls(truncate_encoder(full, max(layers), copy_model=False), tok, layers, max_length=max_length)
 
@@ -73,7 +75,7 @@ class TruncatedModel(nn.Module):
         return mean[:, list(self.layers)].mean(dim=1)
 
     def forward(self, texts: list[str]) -> torch.Tensor:
-        enc = self.tokenizer(list(texts), padding=True, truncation=True, max_length=self.max_length,
+        enc = self.tokenizer(cut_texts(texts, self.max_length), padding=True, truncation=True, max_length=self.max_length,
                              return_tensors="pt")
         return self.embed(enc)
 
@@ -107,7 +109,12 @@ class TruncatedModel(nn.Module):
             raise FileNotFoundError(f"{folder} holds no TMFT model ({EXPORT_MARKER} missing): pass a folder written "
                                     "by `layerwise tmft` or TruncatedModel.save")
         info = json.loads(marker.read_text())
+        if not isinstance(info, dict) or not isinstance(info.get("layers"), list) or "max_length" not in info:
+            raise ValueError(f"{marker} does not describe a TMFT model (layers and max_length); pass a folder written "
+                             "by `layerwise tmft` or TruncatedModel.save")
+        check_model_folder(folder)  # sizes against the weights before anything is allocated
         enc = AutoModel.from_pretrained(folder, local_files_only=True)
+        check_finite_weights(enc, str(folder))
         tok = AutoTokenizer.from_pretrained(folder, local_files_only=True)
         return cls(enc, tok, tuple(info["layers"]), max_length=info["max_length"])
 

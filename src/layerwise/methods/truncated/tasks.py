@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from layerwise.data.checksum import content_checksum
+from layerwise.encoders.batching import cut_texts
 from layerwise.evaluation.metrics import cosine_rows, spearman
 from layerwise.methods.truncated.config import MLMConfig
 from layerwise.training import TrainingTask, batch_indices, tensors_sha256
@@ -120,7 +121,7 @@ class MaskedLMTask(TrainingTask):
     def loss(self, step: int, micro: int) -> dict:
         b = step * self.grad_accumulation + micro
         idx = shard(batch_indices(len(self.sentences), self.batch_size, self.seed, b))  # this process's rows
-        enc = self.tokenizer([self.sentences[i] for i in idx], truncation=True, max_length=self.max_length)
+        enc = self.tokenizer(cut_texts([self.sentences[i] for i in idx], self.max_length), truncation=True, max_length=self.max_length)
         batch = self.collator([{k: enc[k][j] for k in enc} for j in range(len(idx))])
         device = next(self.module.parameters()).device
         out = self.module(**{k: v.to(device) for k, v in batch.items()})
