@@ -50,6 +50,7 @@ from layerwise.methods.layer_attention.train import ContrastiveConfig, Contrasti
 from layerwise.modules.poolers import POOLER_KINDS
 from layerwise.training import prepare_output, seed_everything
 from layerwise.training import train as train_loop
+from layerwise.training.batches import check_in_batch_examples
 from layerwise.training.distributed import run_on_main
 
 logger = logging.getLogger(__name__)
@@ -61,12 +62,13 @@ _DATA_OF = {"unsup": "texts (a list of str)", "in_batch": "pairs (a list of (anc
 _OBJECTIVE_OF = {1: "unsup", 2: "in_batch", 3: "sup_hard_neg"}
 
 
-def training_examples(train, objective: str) -> list:
+def training_examples(train, objective: str, *, batch_size: int = 2) -> list:
     """``train`` as the examples ``objective`` trains on: a list of str (``unsup``), of (a, p) tuples (``in_batch``)
     or of (a, p, n) tuples (``sup_hard_neg``); a :class:`UsageError` naming ``train`` or ``objective`` otherwise.
 
     ``train``: a list of str, a list of 2- or 3-tuples (lists are taken as tuples), or a ``TripletData``
-    (``.anchors``, ``.positives``, ``.negatives`` or None). At least two examples (in-batch negatives).
+    (``.anchors``, ``.positives``, ``.negatives`` or None). At least two examples (in-batch negatives; a warning
+    below ``batch_size``: :func:`~layerwise.training.batches.check_in_batch_examples`).
     """
     if objective not in OBJECTIVES:
         raise UsageError(f"objective={objective!r} is unknown; valid: {', '.join(OBJECTIVES)}")
@@ -79,9 +81,7 @@ def training_examples(train, objective: str) -> list:
         train = list(train)
     except TypeError:
         raise UsageError(f"train must be a list of texts, pairs or triplets, got {type(train).__name__}") from None
-    if len(train) < 2:
-        raise UsageError(f"train holds {len(train)} example(s); contrastive training needs at least 2 (the other "
-                         "examples of a batch are the negatives)")
+    check_in_batch_examples(len(train), batch_size, objective=objective)
     first = train[0]
     width = 1 if isinstance(first, str) else len(first) if isinstance(first, (tuple, list)) else None
     if width not in _OBJECTIVE_OF:
@@ -224,7 +224,7 @@ class LayerAttentionPooler(SentenceEstimator):
             A progress bar (None: when this module's logger is at INFO).
         """
         config = self.training_config()
-        examples = training_examples(train, config.objective)
+        examples = training_examples(train, config.objective, batch_size=config.batch_size)
         dev = _check_dev(dev)
         device = _device(self.device)
         if self.output_dir is not None:  # refuse an existing run (without resume) before the model loads
