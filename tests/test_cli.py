@@ -131,7 +131,7 @@ def test_train_then_retrieval_on_tiny_model(tiny_bert, env, capsys):
                  "--output", str(env / "ret"), "-q"]) == 0
     printed = capsys.readouterr().out
     assert "MRR@10" in printed and "faiss flat" in printed
-    doc = json.loads((env / "ret" / "retrieval.json").read_text())
+    doc = json.loads((env / "ret" / "retrieval-quora-dev.json").read_text())
     assert (doc["kind"], doc["schema"]) == ("retrieval", 1) and doc["results"][0]["index"] == "exact (numpy)"
     ret = RetrievalResult.from_dict(doc)
     assert json.loads(json.dumps(ret.to_dict())) == doc

@@ -104,7 +104,8 @@ def test_subset_export_refuses_bad_settings_and_foreign_folders(tmp_path, tiny_b
     assert SubsetExport.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
 
 
-def test_trained_pooler_export_needs_trust_remote_code_and_equals_sentence_model(tmp_path, tiny_bert):
+def test_trained_pooler_export_needs_no_remote_code_and_equals_sentence_model(tmp_path, tiny_bert):
+    from layerwise import load_sentence_transformer
     from layerwise.encoders.trainable import SentenceModel
 
     torch.manual_seed(3)
@@ -116,11 +117,11 @@ def test_trained_pooler_export_needs_trust_remote_code_and_equals_sentence_model
     assert source_kind(tmp_path / "trained") == "trained_pooler"
     out = export_trained_pooler(tmp_path / "trained", tmp_path / "exp")
     ref = model.encode(SENTENCES)
-    with pytest.raises(ValueError, match="trust_remote_code"):
-        _st(out, trust=False)
-    got = _st(out, trust=True).encode(SENTENCES, convert_to_numpy=True, batch_size=4)
+    assert not list(out.rglob("*.py"))  # the pooler is the installed layerwise class, named in modules.json
+    got = load_sentence_transformer(out, device="cpu").encode(SENTENCES, convert_to_numpy=True, batch_size=4)
     np.testing.assert_allclose(got, ref, atol=TOL)
-    assert "trust_remote_code=True" in (out / "README.md").read_text()
+    readme = (out / "README.md").read_text()
+    assert "load_sentence_transformer(" in readme and "trust_remote_code=True)" not in readme
 
 
 def test_multitask_export_is_its_encoder_mean_pooled(tmp_path, tiny_bert):
@@ -167,7 +168,9 @@ def test_lattemix_export_gives_the_mixture_vectors_and_their_cosine(tmp_path, ti
     latent.save(tmp_path / "latent")
     out = export_lattemix(tmp_path / "latent", tmp_path / "exp", model=str(tiny_bert), layer=1, max_length=32)
     mix = sentence_mixtures(latent.eval(), tokens, 1)
-    st = _st(out, trust=True)
+    from layerwise import load_sentence_transformer
+
+    st = load_sentence_transformer(out, device="cpu")
     got = st.encode(SENTENCES, convert_to_numpy=True, batch_size=5)
     np.testing.assert_allclose(got, mix.probs.reshape(len(SENTENCES), -1), atol=TOL)
     cos = st.similarity_pairwise(torch.from_numpy(got[:6]), torch.from_numpy(got[6:])).numpy()
@@ -200,7 +203,7 @@ def test_export_command_routes_each_kind_and_refuses_options_that_do_not_apply(t
     assert main(["export", str(tmp_path / "trained"), str(tmp_path / "a"), "--layers", "1"]) == 2
     assert "leave out --layers" in capsys.readouterr().err
     assert main(["export", str(tmp_path / "trained"), str(tmp_path / "a")]) == 0
-    assert "trust_remote_code=True" in capsys.readouterr().out
+    assert "load it with layerwise.load_sentence_transformer(" in capsys.readouterr().out
     assert json.loads((tmp_path / "a" / EXPORT_MARKER).read_text())["kind"] == "trained_pooler"
     build_model(LatteMixConfig(kind="ae", input_dim=32, latent_dim=4)).save(tmp_path / "latent")
     assert source_kind(tmp_path / "latent") == "lattemix"

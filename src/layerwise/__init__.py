@@ -12,8 +12,10 @@ from layerwise.encoders.layer_encoder import LayerEncoder, ModelIdentity
 from layerwise.encoders.registry import BUILTIN_MODELS, DEFAULT_MODEL, ModelNotFoundError, assemble_mpnet, resolve_model
 from layerwise.evaluation.metrics import pearson, spearman, spearman_rows
 from layerwise.evaluation.sts import per_layer_scores, sts_scores
+from layerwise.export.no_code import load_sentence_transformer
 from layerwise.layers import LayerStack
 from layerwise.methods.lattemix.estimator import LatteMix
+from layerwise.methods.layer_attention.estimator import LayerAttentionPooler
 from layerwise.methods.lc.estimator import LayerCombination
 from layerwise.methods.lc.protocol import LCResult, run_bert_lc
 from layerwise.methods.lc.search import LayerSubsetSearch, naive_subset_scores
@@ -34,6 +36,7 @@ __all__ = [
     "BUILTIN_MODELS",
     "DEFAULT_MODEL",
     "LCResult",
+    "LayerAttentionPooler",
     "LayerCache",
     "LayerCombination",
     "LayerEncoder",
@@ -50,6 +53,7 @@ __all__ = [
     "baseline_poolings",
     "cls_pooling",
     "layer_mean",
+    "load_sentence_transformer",
     "naive_subset_scores",
     "named_selections",
     "pearson",

@@ -52,8 +52,6 @@ def add_parsers(sub) -> None:
     e.add_argument("--layers", type=layer_list, default=(-1,), help="hidden states to average (default: -1, the last)")
     e.add_argument("--pooling", default="mean", choices=["mean", "cls", "pooler"], help="token pooling (default: mean)")
     e.add_argument("--head", action="store_true", help="LC + MLP through the checkpoint's pooler head")
-    e.add_argument("--trust-remote-code", action="store_true",
-                   help="with --folder: allow a layerwise module class in it (a trained pooler export)")
     e.add_argument("--chunk-size", type=positive_int, default=None,
                    help="texts read, encoded and written at once (default 4096; with --engine ray the rows per Ray "
                         "block, default about 4 blocks per actor, at most 4096)")
@@ -115,8 +113,8 @@ def run_export(args, command) -> int:
         if given:
             raise UsageError(f"{args.source} is a {kind} folder, exported as trained; leave out {', '.join(given)}")
         out = export_trained(args.source, args.dest, overwrite=args.overwrite)
-    trust = ", trust_remote_code=True" if kind in ("trained_pooler", "lattemix") else ""
-    print(f"wrote {out} ({kind}); load it with SentenceTransformer({str(out)!r}{trust})")
+    loader = "layerwise.load_sentence_transformer" if kind in ("trained_pooler", "lattemix") else "SentenceTransformer"
+    print(f"wrote {out} ({kind}); load it with {loader}({str(out)!r})")
     return 0
 
 
@@ -142,8 +140,7 @@ def _embedder_config(args):
                                    ("--head", args.head)) if on]
         if tweaked:
             raise UsageError(f"--folder {args.folder} holds its own pooling; leave out {', '.join(tweaked)}")
-        return EmbedderConfig(folder=args.folder, batch_size=args.batch_size, device=args.device,
-                              trust_remote_code=args.trust_remote_code)
+        return EmbedderConfig(folder=args.folder, batch_size=args.batch_size, device=args.device)
     return EmbedderConfig(model=args.model or DEFAULT_MODEL,
                           pooling=PoolingSpec(kind=args.pooling, layers=args.layers, head=args.head),
                           max_length=args.max_length, batch_size=args.batch_size, device=args.device,
@@ -154,8 +151,6 @@ def run_encode(args, command) -> int:
     from layerwise.encode import encode_corpus, scan_corpus
     from layerwise.encode.writers import check_output, check_unlocked
 
-    if args.trust_remote_code and args.folder is None:
-        raise UsageError("--trust-remote-code applies to --folder only; leave it out")
     if args.engine == "ray":
         return _run_encode_ray(args, command)
     ray_only = [f for f, on in (("--address", args.address is not None), ("--actors", args.actors is not None),

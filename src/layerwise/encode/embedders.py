@@ -87,12 +87,12 @@ class SpecEmbedder:
 class FolderEmbedder:
     """``encode(texts) -> (n, d)`` with a sentence-transformers folder (an export); no layer cache."""
 
-    def __init__(self, folder: str | os.PathLike, *, batch_size: int = 64, device: str = "cpu",
-                 trust_remote_code: bool = False):
-        from sentence_transformers import SentenceTransformer
+    def __init__(self, folder: str | os.PathLike, *, batch_size: int = 64, device: str = "cpu"):
+        from layerwise.export.no_code import load_sentence_transformer
 
         self.folder = str(folder)
-        self.model = SentenceTransformer(self.folder, device=device, trust_remote_code=trust_remote_code)
+        # never the folder's code: layerwise module classes resolve to the installed package, anything else is refused
+        self.model = load_sentence_transformer(self.folder, device=device)
         self.batch_size = int(batch_size)
         dim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
         self.dim = int(dim())
@@ -125,7 +125,6 @@ class EmbedderConfig:
     device: str = "cpu"
     dtype: str = "float32"  # ``model`` only
     cache_dir: str | bool | None = False  # ``model``'s layer cache: False none, None the default, or a folder
-    trust_remote_code: bool = False  # ``folder`` only: allow a layerwise module class in it
 
     def __post_init__(self) -> None:
         if (self.model is None) == (self.folder is None):
@@ -142,8 +141,7 @@ class EmbedderConfig:
     def build(self, *, show_progress: bool = False):
         """A :class:`SpecEmbedder` (``model``) or a :class:`FolderEmbedder` (``folder``)."""
         if self.folder is not None:
-            return FolderEmbedder(self.folder, batch_size=self.batch_size, device=self.device,
-                                  trust_remote_code=self.trust_remote_code)
+            return FolderEmbedder(self.folder, batch_size=self.batch_size, device=self.device)
 
         encoder = LayerEncoder(self.model, max_length=self.max_length, batch_size=self.batch_size, device=self.device,
                                dtype=self.dtype, cache_dir=self.cache_dir, show_progress=show_progress)

@@ -2,7 +2,9 @@
 
 Quora duplicate questions (BiMPM split): every question of the chosen split is in the corpus; each first question
 of a duplicate pair is a query whose relevant items are its duplicate partners; the query itself is never counted
-as a hit. Embeddings are L2-normalised, so inner product = cosine.
+as a hit. A BEIR-style folder (:func:`layerwise.data.readers.read_beir`, :func:`beir_retrieval`): queries are
+texts of their own, searched in the corpus; a document is relevant to a query when its judgement is > 0.
+Embeddings are L2-normalised, so inner product = cosine.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from layerwise.data.nli import read_lines, require_dir
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["RetrievalData", "FaissIndex", "exact_topk", "load_quora_retrieval", "retrieval_metrics", "search"]
+__all__ = ["RetrievalData", "FaissIndex", "QueryRetrievalData", "beir_retrieval", "evaluate_retrieval", "exact_topk",
+           "load_quora_retrieval", "retrieval_metrics", "search"]
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,35 @@ class RetrievalData:
     relevant: list[frozenset[int]]  # (m,) corpus indices relevant to each query
     split: str
     source: str
+
+
+@dataclass(frozen=True)
+class QueryRetrievalData:
+    """Queries with texts of their own, searched in a corpus (a BEIR folder, see :func:`beir_retrieval`)."""
+
+    corpus: list[str]  # (n,) document texts
+    corpus_ids: list[str]  # (n,) their ids in the source
+    query_texts: list[str]  # (m,) query texts
+    query_ids: list[str]  # (m,) their ids in the source
+    relevant: list[frozenset[int]]  # (m,) corpus indices relevant to each query (judgement > 0)
+    split: str
+    source: str
+    name: str
+
+
+def beir_retrieval(beir) -> QueryRetrievalData:
+    """A :class:`~layerwise.data.readers.BeirData` as a search task: the queries with at least one document judged
+    relevant (> 0); a ``ValueError`` when no query has one."""
+    ids = list(beir.corpus)
+    where = {d: i for i, d in enumerate(ids)}
+    qids = [q for q in beir.queries if any(s > 0 for s in beir.qrels.get(q, {}).values())]
+    if not qids:
+        raise ValueError(f"{beir.source or beir.name}: no query of split {beir.split!r} has a document judged "
+                         "relevant (score > 0); pass a split whose qrels hold positive judgements")
+    relevant = [frozenset(where[d] for d, s in beir.qrels[q].items() if s > 0) for q in qids]
+    return QueryRetrievalData(corpus=[beir.corpus[d] for d in ids], corpus_ids=ids,
+                              query_texts=[beir.queries[q] for q in qids], query_ids=qids, relevant=relevant,
+                              split=beir.split, source=str(beir.source), name=beir.name)
 
 
 def load_quora_retrieval(data_dir=None, split: str = "dev") -> RetrievalData:
@@ -123,28 +155,40 @@ def retrieval_metrics(ids: np.ndarray, relevant: list[frozenset[int]], ks=(1, 5,
     return out
 
 
-def search(data: RetrievalData, corpus_emb: np.ndarray, *, index: FaissIndex | None = None, k: int = 10) -> dict:
-    """Run every query (its own corpus row is dropped from the results); metrics, ms per query, index memory.
+def search(data: RetrievalData | QueryRetrievalData, corpus_emb: np.ndarray, *, index: FaissIndex | None = None,
+           k: int = 10, query_emb: np.ndarray | None = None) -> dict:
+    """Run every query; metrics, ms per query, index memory.
 
+    :class:`RetrievalData`: the queries are corpus rows (``query_emb`` None), each one's own row is dropped from its
+    results. :class:`QueryRetrievalData`: ``query_emb`` (m, d) holds the queries' vectors.
     ``index=None`` uses :func:`exact_topk` (numpy), the reference the FAISS results are tested against.
     """
     if len(corpus_emb) != len(data.corpus):
         raise ValueError(f"{len(corpus_emb)} corpus embeddings for {len(data.corpus)} corpus texts")
-    q = corpus_emb[np.asarray(data.queries)]
+    own = isinstance(data, RetrievalData)
+    if own != (query_emb is None):
+        raise ValueError("pass query_emb with a QueryRetrievalData (queries of their own), and only then")
+    if own:
+        q, skip = corpus_emb[np.asarray(data.queries)], list(data.queries)
+    else:
+        if len(query_emb) != len(data.relevant):
+            raise ValueError(f"{len(query_emb)} query embeddings for {len(data.relevant)} queries")
+        q, skip = np.asarray(query_emb), [None] * len(query_emb)
+    extra = 1 if own else 0
     t0 = time.perf_counter()
     if index is None:
         build, memory = 0.0, int(_normalise(corpus_emb).nbytes)
         t0 = time.perf_counter()
-        _, ids = exact_topk(q, corpus_emb, k + 1)
+        _, ids = exact_topk(q, corpus_emb, k + extra)
     else:
         index.fit(corpus_emb)
         build = time.perf_counter() - t0
         memory = index.memory_bytes()
         t0 = time.perf_counter()
-        _, ids = index.search(q, k + 1)
+        _, ids = index.search(q, k + extra)
     seconds = time.perf_counter() - t0
     rows = []
-    for row, qi in zip(ids.tolist(), data.queries):
+    for row, qi in zip(ids.tolist(), skip):
         kept = [x for x in row if x != qi][:k]
         rows.append(kept + [-1] * (k - len(kept)))  # FAISS pads missing results with -1 too
     rows = np.array(rows)
@@ -154,3 +198,22 @@ def search(data: RetrievalData, corpus_emb: np.ndarray, *, index: FaissIndex | N
                 "index": "exact (numpy)" if index is None else
                 f"faiss {index.kind}" + (f" nlist={index.nlist} nprobe={index.nprobe}" if index.kind == "ivf" else "")})
     return out
+
+
+INDEX_KINDS = ("exact", "flat", "ivf")
+
+
+def evaluate_retrieval(encode, data: RetrievalData | QueryRetrievalData, *, indexes=("exact", "flat"),
+                       nlist: int = 100, nprobe: int = 10) -> list[dict]:
+    """Embed ``data`` with ``encode`` (texts -> (n, d), e.g. an estimator's ``encode``) and :func:`search` it with
+    each of ``indexes`` (``exact``: numpy; ``flat``, ``ivf``: FAISS); one :func:`search` dict per index."""
+    unknown = [k for k in indexes if k not in INDEX_KINDS]
+    if unknown or not indexes:
+        raise ValueError(f"indexes={list(indexes)!r}: use one or more of {', '.join(INDEX_KINDS)}")
+    corpus = np.asarray(encode(list(data.corpus)), dtype=np.float32)
+    queries = None
+    if isinstance(data, QueryRetrievalData):
+        queries = np.asarray(encode(list(data.query_texts)), dtype=np.float32)
+    return [search(data, corpus, query_emb=queries,
+                   index=None if kind == "exact" else FaissIndex(kind, nlist=nlist, nprobe=nprobe))
+            for kind in indexes]

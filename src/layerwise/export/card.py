@@ -2,7 +2,8 @@
 
 The provenance names the source model by its weight hash, the layers and pooling, the results file the subset came
 from (with its sha256) and the layerwise version and git commit; the card repeats it in words, says how to load the
-folder (with ``trust_remote_code=True`` where a ``layerwise`` module is in it) and lists the scores measured for it.
+folder (with ``layerwise.load_sentence_transformer`` where a ``layerwise`` module class is in it: never with
+``trust_remote_code``) and lists the scores measured for it.
 """
 
 from __future__ import annotations
@@ -36,28 +37,34 @@ class ExportCard:
     pooling: str | None = None  # token pooling of the layers
     results_file: dict | None = None  # {"path", "sha256", ...} of the results file the subset was read from
     scores: dict[str, str] = field(default_factory=dict)  # measure -> value in words, e.g. "STS-B test Spearman x100"
-    trust_remote_code: bool = False  # the folder holds a layerwise module class
+    layerwise_module: bool = False  # the folder holds a module class of the installed layerwise package
     extra: dict = field(default_factory=dict)  # kind-specific settings (max length, pooler kind, ...)
 
     def provenance(self) -> dict:
         rev = source_revision()
         return {"kind": self.kind, "source": self.source, "layers": self.layers, "pooling": self.pooling,
-                "results_file": self.results_file, "scores": self.scores, "trust_remote_code": self.trust_remote_code,
+                "results_file": self.results_file, "scores": self.scores, "layerwise_module": self.layerwise_module,
                 **self.extra, "layerwise_version": __version__, "layerwise_git": rev}
 
 
 def render_card(card: ExportCard, name: str) -> str:
     """README.md text for an exported folder called ``name``."""
-    trust = ", trust_remote_code=True" if card.trust_remote_code else ""
+    if card.layerwise_module:
+        load = ["from layerwise import load_sentence_transformer", "",
+                f'model = load_sentence_transformer("{name}")  # a SentenceTransformer']
+    else:
+        load = ["from sentence_transformers import SentenceTransformer", "", f'model = SentenceTransformer("{name}")']
     lines = [f"# {name}", "", card.description, "",
              "Exported by `layerwise export` (the layerwise package; version and commit in "
-             "`layerwise_export.json`).", "", "## Use", "", "```python",
-             "from sentence_transformers import SentenceTransformer", "",
-             f'model = SentenceTransformer("{name}"{trust})', 'embeddings = model.encode(["A sentence.", "Another."])',
-             "```", ""]
-    if card.trust_remote_code:
-        lines += ["This folder holds a module class from the `layerwise` package (see `modules.json`): install "
-                  "`layerwise` and load it with `trust_remote_code=True`, which imports that class.", ""]
+             "`layerwise_export.json`).", "", "## Use", "", "```python", *load,
+             'embeddings = model.encode(["A sentence.", "Another."])', "```", ""]
+    if card.layerwise_module:
+        lines += ["This folder holds a module class of the installed `layerwise` package, named in `modules.json` by "
+                  "import path, and no code of its own. sentence-transformers 6 imports a class outside its own "
+                  "package only with `trust_remote_code=True`, which would also run any Python file placed in the "
+                  "folder: do not pass it. `load_sentence_transformer` loads the folder with "
+                  "`trust_remote_code=False`, resolving that class to the installed one, and refuses a folder that "
+                  "names code.", ""]
     lines += ["## Provenance", "", f"- source model: `{card.source.get('name')}` (weights sha256 "
               f"`{card.source.get('weights_sha256')}`)"]
     if card.layers is not None:

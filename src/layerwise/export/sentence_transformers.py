@@ -2,7 +2,9 @@
 
 The folder loads with ``SentenceTransformer(folder)`` and with ``AutoModel`` (the encoder at its root). With
 :func:`write_sentence_transformer` it holds built-in modules only (no ``trust_remote_code``); :func:`save_st_folder`
-takes any modules after the encoder (a module class from ``layerwise`` needs ``trust_remote_code=True``). The folder is
+takes any modules after the encoder (a module class of the installed ``layerwise`` package, named by import path and
+loaded with :func:`layerwise.export.no_code.load_sentence_transformer`; no ``.py`` file, every ``auto_map`` stripped:
+no folder code ever runs). The folder is
 written into a temporary sibling folder and renamed into place (:func:`layerwise.files.atomic_folder`), so a crash
 leaves no half folder; an existing folder is replaced only when asked and only if this tool wrote it (its
 ``layerwise_export.json``, which lists every file the export wrote under ``"files"``). A replacement replaces those
@@ -19,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+from layerwise.export.no_code import strip_auto_map
 from layerwise.files import atomic_folder
 
 __all__ = ["EXPORT_MARKER", "POOLING_MODES", "check_destination", "export_files", "pooling_modules", "save_st_folder",
@@ -89,6 +92,7 @@ def save_st_folder(model, tokenizer, folder: str | os.PathLike, modules: list, *
         # sentence-transformers writes its own generated card (encoding sample texts) unless we bring one
         SentenceTransformer(modules=[transformer, *modules], device="cpu").save(
             str(tmp), create_model_card=readme is None)
+        strip_auto_map(tmp)  # a source's auto_map would make transformers import a file of the folder
         if readme is not None:
             (tmp / "README.md").write_text(readme)
         written = sorted(p.relative_to(tmp).as_posix() for p in tmp.rglob("*") if not p.is_dir())

@@ -1,11 +1,11 @@
-"""sentence-transformers modules that exist only in layerwise (loaded with ``trust_remote_code=True``).
+"""sentence-transformers modules that exist only in layerwise: classes of the installed package, never folder code.
 
-Latte-Mix's module lives with its method (:mod:`layerwise.methods.lattemix.st_module`).
-
-sentence-transformers 6 imports a module class outside its own package only when ``trust_remote_code=True``:
-a folder whose ``modules.json`` names :class:`LayerPoolerModule` loads with
-``SentenceTransformer(folder, trust_remote_code=True)`` where ``layerwise`` is installed. A method's own module
-class lives with the method (Latte-Mix: :mod:`layerwise.methods.lattemix.st_module`).
+A folder's ``modules.json`` names :class:`LayerPoolerModule` by import path and the folder holds no ``.py`` file.
+sentence-transformers 6 imports a class outside its own package only with ``trust_remote_code=True`` (which would
+also run a file placed in the folder), so such a folder is loaded with
+:func:`layerwise.export.no_code.load_sentence_transformer`, which resolves the class to this installed one with
+``trust_remote_code=False``. A method's own module class lives with the method (Latte-Mix:
+:mod:`layerwise.methods.lattemix.st_module`).
 """
 
 from __future__ import annotations

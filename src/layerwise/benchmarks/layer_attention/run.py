@@ -6,6 +6,7 @@ import csv
 import logging
 import os
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from layerwise.benchmarks.layer_attention.results import (
@@ -17,15 +18,18 @@ from layerwise.benchmarks.layer_attention.results import (
 )
 from layerwise.data import load_sts, load_wiki_head
 from layerwise.data.nli import load_sentences
-from layerwise.encoders.trainable import SentenceModel
-from layerwise.evaluation.retrieval import FaissIndex, load_quora_retrieval, search
+from layerwise.encoders.trainable import SentenceModel, is_sentence_model_folder
+from layerwise.evaluation.retrieval import beir_retrieval, evaluate_retrieval, load_quora_retrieval
+from layerwise.export.no_code import check_no_code
+from layerwise.methods.layer_attention.estimator import LayerAttentionPooler
 from layerwise.methods.layer_attention.train import ContrastiveConfig, nli_triplets, train_contrastive
 from layerwise.training import prepare_output, seed_everything
 from layerwise.training.distributed import run_on_main
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DataSources", "RetrievalResult", "TrainResult", "load_training_examples", "run_retrieval", "run_train"]
+__all__ = ["DataSources", "RetrievalResult", "TrainResult", "load_trained_model", "load_training_examples",
+           "run_retrieval", "run_train"]
 
 
 @dataclass(frozen=True)
@@ -88,21 +92,30 @@ def run_train(model: str, config: ContrastiveConfig, output, *, pooler: str = "l
                        dev=f"STS-B dev ({len(dev)} pairs)", history=TrainHistory.from_dict(hist), output=str(output))
 
 
-def run_retrieval(model_dir, *, data_dir=None, split: str = "dev", indexes=("exact", "flat", "ivf"),
-                  nlist: int = 100, nprobe: int = 10, without_pooler: bool = False) -> RetrievalResult:
-    """Quora duplicate-question search with a trained SentenceModel folder (``train``'s ``best`` or ``last``).
+def load_trained_model(model_dir) -> SentenceModel:
+    """The encoder + pooler in ``model_dir``: a ``SentenceModel`` folder (``train``'s ``best/`` or ``last/``) or a
+    folder written by :meth:`LayerAttentionPooler.save` (``train``'s ``model/``, or ``layerwise export``)."""
+    if is_sentence_model_folder(model_dir):
+        return SentenceModel.load(check_no_code(model_dir, name="model_dir"))
+    return LayerAttentionPooler.load(model_dir).model_
 
-    ``without_pooler``: embed with the encoder's last-layer mean instead of the trained pooler (the paper's
-    "train with the pooler, search without it").
+
+def run_retrieval(model_dir, *, data_dir=None, split: str = "dev", beir=None, indexes=("exact", "flat", "ivf"),
+                  nlist: int = 100, nprobe: int = 10, without_pooler: bool = False,
+                  batch_size: int = 128) -> RetrievalResult:
+    """Semantic search with a trained model (see :func:`load_trained_model`): exact (numpy) and FAISS indexes.
+
+    ``beir``: a :class:`~layerwise.data.readers.BeirData` (``read_beir(folder, split=...)``) searched with its own
+    queries; None: Quora duplicate questions of ``split`` from ``data_dir``. ``without_pooler``: embed with the
+    encoder's last-layer mean instead of the trained pooler (the paper's "train with the pooler, search without it").
     """
-    data = load_quora_retrieval(data_dir, split)
-    sm = SentenceModel.load(model_dir)
-    emb = sm.encode(data.corpus, use_pooler=not without_pooler)
-    results = []
-    for kind in indexes:
-        index = None if kind == "exact" else FaissIndex(kind, nlist=nlist, nprobe=nprobe)
-        results.append(IndexResult.from_dict(search(data, emb, index=index)))
+    data = load_quora_retrieval(data_dir, split) if beir is None else beir_retrieval(beir)
+    sm = load_trained_model(model_dir)
+    encode = partial(sm.encode, use_pooler=not without_pooler, batch_size=batch_size)
+    results = [IndexResult.from_dict(r)
+               for r in evaluate_retrieval(encode, data, indexes=indexes, nlist=nlist, nprobe=nprobe)]
+    info = (RetrievalDataInfo(name="quora", split=split, corpus=len(data.corpus), queries=len(data.queries))
+            if beir is None else RetrievalDataInfo(name=data.name, split=data.split, corpus=len(data.corpus),
+                                                   queries=len(data.query_texts)))
     return RetrievalResult(model=str(model_dir), pooler="none (last-layer mean)" if without_pooler
-                           else sm.pooler.config.kind,
-                           data=RetrievalDataInfo(name="quora", split=split, corpus=len(data.corpus),
-                                                  queries=len(data.queries)), results=results)
+                           else sm.pooler.config.kind, data=info, results=results)

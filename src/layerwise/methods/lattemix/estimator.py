@@ -332,7 +332,7 @@ class LatteMix(SentenceEstimator):
         params = self.get_params(deep=False)
         card = ExportCard(
             kind="lattemix", source=encoder.identity.to_dict(), layers=[self.layer_], pooling="mixture",
-            trust_remote_code=True,
+            layerwise_module=True,
             description=f"Latte-Mix ({latent.config.kind}): the mean posterior of the tokens of hidden state "
                         f"{self.layer_} of {encoder.identity.name}; compare with cosine similarity.",
             extra={"max_length": encoder.max_length, "include_special": self.include_special,

@@ -6,9 +6,9 @@ A saved token model does not record its encoder or hidden state, so both are arg
 match the model's ``input_dim``. Cosine of the exported vectors is Latte-Mix's ``cosine`` similarity for the
 categorical and ae kinds; a normal (Gaussian) model compares mixtures of Gaussians and has no vector to export.
 The module is :class:`~layerwise.methods.lattemix.st_module.LatteMixModule`, a class of the installed ``layerwise``
-package that ``modules.json`` names by import path (the folder holds no ``.py`` file); sentence-transformers 6
-imports it with ``trust_remote_code=True``, and :func:`~layerwise.methods.lattemix.st_module.load_sentence_transformer`
-loads it without.
+package that ``modules.json`` names by import path (the folder holds no ``.py`` file); it loads without
+``trust_remote_code`` through :func:`layerwise.load_sentence_transformer` (any export) or
+:func:`~layerwise.methods.lattemix.st_module.load_sentence_transformer`.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def export_lattemix(source: str | os.PathLike, folder: str | os.PathLike, *, mod
     cut = truncate_encoder(encoder.model, layer, copy_model=False)
     card = ExportCard(
         kind="lattemix", source={**encoder.identity.to_dict(), "latent_model": str(source)}, layers=[layer],
-        pooling="mixture", trust_remote_code=True,
+        pooling="mixture", layerwise_module=True,
         description=f"Latte-Mix ({cfg.kind}): the mean posterior of the tokens of hidden state {layer} of "
                     f"{encoder.identity.name}; compare with cosine similarity.",
         extra={"max_length": encoder.max_length, "include_special": include_special, "latte_mix": cfg.to_dict()})
