@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ["tests/test_reliability.py", "tests/test_reliability_models.py", "tests/test_faults.py",
          "tests/test_reliability_runs.py", "tests/test_reliability_scale.py", "tests/test_reliability_round3.py",
-         "tests/test_reliability_files.py"]
+         "tests/test_reliability_files.py", "tests/test_reliability_code.py"]
 OUTCOMES = ("clear error", "refusal", "recovery", "correct result")
 
 RESUME = """## How an interrupted long run continues

@@ -11,9 +11,8 @@ import pytest
 from conftest import SENTENCES
 from estimator_checks import check_estimator
 from layerwise import LayerAttentionPooler, load_sentence_transformer
+from layerwise.encoders.folder_code import check_no_code, code_references
 from layerwise.errors import UsageError
-from layerwise.export import check_no_code
-from layerwise.export.no_code import code_references
 
 ST = pytest.importorskip("sentence_transformers")
 TOL = 1e-5

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from layerwise.encoders.folder_code import check_no_code
 from layerwise.errors import ModelFilesError
 from layerwise.reports import write_json
 
@@ -271,9 +272,12 @@ def check_model_folder(path: str | os.PathLike) -> None:
     """Refuse a model folder that cannot give meaningful vectors: invalid ``config.json``, no weights, no tokenizer.
 
     Without tokenizer files transformers would build a tiny default vocabulary in which every word is
-    ``[UNK]``, and every score would be noise; that is refused here, before anything is loaded.
+    ``[UNK]``, and every score would be noise; that is refused here, before anything is loaded. A folder that names
+    code (an ``auto_map``, a foreign ``modules.json`` type, a ``.py`` file) is refused too: layerwise never runs a
+    folder's code (:func:`~layerwise.encoders.folder_code.check_no_code`).
     """
     folder = Path(path)
+    check_no_code(folder, name="model")
     cfg = folder / "config.json"
     try:
         config = json.loads(cfg.read_text(encoding="utf-8"))

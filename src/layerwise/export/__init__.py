@@ -4,7 +4,7 @@ This package holds what every export shares and imports no method: the folder wr
 (:mod:`.sentence_transformers`), the model card (:mod:`.card`), the trained-pooler module class
 (:mod:`.st_modules`), the registry of exporters (:mod:`.kinds`) and the rule that no folder's code ever runs
 (:mod:`.no_code`: :func:`load_sentence_transformer` loads any export with ``trust_remote_code=False``, the layerwise
-module classes resolved to the installed package; :func:`check_no_code` refuses a folder that names code). Each method exports its own models from
+module classes resolved to the installed package; :func:`layerwise.encoders.folder_code.check_no_code` refuses a folder that names code). Each method exports its own models from
 ``methods/<m>/export.py`` and registers its exporter here:
 
 - ``layer_subset``: :func:`layerwise.methods.lc.export.export_layer_subset`, a BERT-LC layer subset (or LC + MLP)
@@ -27,8 +27,8 @@ from layerwise.export.kinds import (
     register_exporter,
     source_kind,
 )
-from layerwise.export.no_code import check_no_code, load_sentence_transformer
+from layerwise.export.no_code import load_sentence_transformer
 from layerwise.export.sentence_transformers import EXPORT_MARKER, write_sentence_transformer
 
-__all__ = ["EXPORT_MARKER", "FALLBACK_KIND", "Exporter", "check_no_code", "export_kinds", "export_trained", "exporters",
+__all__ = ["EXPORT_MARKER", "FALLBACK_KIND", "Exporter", "export_kinds", "export_trained", "exporters",
            "load_sentence_transformer", "register_exporter", "source_kind", "write_sentence_transformer"]

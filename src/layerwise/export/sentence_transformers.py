@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from layerwise.export.no_code import strip_auto_map
+from layerwise.encoders.folder_code import strip_auto_map
 from layerwise.files import atomic_folder
 
 __all__ = ["EXPORT_MARKER", "POOLING_MODES", "check_destination", "export_files", "pooling_modules", "save_st_folder",

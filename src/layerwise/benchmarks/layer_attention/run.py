@@ -18,9 +18,9 @@ from layerwise.benchmarks.layer_attention.results import (
 )
 from layerwise.data import load_sts, load_wiki_head
 from layerwise.data.nli import load_sentences
+from layerwise.encoders.folder_code import check_no_code
 from layerwise.encoders.trainable import SentenceModel, is_sentence_model_folder
 from layerwise.evaluation.retrieval import beir_retrieval, evaluate_retrieval, load_quora_retrieval
-from layerwise.export.no_code import check_no_code
 from layerwise.methods.layer_attention.estimator import LayerAttentionPooler
 from layerwise.methods.layer_attention.train import ContrastiveConfig, nli_triplets, train_contrastive
 from layerwise.training import prepare_output, seed_everything

@@ -40,10 +40,10 @@ import numpy as np
 import torch
 
 from layerwise.base import SentenceEstimator
+from layerwise.encoders.folder_code import check_no_code
 from layerwise.encoders.registry import DEFAULT_MODEL
 from layerwise.encoders.trainable import SentenceModel
 from layerwise.errors import UsageError
-from layerwise.export.no_code import check_no_code
 from layerwise.losses.contrastive import OBJECTIVES
 from layerwise.methods.layer_attention.export import write_trained_pooler
 from layerwise.methods.layer_attention.train import ContrastiveConfig, ContrastiveTask, run_history

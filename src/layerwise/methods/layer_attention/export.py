@@ -13,11 +13,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from layerwise.encoders.folder_code import check_no_code
 from layerwise.encoders.registry import weights_sha256
 from layerwise.encoders.trainable import SentenceModel, is_sentence_model_folder
 from layerwise.export.card import ExportCard, render_card
 from layerwise.export.kinds import Exporter, register_exporter
-from layerwise.export.no_code import check_no_code
 from layerwise.export.sentence_transformers import check_destination, save_st_folder, transformer_options
 
 __all__ = ["export_trained_pooler", "write_trained_pooler"]
