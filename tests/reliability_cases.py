@@ -114,3 +114,31 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 case = pytest.fixture(case_fixture, name="case")
+
+
+@pytest.fixture()
+def corpus(env):
+    """A three-line text corpus in the test's folder."""
+    path = env / "corpus.txt"
+    path.write_text("a man is playing a guitar .\nthe dog runs in the park .\ntwo people sit .\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture()
+def no_bars():
+    """transformers' own weight bars off (export has no --quiet): the error must be the only stderr line."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    yield
+    hf_logging.enable_progress_bar()
+
+
+def no_model_load(monkeypatch):
+    """Make any model load fail the test: what is checked must be checked before a model loads."""
+    from layerwise.encoders import layer_encoder
+
+    def boom(*a, **k):
+        raise AssertionError("a model was loaded before the arguments were checked")
+
+    monkeypatch.setattr(layer_encoder, "_load", boom)

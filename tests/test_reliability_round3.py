@@ -12,33 +12,10 @@ import json
 import numpy as np
 import pytest
 
+from reliability_cases import no_model_load as _no_model_load
+
 RELIABILITY_GROUP = "Data loss"
 
-
-@pytest.fixture()
-def corpus(env):
-    path = env / "corpus.txt"
-    path.write_text("a man is playing a guitar .\nthe dog runs in the park .\ntwo people sit .\n", encoding="utf-8")
-    return path
-
-
-@pytest.fixture()
-def no_bars():
-    """transformers' own weight bars off (export has no --quiet): the error must be the only stderr line."""
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()
-    yield
-    hf_logging.enable_progress_bar()
-
-
-def _no_model_load(monkeypatch):
-    from layerwise.encoders import layer_encoder
-
-    def boom(*a, **k):
-        raise AssertionError("a model was loaded before the arguments were checked")
-
-    monkeypatch.setattr(layer_encoder, "_load", boom)
 
 
 # -- data loss --------------------------------------------------------------------------------------------
