@@ -79,7 +79,7 @@ def test_every_row_of_every_table_has_its_header_width():
 def test_the_page_says_what_the_encoders_own_training_data_changes(tmp_path):
     import json
 
-    from layerwise.encoders.registry import declared_training_data
+    from layerwise.encoders.model_files import declared_training_data
     from layerwise.methods.multitask.run import PhaseSummary
 
     (tmp_path / "data_config.json").write_text(json.dumps([{"name": "AllNLI.jsonl.gz", "lines": 9},

@@ -138,7 +138,7 @@ def test_mpnet_positions_count_from_the_padding_index(tiny_mpnet, env):
 def test_real_minilm_long_text_with_huge_max_length(env):
     """The reported case on the real model: 3000 words, --max-length 100000 (was a size mismatch at 512)."""
     from layerwise import LayerEncoder
-    from layerwise.encoders.registry import ModelNotFoundError
+    from layerwise.errors import ModelNotFoundError
 
     try:
         enc = LayerEncoder("all-MiniLM-L6-v2", max_length=100000, cache_dir=False, show_progress=False)

@@ -9,7 +9,8 @@ from __future__ import annotations
 from layerwise._version import __version__
 from layerwise.cache import LayerCache
 from layerwise.encoders.layer_encoder import LayerEncoder, ModelIdentity
-from layerwise.encoders.registry import BUILTIN_MODELS, DEFAULT_MODEL, ModelNotFoundError, assemble_mpnet, resolve_model
+from layerwise.encoders.registry import BUILTIN_MODELS, DEFAULT_MODEL, assemble_mpnet, resolve_model
+from layerwise.errors import ModelNotFoundError
 from layerwise.evaluation.metrics import pearson, spearman, spearman_rows
 from layerwise.evaluation.sts import per_layer_scores, sts_scores
 from layerwise.export.no_code import load_sentence_transformer

@@ -6,7 +6,7 @@ fix: its message names the value, what is wrong and the fix. Anything else that 
 
 from __future__ import annotations
 
-__all__ = ["DataFileError", "LayerwiseError", "ModelFilesError", "UsageError"]
+__all__ = ["DataFileError", "LayerwiseError", "ModelFilesError", "ModelNotFoundError", "UsageError"]
 
 
 class LayerwiseError(Exception):
@@ -48,3 +48,7 @@ class DataFileError(UsageError):
         flag = flags[self.argument]
         err.args = (self.template.replace(self.ARGUMENT, f"{flag} COLUMN").replace(self.NAME, flag),)
         return err
+
+
+class ModelNotFoundError(FileNotFoundError):
+    """The model name is neither a local folder nor an installed built-in model."""

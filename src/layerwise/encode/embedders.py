@@ -18,7 +18,7 @@ import numpy as np
 
 from layerwise.encoders.batching import cut_texts
 from layerwise.encoders.layer_encoder import LayerEncoder
-from layerwise.encoders.registry import folder_sha256
+from layerwise.encoders.model_files import folder_sha256
 from layerwise.layers import LayerStack, validate_layers
 from layerwise.pooling import head_pooling, layer_mean, pooler_output
 
@@ -101,7 +101,7 @@ class FolderEmbedder:
         return {"folder": self.folder}
 
     def output_key(self) -> dict:
-        """What the vectors depend on: every file of the folder (:func:`~layerwise.encoders.registry.folder_sha256`)."""
+        """What the vectors depend on: every file of the folder (:func:`~layerwise.encoders.model_files.folder_sha256`)."""
         return {"kind": "folder", "folder_sha256": folder_sha256(self.folder), "dim": self.dim}
 
     def encode(self, texts: list[str]) -> np.ndarray:

@@ -3,7 +3,7 @@
 A folder can name code in two ways: an ``auto_map`` in a JSON config (``config.json``, ``tokenizer_config.json``, a
 module's config) makes transformers import a ``.py`` file beside it, and a ``modules.json`` ``type`` outside
 ``sentence_transformers`` makes sentence-transformers import that class. layerwise never runs a folder's code:
-every model folder it loads passes :func:`check_no_code` first (``registry.check_model_folder``), and every export
+every model folder it loads passes :func:`check_no_code` first (``model_files.check_model_folder``), and every export
 is cleaned by :func:`strip_auto_map` (its trained modules are classes of the installed package, named by import
 path in ``modules.json``; see :mod:`layerwise.export.no_code`).
 """

@@ -15,16 +15,8 @@ import torch
 from layerwise._progress import progress
 from layerwise.cache import LayerCache
 from layerwise.encoders.batching import length_sorted_batches
-from layerwise.encoders.registry import (
-    DEFAULT_MODEL,
-    ModelFilesError,
-    ResolvedModel,
-    config_sha256,
-    layerwise_home,
-    resolve_model,
-    tokenizer_sha256,
-    weights_sha256,
-)
+from layerwise.encoders.model_files import config_sha256, tokenizer_sha256, weights_sha256
+from layerwise.encoders.registry import DEFAULT_MODEL, ModelFilesError, ResolvedModel, layerwise_home, resolve_model
 from layerwise.encoders.tokens import TokenStack
 from layerwise.finite import check_finite_weights
 from layerwise.layers import LayerStack, validate_layers

@@ -17,7 +17,8 @@ from torch import nn
 
 from layerwise.encoders.batching import cut_texts, length_sorted_batches
 from layerwise.encoders.layer_encoder import pool_hidden_states
-from layerwise.encoders.registry import check_model_folder, resolve_model
+from layerwise.encoders.model_files import check_model_folder
+from layerwise.encoders.registry import resolve_model
 from layerwise.files import atomic_folder
 from layerwise.finite import check_finite_weights
 from layerwise.modules.poolers import LayerPooler, PoolerConfig, build_pooler, load_pooler

@@ -17,7 +17,8 @@ from pathlib import Path
 from layerwise.benchmarks.page_parts import RunTimer, latest_by_name, run_record
 from layerwise.benchmarks.store import Part, ResultsStore, keyed_name, model_key
 from layerwise.encoders.layer_encoder import LayerEncoder
-from layerwise.encoders.registry import declared_training_data, resolve_model
+from layerwise.encoders.model_files import declared_training_data
+from layerwise.encoders.registry import resolve_model
 from layerwise.methods.multitask.config import MultitaskConfig
 from layerwise.methods.multitask.data import load_multitask_data
 from layerwise.methods.multitask.run import ExperimentResult, RunControl, run_experiment

@@ -39,7 +39,7 @@ import torch
 from layerwise import LayerEncoder, LayerSubsetSearch, naive_subset_scores
 from layerwise.benchmarks.speed._bench import REPO, pass_fail, write_outputs
 from layerwise.data import load_sts
-from layerwise.encoders.registry import ModelNotFoundError
+from layerwise.errors import ModelNotFoundError
 from layerwise.methods.lc.search import count_subsets
 from layerwise.reports import command_line, environment, git_state, run_section
 

@@ -255,7 +255,8 @@ class LayerAttentionPooler(SentenceEstimator):
         Load it with :meth:`load`, or as a ``SentenceTransformer`` with :func:`layerwise.load_sentence_transformer`
         (``trust_remote_code`` stays False). ``overwrite`` replaces an earlier layerwise export only.
         """
-        from layerwise.encoders.registry import resolve_model, weights_sha256
+        from layerwise.encoders.model_files import weights_sha256
+        from layerwise.encoders.registry import resolve_model
 
         self._check_fitted()
         try:

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from layerwise.encoders.folder_code import check_no_code
-from layerwise.encoders.registry import weights_sha256
+from layerwise.encoders.model_files import weights_sha256
 from layerwise.encoders.trainable import SentenceModel, is_sentence_model_folder
 from layerwise.export.card import ExportCard, render_card
 from layerwise.export.kinds import Exporter, register_exporter

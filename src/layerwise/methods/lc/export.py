@@ -21,7 +21,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from layerwise.encoders.layer_encoder import LayerEncoder
-from layerwise.encoders.registry import DEFAULT_MODEL, resolve_model, weights_sha256
+from layerwise.encoders.model_files import weights_sha256
+from layerwise.encoders.registry import DEFAULT_MODEL, resolve_model
 from layerwise.encoders.truncate import truncate_encoder
 from layerwise.export.card import ExportCard, file_sha256, render_card
 from layerwise.export.kinds import FALLBACK_KIND, Exporter, register_exporter

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from layerwise.encoders.registry import weights_sha256
+from layerwise.encoders.model_files import weights_sha256
 from layerwise.export.card import ExportCard, render_card
 from layerwise.export.kinds import Exporter, register_exporter
 from layerwise.export.sentence_transformers import (

@@ -26,7 +26,7 @@ from torch import nn
 
 from layerwise.encoders.batching import cut_texts
 from layerwise.encoders.layer_encoder import pool_hidden_states
-from layerwise.encoders.registry import check_model_folder
+from layerwise.encoders.model_files import check_model_folder
 from layerwise.files import atomic_folder
 from layerwise.finite import check_finite_weights
 from layerwise.modules import heads as head_modules

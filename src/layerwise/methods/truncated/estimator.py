@@ -30,7 +30,8 @@ import numpy as np
 from layerwise.base import SentenceEstimator, check_texts
 from layerwise.data.checksum import content_checksum
 from layerwise.data.readers import normalize_scores
-from layerwise.encoders.registry import DEFAULT_MODEL, resolve_model, weights_sha256
+from layerwise.encoders.model_files import weights_sha256
+from layerwise.encoders.registry import DEFAULT_MODEL, resolve_model
 from layerwise.errors import UsageError
 from layerwise.export.sentence_transformers import EXPORT_MARKER
 from layerwise.keys import keyed_name

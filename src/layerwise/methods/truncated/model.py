@@ -21,7 +21,8 @@ from torch import nn
 
 from layerwise.encoders.batching import cut_texts, length_sorted_batches
 from layerwise.encoders.layer_encoder import pool_hidden_states
-from layerwise.encoders.registry import check_model_folder, resolve_model
+from layerwise.encoders.model_files import check_model_folder
+from layerwise.encoders.registry import resolve_model
 from layerwise.encoders.truncate import count_parameters, truncate_encoder
 from layerwise.export.sentence_transformers import EXPORT_MARKER, write_sentence_transformer
 from layerwise.finite import check_finite_weights
