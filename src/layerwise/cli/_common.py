@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from layerwise.cli._checks import max_length, positive_int
+from layerwise.cli._option_types import max_length, positive_int
 from layerwise.data.sts import STS_DATASETS
 from layerwise.encoders.registry import BUILTIN_MODELS, DEFAULT_MODEL
 from layerwise.evaluation.metrics import AGGREGATIONS

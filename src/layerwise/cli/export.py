@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from layerwise.cli._checks import layer_list, max_length, nonnegative_float, positive_float, positive_int
+from layerwise.cli._option_types import layer_list, max_length, nonnegative_float, positive_float, positive_int
 from layerwise.encoders.registry import BUILTIN_MODELS, DEFAULT_MODEL
 from layerwise.errors import DataFileError, UsageError
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from layerwise.benchmarks.lattemix.results import TRAIN_SOURCES
-from layerwise.cli._checks import _check_data, nonnegative_float, nonnegative_int, positive_float, positive_int, seed
+from layerwise.cli._checks import _check_data
 from layerwise.cli._common import STS_CHOICES, add_encoder_options, encoder_options
 from layerwise.cli._files import add_corpus_columns, add_pair_columns, corpus_from_args, pairs_from_args
+from layerwise.cli._option_types import nonnegative_float, nonnegative_int, positive_float, positive_int, seed
 from layerwise.errors import UsageError
 from layerwise.methods.lattemix.config import MODEL_KINDS
 

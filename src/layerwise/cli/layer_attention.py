@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from layerwise.cli._checks import max_length, nonnegative_int, positive_float, positive_int, seed
 from layerwise.cli._files import (
     add_corpus_columns,
     add_pair_columns,
@@ -11,6 +10,7 @@ from layerwise.cli._files import (
     pairs_from_args,
     triplets_from_args,
 )
+from layerwise.cli._option_types import max_length, nonnegative_int, positive_float, positive_int, seed
 from layerwise.encoders.registry import DEFAULT_MODEL
 from layerwise.methods.layer_attention.train import OBJECTIVES
 from layerwise.modules.poolers import POOLER_KINDS

@@ -9,14 +9,11 @@ from layerwise.cli._checks import (
     DEFAULT_ABLATE_STS,
     DEFAULT_ABLATE_TASKS,
     DEFAULT_TRANSFER_TASKS,
-    nonnegative_int,
-    positive_float,
-    positive_int,
-    seed,
     user_files,
 )
 from layerwise.cli._common import STS_CHOICES, add_common, add_encoder_options, encoder_options
 from layerwise.cli._files import add_label_columns, add_pair_columns
+from layerwise.cli._option_types import nonnegative_int, positive_float, positive_int, seed
 from layerwise.data.senteval import TRANSFER_TASKS
 
 

@@ -9,8 +9,8 @@ dev scores) and the model folder ``OUTPUT/multitask-<FILE>-model/`` (sentence-tr
 
 from __future__ import annotations
 
-from layerwise.cli._checks import max_length, nonnegative_int, positive_float, positive_int, seed
 from layerwise.cli._common import add_training_tail
+from layerwise.cli._option_types import max_length, nonnegative_int, positive_float, positive_int, seed
 from layerwise.encoders.registry import BUILTIN_MODELS, DEFAULT_MODEL
 from layerwise.methods.multitask.config import SCHEDULES
 from layerwise.training.distributed import is_main

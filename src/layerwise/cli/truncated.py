@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 
-from layerwise.cli._checks import max_length, nonnegative_int, positive_float, positive_int, seed
 from layerwise.cli._common import add_training_tail
 from layerwise.cli._files import (
     add_corpus_columns,
@@ -25,6 +24,7 @@ from layerwise.cli._files import (
     pairs_from_args,
     word_pairs_from_args,
 )
+from layerwise.cli._option_types import max_length, nonnegative_int, positive_float, positive_int, seed
 from layerwise.data.wordsim import DEFAULT_WORDSIM, WORDSIM_FILES
 from layerwise.encoders.registry import BUILTIN_MODELS, DEFAULT_MODEL
 from layerwise.errors import UsageError
