@@ -79,7 +79,8 @@ def test_similarity_measures_match_the_method_and_cosine_matches_encode(fitted):
 
 
 def test_save_loads_in_sentence_transformers_with_the_same_embeddings(fitted, tmp_path):
-    from layerwise.methods.lattemix.st_module import MODULE_TYPE, load_sentence_transformer
+    from layerwise import load_sentence_transformer
+    from layerwise.methods.lattemix.st_module import MODULE_TYPE
 
     out = fitted.save(tmp_path / "lm")
     want = fitted.encode(SENTENCES)

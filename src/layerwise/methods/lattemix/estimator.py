@@ -308,7 +308,7 @@ class LatteMix(SentenceEstimator):
         ``modules.json`` names :class:`~layerwise.methods.lattemix.st_module.LatteMixModule`, a class of the installed
         ``layerwise`` package, by its import path; the folder holds no ``.py`` file. sentence-transformers 6 imports
         such a class only with ``SentenceTransformer(folder, trust_remote_code=True)``; :meth:`load` and
-        :func:`~layerwise.methods.lattemix.st_module.load_sentence_transformer` read it without. Its ``encode`` equals
+        :func:`layerwise.load_sentence_transformer` read it without. Its ``encode`` equals
         this estimator's. ``overwrite`` replaces a folder this method wrote before, nothing else. A ``normal`` model
         has no sentence vector and is refused.
         """

@@ -8,7 +8,7 @@ categorical and ae kinds; a normal (Gaussian) model compares mixtures of Gaussia
 The module is :class:`~layerwise.methods.lattemix.st_module.LatteMixModule`, a class of the installed ``layerwise``
 package that ``modules.json`` names by import path (the folder holds no ``.py`` file); it loads without
 ``trust_remote_code`` through :func:`layerwise.load_sentence_transformer` (any export) or
-:func:`~layerwise.methods.lattemix.st_module.load_sentence_transformer`.
+:func:`layerwise.load_sentence_transformer`.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ How sentence-transformers 6 resolves that name: a type outside ``sentence_transf
 ``trust_remote_code=True`` (``sentence_transformers.util.misc.import_module_class``; without it the load is refused
 with a ``ValueError``). With it, a dotted path of more than two parts is never looked up as a file of the folder
 (``transformers``' dynamic loading takes ``file.Class`` only and gives up), so it imports the installed class.
-Loading without the flag is :meth:`layerwise.LatteMix.load` (or :func:`load_sentence_transformer`), which builds the
-same modules with layerwise's own code.
+Loading without the flag is :meth:`layerwise.LatteMix.load`, or :func:`layerwise.load_sentence_transformer` for a
+``SentenceTransformer`` (the installed class, never a file of the folder).
 """
 
 from __future__ import annotations
@@ -19,13 +19,11 @@ import os
 from pathlib import Path
 
 import torch
-from sentence_transformers import SentenceTransformer
 from sentence_transformers.base.modules.module import Module as STModule
-from sentence_transformers.sentence_transformer.modules import Transformer
 
 from layerwise.methods.lattemix.models import TokenLatentModel
 
-__all__ = ["MODULE_TYPE", "LatteMixModule", "load_sentence_transformer"]
+__all__ = ["MODULE_TYPE", "LatteMixModule", "module_path"]
 
 MODULE_TYPE = "layerwise.methods.lattemix.st_module.LatteMixModule"  # its name in modules.json
 
@@ -93,17 +91,3 @@ def module_path(folder: str | os.PathLike) -> str:
         raise ValueError(f"{folder} is not a saved LatteMix model: its modules.json lists {[t for t, _ in types]}, "
                          f"expected a Transformer and {MODULE_TYPE}")
     return types[1][1]
-
-
-def load_sentence_transformer(folder: str | os.PathLike, *, device: str = "cpu") -> SentenceTransformer:
-    """A :class:`SentenceTransformer` of a saved LatteMix folder, built without ``trust_remote_code``.
-
-    The folder's ``Transformer`` (built in) and :class:`LatteMixModule` (this installed class) are loaded by their
-    own ``load``; nothing in the folder is imported or executed. Same embeddings as
-    ``SentenceTransformer(folder, trust_remote_code=True)``.
-    """
-    folder = Path(folder)
-    sub = module_path(folder)
-    transformer = Transformer.load(str(folder))
-    module = LatteMixModule.load(str(folder), subfolder=sub)
-    return SentenceTransformer(modules=[transformer, module], device=device)
