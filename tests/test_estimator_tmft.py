@@ -91,13 +91,13 @@ def test_scores_are_read_on_their_own_scale(tiny_bert):
 
 def test_training_matches_fine_tune_the_function_the_paper_runs_call(tiny_bert):
     from layerwise.data.readers import normalize_scores
-    from layerwise.methods.truncated.run import fine_tune
+    from layerwise.methods.truncated.run import TMFTData, fine_tune
     from layerwise.methods.truncated.tasks import PairSet
 
     s1, s2, y = _pairs()
     est = _tuner(tiny_bert).fit(s1, s2, y, dev=(s1, s2, y))
     config = est._config()
-    fit = fine_tune(config, PairSet(tuple(s1), tuple(s2), normalize_scores(y)), PairSet(tuple(s1), tuple(s2), y),
+    fit = fine_tune(config, TMFTData(PairSet(tuple(s1), tuple(s2), normalize_scores(y)), PairSet(tuple(s1), tuple(s2), y)),
                     show_progress=False)
     np.testing.assert_allclose(est.encode(SENTENCES), fit.model.encode(SENTENCES), atol=1e-6)
     assert est.dev_score_ == pytest.approx(fit.run.best_dev)

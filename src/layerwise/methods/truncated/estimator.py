@@ -38,7 +38,7 @@ from layerwise.keys import keyed_name
 from layerwise.methods.truncated.config import MLMConfig, TMFTConfig, WSConfig
 from layerwise.methods.truncated.export import write_truncated
 from layerwise.methods.truncated.model import TruncatedModel
-from layerwise.methods.truncated.run import fine_tune, mlm_folder, split_word_pairs
+from layerwise.methods.truncated.run import TMFTData, fine_tune, mlm_folder, split_word_pairs
 from layerwise.methods.truncated.tasks import PairSet
 from layerwise.training.distributed import run_on_main
 
@@ -196,7 +196,7 @@ class TruncatedFineTuner(SentenceEstimator):
             folder = Path(self.output_dir) / keyed_name(config.name, key)
         mlm = None if self.output_dir is None or texts is None else mlm_folder(config, self.output_dir,
                                                                                checksums["corpus"])
-        fit = fine_tune(config, train, dev_set, word_pairs=word_sets, mlm_texts=texts, folder=folder, mlm_folder=mlm,
+        fit = fine_tune(config, TMFTData(train, dev_set, word_sets, texts), folder=folder, mlm_folder=mlm,
                         show_progress=self.show_progress, device=self.device)
         self.model_ = fit.model
         self.layers_ = tuple(fit.model.layers)

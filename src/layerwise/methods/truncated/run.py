@@ -38,7 +38,7 @@ from layerwise.training.distributed import local_device, run_on_main
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TMFTFit", "TMFTResult", "fine_tune", "mlm_folder", "mlm_sentences", "run_folder", "run_tmft",
+__all__ = ["TMFTData", "TMFTFit", "TMFTResult", "fine_tune", "mlm_folder", "mlm_sentences", "run_folder", "run_tmft",
            "split_word_pairs", "stsb_pairs", "wordsim_pairs"]
 
 
@@ -121,20 +121,29 @@ class TMFTFit:
     pre_step: dict | None  # what the pre-step did and scored (None: no pre-step)
 
 
-def fine_tune(config: TMFTConfig, train_set: PairSet, dev_set: PairSet | None = None, *,
-              word_pairs: tuple[PairSet, PairSet, PairSet] | None = None, mlm_texts: list[str] | None = None,
-              folder: Path | None = None, mlm_folder: Path | None = None, show_progress: bool | None = None,
-              device: str | None = None) -> TMFTFit:
+@dataclass(frozen=True)
+class TMFTData:
+    """The data :func:`fine_tune` trains on: ``train`` pairs with targets in [0, 1]; ``dev`` pairs with gold scores
+    on any scale, whose Spearman picks the epoch kept (None: the last epoch is kept); ``word_pairs``: train/dev/test
+    word pairs (targets in [0, 1]) for the ``"ws"`` pre-step; ``mlm_texts``: the sentences of the ``"mlm"`` one."""
+
+    train: PairSet
+    dev: PairSet | None = None
+    word_pairs: tuple[PairSet, PairSet, PairSet] | None = None
+    mlm_texts: list[str] | None = None
+
+
+def fine_tune(config: TMFTConfig, data: TMFTData, *, folder: Path | None = None, mlm_folder: Path | None = None,
+              show_progress: bool | None = None, device: str | None = None) -> TMFTFit:
     """The method on given data: the optional pre-step, then STS fine-tuning of the encoder cut at max(layers).
 
-    ``train_set``: pairs with targets in [0, 1]; ``dev_set``: pairs with gold scores on any scale, whose Spearman
-    picks the epoch kept (None: the last epoch is kept). ``word_pairs``: train/dev/test word pairs (targets in
-    [0, 1]) for ``config.pre_step == "ws"``; ``mlm_texts``: the sentences for ``"mlm"``. ``folder``: checkpoints of
-    each stage (``ws/``, ``sts/``), a cut-off call resumes from them (None: trained in memory); ``mlm_folder``: where
-    the MLM-adapted encoder is kept and reused (None: a temporary folder). Only ``config.model``, ``layers``,
-    ``pre_step``, the optimisation settings, ``ws`` (epochs, batch size, lr) and ``mlm`` (epochs, batch size,
-    accumulation, lr, masking) are read: the data is what is passed.
+    ``data``: what it trains on (:class:`TMFTData`). ``folder``: checkpoints of each stage (``ws/``, ``sts/``), a
+    cut-off call resumes from them (None: trained in memory); ``mlm_folder``: where the MLM-adapted encoder is kept
+    and reused (None: a temporary folder). Only ``config.model``, ``layers``, ``pre_step``, the optimisation
+    settings, ``ws`` (epochs, batch size, lr) and ``mlm`` (epochs, batch size, accumulation, lr, masking) are read:
+    the data is what is passed.
     """
+    train_set, dev_set, word_pairs, mlm_texts = data.train, data.dev, data.word_pairs, data.mlm_texts
     if (config.pre_step == "ws") != (word_pairs is not None) or (config.pre_step == "mlm") != (mlm_texts is not None):
         raise ValueError(f"pre_step {config.pre_step!r} takes word_pairs only for 'ws' and mlm_texts only for 'mlm'")
     pre = None
@@ -252,7 +261,7 @@ def run_tmft(config: TMFTConfig, *, data_dir=None, output: str | Path = "runs/tm
     word_pairs = wordsim_pairs(config, data_dir) if config.pre_step == "ws" else None
     texts = mlm_sentences(config, data_dir) if config.pre_step == "mlm" else None
     identity = LayerEncoder(config.model, cache_dir=False, show_progress=False).identity
-    fit = fine_tune(config, train_set, dev_set, word_pairs=word_pairs, mlm_texts=texts, folder=folder,
+    fit = fine_tune(config, TMFTData(train_set, dev_set, word_pairs, texts), folder=folder,
                     mlm_folder=mlm_folder(config, output), show_progress=show_progress, device=device)
     model, run = fit.model, fit.run
     scores = sts_scores(model.encode(list(test.sentences1)), model.encode(list(test.sentences2)), test.scores)
