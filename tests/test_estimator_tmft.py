@@ -134,8 +134,8 @@ def test_pre_steps_run_on_the_callers_data_and_resume_from_output_dir(tiny_bert,
     ({"pre_step": "ws"}, {}, "pre_step='ws' is not a pre-step"),
     ({"depth": 3}, {}, "depth=3 is not a hidden state of"),
     ({"depth": 2, "layers": (0, 1)}, {}, "layers=(0, 1) must lie in 0..depth"),
-    ({"epochs": 0}, {}, "epochs=0 must be an integer >= 1"),
-    ({"lr": -1.0}, {}, "lr=-1.0 must be a number > 0"),
+    ({"epochs": 0}, {}, "epochs=0 must be a whole number of at least 1"),
+    ({"lr": -1.0}, {}, "lr=-1.0 must be a finite number > 0"),
     ({"wordsim_split": (0.5, 0.5)}, {}, "wordsim_split="),
     ({"pre_step": "wordsim"}, {"word_pairs": (["a"] * 4, ["b"] * 4, [1, 2, 3, 4])}, "word_pairs: 4 word pairs"),
     ({}, {"dev": (["a"], ["b"], [1.0])}, "dev needs at least 2 pairs"),
@@ -151,7 +151,7 @@ def test_bad_training_pairs_are_refused(tiny_bert):
     s1, s2, y = _pairs()
     with pytest.raises(UsageError, match="sentences1 has 12 texts but sentences2 has 11"):
         _tuner(tiny_bert).fit(s1, s2[:-1], y)
-    with pytest.raises(UsageError, match="scores has shape"):
+    with pytest.raises(UsageError, match="scores has 11 values for 12 pairs"):
         _tuner(tiny_bert).fit(s1, s2, y[:-1])
     with pytest.raises(UsageError, match="must be a list of strings"):
         _tuner(tiny_bert).fit("a sentence", s2, y)

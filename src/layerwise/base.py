@@ -17,6 +17,7 @@ scikit-learn and sentence-transformers knows all five:
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Sequence
@@ -27,7 +28,8 @@ from sklearn.exceptions import NotFittedError
 
 from layerwise.errors import UsageError
 
-__all__ = ["NotFittedError", "SentenceEstimator", "check_texts"]
+__all__ = ["NotFittedError", "SentenceEstimator", "check_int", "check_labels", "check_number", "check_scores",
+           "check_texts"]
 
 
 def check_texts(texts, *, name: str = "sentences") -> list[str]:
@@ -46,6 +48,57 @@ def check_texts(texts, *, name: str = "sentences") -> list[str]:
             raise UsageError(f"{name}[{i}] is {type(t).__name__}, not str; every item must be a string")
     return texts
 
+
+
+def check_int(value, name: str, *, low: int = 1, none_ok: bool = False) -> int | None:
+    """``value`` as an int of at least ``low`` (None too where ``none_ok``), or a :class:`UsageError` naming the
+    parameter ``name`` (a bool is not a number here)."""
+    if value is None and none_ok:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        raise UsageError(f"{name}={value!r} must be a whole number of at least {low}{' or None' if none_ok else ''}")
+    return int(value)
+
+
+def check_number(value, name: str, *, positive: bool) -> float:
+    """``value`` as a finite float above 0 (``positive``) or at least 0, or a :class:`UsageError` naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not math.isfinite(value) \
+            or (value <= 0 if positive else value < 0):
+        raise UsageError(f"{name}={value!r} must be a finite number {'> 0' if positive else '>= 0'}")
+    return float(value)
+
+
+def check_scores(scores, n: int, *, name: str = "scores", what: str = "pair") -> np.ndarray:
+    """``scores`` as float64 of shape (n,), every value finite, or a :class:`UsageError` naming ``name``."""
+    if isinstance(scores, (str, bytes)):
+        raise UsageError(f"{name} must be a list of numbers, one per {what}, got a single string")
+    try:
+        values = np.asarray(list(scores), dtype=np.float64)
+    except (TypeError, ValueError):
+        raise UsageError(f"{name} must be numbers, one per {what}; a value could not be read as a number") from None
+    if values.shape != (n,):
+        raise UsageError(f"{name} has {values.size} values for {n} {what}s; pass one per {what}")
+    if not np.isfinite(values).all():
+        raise UsageError(f"{name}[{int(np.flatnonzero(~np.isfinite(values))[0])}] is not a finite number")
+    return values
+
+
+def check_labels(labels, n: int, *, name: str = "labels") -> np.ndarray:
+    """``labels`` as an array (n,) of one kind (all str or all numbers, none missing), or a :class:`UsageError`."""
+    if isinstance(labels, (str, bytes)):
+        raise UsageError(f"{name} must be a list with one label per text, got a single string")
+    items = list(labels)
+    if len(items) != n:
+        raise UsageError(f"{name} has {len(items)} values for {n} texts; pass one label per text")
+    missing = next((i for i, x in enumerate(items) if x is None or (isinstance(x, float) and math.isnan(x))), None)
+    if missing is not None:
+        raise UsageError(f"{name}[{missing}] is missing; give every text a label")
+    if len({isinstance(x, str) for x in items}) > 1:
+        raise UsageError(f"{name} mixes strings and numbers; give every label the same kind")
+    out = np.asarray(items)
+    if out.ndim != 1:
+        raise UsageError(f"{name} must be one label per text, got an array of shape {out.shape}")
+    return out
 
 class SentenceEstimator(BaseEstimator):
     """Base class of the methods' estimators (see the module docstring for the contract).

@@ -29,7 +29,7 @@ from typing import Sequence
 import numpy as np
 from sklearn.linear_model import LogisticRegression
 
-from layerwise.base import SentenceEstimator, check_texts
+from layerwise.base import SentenceEstimator, check_int, check_labels, check_scores, check_texts
 from layerwise.encoders.layer_encoder import LayerEncoder, ModelIdentity
 from layerwise.encoders.registry import DEFAULT_MODEL
 from layerwise.errors import UsageError
@@ -191,7 +191,7 @@ class LayerCombination(SentenceEstimator):
             t2 = check_texts(middle, name="texts2")
             if len(t2) != len(t1):
                 raise UsageError(f"texts1 has {len(t1)} texts but texts2 has {len(t2)}; pass one pair per row")
-            return "classification", (t1, t2, _as_labels(labels, len(t1)))
+            return "classification", (t1, t2, check_labels(labels, len(t1)))
         texts = check_texts(sentences1, name="texts")
         if isinstance(middle, (str, bytes)):
             raise UsageError("labels must be a list with one label per text, got a single string")
@@ -200,19 +200,19 @@ class LayerCombination(SentenceEstimator):
             raise UsageError(f"the second argument holds {len(middle)} distinct strings, which is a second list of "
                              "sentences rather than labels: for STS pairs pass fit(sentences1, sentences2, scores); "
                              "for pair classification fit(texts1, texts2, labels=labels)")
-        return "classification", (texts, None, _as_labels(middle, len(texts)))
+        return "classification", (texts, None, check_labels(middle, len(texts)))
 
     def _check_params(self) -> None:
         """Every parameter, before any model loads (UsageError naming the parameter)."""
         if self.pooling not in LC_POOLINGS:
             raise UsageError(f"pooling={self.pooling!r} is not a layer-combination pooling; pass one of "
                              f"{', '.join(map(repr, LC_POOLINGS))}")
-        _positive_int(self.max_layers, "max_layers", none_ok=True)
-        _positive_int(self.n_inner, "n_inner")
-        _positive_int(self.shortlist, "shortlist", none_ok=True)
-        _positive_int(self.n_jobs, "n_jobs")
-        _positive_int(self.batch_size, "batch_size")
-        _positive_int(self.max_length, "max_length")
+        check_int(self.max_layers, "max_layers", none_ok=True)
+        check_int(self.n_inner, "n_inner")
+        check_int(self.shortlist, "shortlist", none_ok=True)
+        check_int(self.n_jobs, "n_jobs")
+        check_int(self.batch_size, "batch_size")
+        check_int(self.max_length, "max_length")
         if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or not 0 <= self.seed < 2**32:
             raise UsageError(f"seed={self.seed!r} is not a seed; pass a whole number in 0..{2**32 - 1}")
         try:
@@ -447,50 +447,16 @@ class LayerCombination(SentenceEstimator):
         return est
 
 
-def _positive_int(value, name: str, *, none_ok: bool = False) -> None:
-    if value is None and none_ok:
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        extra = " or None" if none_ok else ""
-        raise UsageError(f"{name}={value!r} must be a whole number of at least 1{extra}")
-
 
 def _as_scores(scores, n: int) -> np.ndarray:
-    """``scores`` as float64 (n,), or a UsageError naming ``scores``."""
-    if isinstance(scores, (str, bytes)):
-        raise UsageError("scores must be a list of numbers, one per pair, got a single string")
-    try:
-        gold = np.asarray(list(scores), dtype=np.float64)
-    except (TypeError, ValueError):
-        raise UsageError("scores must be numbers, one per pair; a value could not be read as a number") from None
-    if gold.shape != (n,):
-        raise UsageError(f"scores has {gold.size} values for {n} pairs; pass one score per pair")
+    """``scores`` as float64 (n,) that can rank subsets, or a UsageError naming ``scores``."""
+    gold = check_scores(scores, n)
     if n < 3:
         raise UsageError(f"{n} pairs are too few to rank layer subsets; pass at least 3")
     try:
         return check_gold(gold)
     except ValueError as exc:
         raise UsageError(f"scores: {exc}") from None
-
-
-def _as_labels(labels, n: int) -> np.ndarray:
-    """``labels`` as an array (n,) of one kind (all str or all numbers), or a UsageError naming ``labels``."""
-    if isinstance(labels, (str, bytes)):
-        raise UsageError("labels must be a list with one label per text, got a single string")
-    items = list(labels)
-    if len(items) != n:
-        raise UsageError(f"labels has {len(items)} values for {n} texts; pass one label per text")
-    if any(x is None or (isinstance(x, float) and math.isnan(x)) for x in items):
-        raise UsageError(f"labels[{next(i for i, x in enumerate(items) if x is None or x != x)}] is missing; "
-                         "give every text a label")
-    kinds = {isinstance(x, str) for x in items}
-    if len(kinds) > 1:
-        raise UsageError("labels mixes strings and numbers; give every label the same kind")
-    out = np.asarray(items)
-    if out.ndim != 1:
-        raise UsageError(f"labels must be one label per text, got an array of shape {out.shape}")
-    return out
-
 
 def _classifier_arrays(classifier) -> dict[str, np.ndarray]:
     """The fitted logistic regression as plain arrays (no pickle): its weights and intercepts."""

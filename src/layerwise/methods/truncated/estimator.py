@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from layerwise.base import SentenceEstimator, check_texts
+from layerwise.base import SentenceEstimator, check_int, check_number, check_scores, check_texts
 from layerwise.data.checksum import content_checksum
 from layerwise.data.readers import normalize_scores
 from layerwise.encoders.model_files import weights_sha256
@@ -218,7 +218,7 @@ class TruncatedFineTuner(SentenceEstimator):
         """The run's settings from the parameters, each checked under its own name."""
         if self.pre_step not in PRE_STEPS:
             raise UsageError(f"pre_step={self.pre_step!r} is not a pre-step; use None, 'wordsim' or 'mlm'")
-        depth = _integer("depth", self.depth, 0)
+        depth = check_int(self.depth, "depth", low=0)
         layers = (depth,) if self.layers is None else self.layers
         if isinstance(layers, (int, str)) or not all(isinstance(k, int) and not isinstance(k, bool) for k in layers) \
                 or not layers:
@@ -229,12 +229,12 @@ class TruncatedFineTuner(SentenceEstimator):
         for name, low in (("epochs", 1), ("batch_size", 2), ("max_length", 2), ("seed", 0), ("wordsim_epochs", 1),
                           ("wordsim_batch_size", 2), ("mlm_epochs", 1), ("mlm_batch_size", 1),
                           ("mlm_grad_accumulation", 1)):
-            _integer(name, getattr(self, name), low)
+            check_int(getattr(self, name), name, low=low)
         for name in ("lr", "wordsim_lr", "mlm_lr"):
-            _number(name, getattr(self, name), positive=True)
+            check_number(getattr(self, name), name, positive=True)
         for name in ("weight_decay", "max_grad_norm"):
-            _number(name, getattr(self, name), positive=False)
-        if not 0 < _number("mlm_probability", self.mlm_probability, positive=True) < 1:
+            check_number(getattr(self, name), name, positive=False)
+        if not 0 < check_number(self.mlm_probability, "mlm_probability", positive=True) < 1:
             raise UsageError(f"mlm_probability={self.mlm_probability!r} must be between 0 and 1 (the paper: 0.15)")
         split = self.wordsim_split
         try:
@@ -276,14 +276,7 @@ class TruncatedFineTuner(SentenceEstimator):
         return n_layers
 
     def _scaled(self, scores, n: int, name: str, scale: tuple[float, float] | None) -> np.ndarray:
-        try:
-            values = np.asarray(scores, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise UsageError(f"{name} must be numbers, got {type(scores).__name__}") from None
-        if values.shape != (n,):
-            raise UsageError(f"{name} has shape {values.shape}; give one score per pair ({n})")
-        if not np.isfinite(values).all():
-            raise UsageError(f"{name}[{int(np.flatnonzero(~np.isfinite(values))[0])}] is not a finite number")
+        values = check_scores(scores, n, name=name)
         if scale is not None and (values.min() < scale[0] or values.max() > scale[1]):
             raise UsageError(f"{name} range from {values.min():g} to {values.max():g}, outside score_scale={scale}; "
                              "pass the scale the scores are on")
@@ -395,16 +388,3 @@ class TruncatedFineTuner(SentenceEstimator):
         est.source_ = info.get("source", {})
         est.model_path_ = folder
         return est
-
-
-def _integer(name: str, value, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise UsageError(f"{name}={value!r} must be an integer >= {low}")
-    return int(value)
-
-
-def _number(name: str, value, *, positive: bool) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not np.isfinite(value) \
-            or (value <= 0 if positive else value < 0):
-        raise UsageError(f"{name}={value!r} must be a number {'> 0' if positive else '>= 0'}")
-    return float(value)
