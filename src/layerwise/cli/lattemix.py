@@ -105,19 +105,10 @@ def run_files(args, command) -> int:
     import time
 
     from layerwise.data.readers import data_label
-    from layerwise.evaluation.metrics import cosine_rows, spearman
-    from layerwise.methods.lattemix import SIMILARITIES, LatteMix, pair_similarity
-    from layerwise.reports import environment, fmt, write_json
+    from layerwise.methods.lattemix import LatteMix
+    from layerwise.reports import environment, write_json
 
-    if args.train is None or args.pairs is None:
-        raise UsageError("--train and --pairs go together: give the training corpus (--train FILE) and the "
-                         "evaluation pairs (--pairs FILE ...), or neither for the built-in benchmark (--datasets)")
-    benchmark = [flag for flag, value in (("--datasets", args.datasets), ("--train-sources", args.train_sources),
-                                          ("--train-limit", args.train_limit)) if value is not None]
-    if benchmark:
-        raise UsageError(f"{', '.join(benchmark)} belong to the benchmark run; with --train and --pairs, leave them out")
-    if args.dtype != "float32":
-        raise UsageError(f"--dtype {args.dtype} is not available with --train (Latte-Mix reads float32 token vectors)")
+    _check_file_options(args)
     # every file is read and checked before any model loads
     corpus = corpus_from_args(args, args.train)
     pairs = [pairs_from_args(args, path, min_rows=3) for path in args.pairs]
@@ -137,20 +128,7 @@ def run_files(args, command) -> int:
             est = LatteMix(**_estimator_params(args), kind=kind, seed=int(run_seed)).fit(corpus)
             layer = est.layer_
             training.setdefault(kind, []).append({"seed": int(run_seed), **est.training_})
-            for label, data in zip(labels, pairs):
-                unique = list(dict.fromkeys([*data.sentences1, *data.sentences2]))
-                where = {s: i for i, s in enumerate(unique)}
-                mix = est.mixtures(unique)
-                i1 = [where[s] for s in data.sentences1]
-                i2 = [where[s] for s in data.sentences2]
-                for measure in SIMILARITIES[kind]:
-                    sim = pair_similarity(mix.take(i1), mix.take(i2), measure)
-                    scores.setdefault(f"{kind} {measure}", {}).setdefault(label, []).append(
-                        100 * spearman(sim, data.scores))
-                if label not in baseline:  # the same hidden state, mean-pooled: the reference Latte-Mix is read against
-                    stack = est.encoder_.encode(unique)
-                    emb = stack.mean[:, est.layer_]
-                    baseline[label] = 100 * spearman(cosine_rows(emb[i1], emb[i2]), data.scores)
+            _score_pairs(est, dict(zip(labels, pairs)), scores, baseline)
             if args.save_models and kind != "normal":
                 saved.append(str(est.save(f"{args.output}/models/lattemix-{train_label}-{kind}-seed{run_seed}",
                                           overwrite=True)))
@@ -166,14 +144,53 @@ def run_files(args, command) -> int:
         "environment": environment(command),
     }
     path = write_json(f"{args.output}/lattemix-{train_label}.json", result)
-    print(f"model {args.model} | hidden state {layer} | trained on {train_label} ({len(corpus)} texts) | "
+    _print_table(args, layer, f"{train_label} ({len(corpus)} texts)", labels, rows)
+    for folder in saved:
+        print(f"saved model: {folder}")
+    print(f"wrote results: {path}")
+    return 0
+
+
+def _check_file_options(args) -> None:
+    """--train and --pairs come together, without the benchmark's options."""
+    if args.train is None or args.pairs is None:
+        raise UsageError("--train and --pairs go together: give the training corpus (--train FILE) and the "
+                         "evaluation pairs (--pairs FILE ...), or neither for the built-in benchmark (--datasets)")
+    benchmark = [flag for flag, value in (("--datasets", args.datasets), ("--train-sources", args.train_sources),
+                                          ("--train-limit", args.train_limit)) if value is not None]
+    if benchmark:
+        raise UsageError(f"{', '.join(benchmark)} belong to the benchmark run; with --train and --pairs, leave them out")
+    if args.dtype != "float32":
+        raise UsageError(f"--dtype {args.dtype} is not available with --train (Latte-Mix reads float32 token vectors)")
+
+
+def _score_pairs(est, pairs: dict, scores: dict, baseline: dict) -> None:
+    """Add the Spearman x100 of every measure of the fitted ``est`` on each pairs file to ``scores`` (measure ->
+    label -> one value per fit), and mean pooling of the same hidden state to ``baseline`` (label -> value, once)."""
+    from layerwise.evaluation.metrics import cosine_rows, spearman
+    from layerwise.methods.lattemix import SIMILARITIES, pair_similarity
+
+    for label, data in pairs.items():
+        unique = list(dict.fromkeys([*data.sentences1, *data.sentences2]))
+        where = {s: i for i, s in enumerate(unique)}
+        mix = est.mixtures(unique)
+        i1 = [where[s] for s in data.sentences1]
+        i2 = [where[s] for s in data.sentences2]
+        for measure in SIMILARITIES[est.kind]:
+            sim = pair_similarity(mix.take(i1), mix.take(i2), measure)
+            scores.setdefault(f"{est.kind} {measure}", {}).setdefault(label, []).append(100 * spearman(sim, data.scores))
+        if label not in baseline:  # the same hidden state, mean-pooled: the reference Latte-Mix is read against
+            emb = est.encoder_.encode(unique).mean[:, est.layer_]
+            baseline[label] = 100 * spearman(cosine_rows(emb[i1], emb[i2]), data.scores)
+
+
+def _print_table(args, layer, trained_on: str, labels: list[str], rows: dict) -> None:
+    from layerwise.reports import fmt
+
+    print(f"model {args.model} | hidden state {layer} | trained on {trained_on} | "
           f"Spearman x100, mean ± std over {len(args.seeds)} seed(s)")
     print(f"  {'method':34s} " + " ".join(f"{label:>16s}" for label in labels))
     for method, per in rows.items():
         cells = [fmt(float(np.mean(per[label])), float(np.std(per[label])) if len(per[label]) > 1 else None)
                  for label in labels]
         print(f"  {method:34s} " + " ".join(f"{c:>16s}" for c in cells))
-    for folder in saved:
-        print(f"saved model: {folder}")
-    print(f"wrote results: {path}")
-    return 0
