@@ -447,7 +447,6 @@ class LayerCombination(SentenceEstimator):
         return est
 
 
-
 def _as_scores(scores, n: int) -> np.ndarray:
     """``scores`` as float64 (n,) that can rank subsets, or a UsageError naming ``scores``."""
     gold = check_scores(scores, n)
@@ -457,6 +456,7 @@ def _as_scores(scores, n: int) -> np.ndarray:
         return check_gold(gold)
     except ValueError as exc:
         raise UsageError(f"scores: {exc}") from None
+
 
 def _classifier_arrays(classifier) -> dict[str, np.ndarray]:
     """The fitted logistic regression as plain arrays (no pickle): its weights and intercepts."""
