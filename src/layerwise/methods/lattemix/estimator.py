@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from layerwise.base import SentenceEstimator, check_texts
+from layerwise.base import SentenceEstimator, check_int, check_number, check_texts
 from layerwise.encoders.layer_encoder import LayerEncoder
 from layerwise.encoders.registry import DEFAULT_MODEL
 from layerwise.encoders.truncate import truncate_encoder
@@ -159,20 +159,13 @@ class LatteMix(SentenceEstimator):
         if self.kind not in MODEL_KINDS:
             raise UsageError(f"kind={self.kind!r} is not a Latte-Mix model kind; use one of {', '.join(MODEL_KINDS)}")
         for name, low in _INTS.items():
-            value = getattr(self, name)
-            if not _is_int(value) or value < low:
-                raise UsageError(f"{name}={value!r} is invalid: use an integer >= {low}")
+            check_int(getattr(self, name), name, low=low)
         for name in ("layer", "seed"):
             if not _is_int(getattr(self, name)):
                 raise UsageError(f"{name}={getattr(self, name)!r} is invalid: use an integer")
-        if self.max_steps is not None and (not _is_int(self.max_steps) or self.max_steps < 0):
-            raise UsageError(f"max_steps={self.max_steps!r} is invalid: use None or an integer >= 0")
-        for name, low, strict in (("tau", 0.0, True), ("beta", 0.0, False), ("lr", 0.0, True)):
-            value = getattr(self, name)
-            ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) \
-                and (value > low if strict else value >= low)
-            if not ok:
-                raise UsageError(f"{name}={value!r} is invalid: use a finite number {'>' if strict else '>='} {low:g}")
+        check_int(self.max_steps, "max_steps", low=0, none_ok=True)
+        for name, positive in (("tau", True), ("beta", False), ("lr", True)):
+            check_number(getattr(self, name), name, positive=positive)
         try:
             torch.device(self.device)
         except (RuntimeError, TypeError):

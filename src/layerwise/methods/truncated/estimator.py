@@ -303,9 +303,9 @@ class TruncatedFineTuner(SentenceEstimator):
             raise UsageError(f"dev must be None, (sentences1, sentences2, scores) or pairs from read_pairs, got "
                              f"{type(dev).__name__}")
         s1, s2 = check_texts(s1, name="dev sentences1"), check_texts(s2, name="dev sentences2")
-        values = np.asarray(scores, dtype=np.float64)
-        if len(s1) != len(s2) or values.shape != (len(s1),) or not np.isfinite(values).all():
-            raise UsageError(f"dev: need as many sentences2 and finite scores as sentences1 ({len(s1)})")
+        if len(s1) != len(s2):
+            raise UsageError(f"dev has {len(s1)} sentences1 but {len(s2)} sentences2; pass one of each per pair")
+        values = check_scores(scores, len(s1), name="dev scores")
         if len(s1) < 2 or np.ptp(values) == 0:
             raise UsageError("dev needs at least 2 pairs with different scores (a Spearman correlation picks the "
                              "epoch kept); give more dev pairs, or dev=None")
