@@ -117,3 +117,24 @@ def plot_frontier(candidates: list[Candidate], path: str | os.PathLike, *, title
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     return save_figure(fig, path)
+
+
+def report_lines(report: dict, *, title: str) -> list[str]:
+    """The markdown of a run's report: the choice, the frontier table and how each recipe and ratio is made.
+    ``report``: ``{"chosen", "original", "candidates", "budget"}`` as :meth:`Compressor.report` gives it."""
+    chosen, original = Candidate.from_dict(report["chosen"]), Candidate.from_dict(report["original"])
+    candidates = [Candidate.from_dict(c) for c in report["candidates"]]
+    s = chosen.speed
+    return [
+        f"# {title}", "",
+        f"Chosen with a budget of {report['budget']:g} points of dev Spearman: **{chosen.name}** ({chosen.recipe}, "
+        f"{chosen.depth} layers, hidden states {','.join(map(str, chosen.layers))}): dev Spearman {chosen.dev:.2f} "
+        f"against the original's {original.dev:.2f}, {chosen.ratio:.2f}x its throughput, "
+        f"{chosen.parameters / 1e6:.2f} M parameters against {original.parameters / 1e6:.2f} M.", "",
+        "## Candidates", "", *frontier_table(candidates, chosen), "",
+        "Spearman x100 of the cosine of the two sentence vectors against the gold scores. Throughput ratio: the "
+        "original model's median pass over its candidate's, the two timed in one run, passes interleaved "
+        f"({s['sentences']} corpus sentences, batch {s['batch_size']}, max length {s['max_length']} tokens, "
+        f"{len(s['seconds'])} timed passes each, {s['threads']} torch threads). Recipes:", "",
+        *[f"- {name}: {what}" for name, what in RECIPES.items()], "",
+    ]
