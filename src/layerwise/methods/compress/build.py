@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -32,6 +33,7 @@ from layerwise.data.checksum import content_checksum
 from layerwise.encoders.layer_encoder import LayerEncoder
 from layerwise.evaluation.metrics import cosine_rows, spearman
 from layerwise.keys import keyed_name, model_key
+from layerwise.methods.compress.backends import graph_folder, runner
 from layerwise.methods.compress.config import CompressConfig
 from layerwise.methods.compress.distill import distill_student, embedding_mse
 from layerwise.methods.compress.frontier import Candidate
@@ -115,6 +117,8 @@ class Compression:
         self._students: dict[int, TruncatedModel] = {}  # trained or loaded once per run
         self._run_facts: dict[int, dict] = {}  # each student's training: steps, final loss
         self._teacher: np.ndarray | None = None
+        self._cut: tuple[tuple[int, ...], TruncatedModel] | None = None
+        self._tmp: tempfile.TemporaryDirectory | None = None  # graphs, when there is no folder
 
     # -- the run ---------------------------------------------------------------------------------------------
     def run(self) -> CompressResult:
@@ -181,28 +185,47 @@ class Compression:
     def _measure(self, recipe: str, layers: tuple[int, ...], backend: str) -> Candidate:
         cfg = self.config
         model = self.model(recipe, layers)
+        encode = runner(model, backend, batch_size=cfg.speed_batch_size, graph=self.graph(recipe, layers, backend))
         extra = self._student_facts(model, layers[0]) if recipe == "distilled" else {}
-        if recipe == "distilled":
-            scores = {name: _pair_spearman(*self._encode_pairs(model, p), p) for name, p in self._all_pairs()}
-        else:  # a cut's scores from the layer stacks (the same numbers as its model gives: see the tests)
+        if recipe == "distilled" or backend != "torch":
+            vectors = {name: (encode(list(p.texts1)), encode(list(p.texts2))) for name, p in self._all_pairs()}
+            scores = {name: _pair_spearman(*vectors[name], p) for name, p in self._all_pairs()}
+        else:  # a cut on torch: its scores from the layer stacks (the numbers its model gives: see the tests)
             scores = {name: 100.0 * spearman(subset_cosine(*self._stacks[name], layers), np.asarray(p.targets))
                       for name, p in self._all_pairs()}
+        if backend != "torch":  # how far the backend's vectors are from the torch model's, on the dev sentences
+            torch_vectors = model.encode(list(self.data.dev.texts1), batch_size=cfg.speed_batch_size)
+            extra["max_abs_diff_vs_torch"] = float(np.abs(vectors["dev"][0] - torch_vectors).max())
         sentences = list(self.data.corpus[:cfg.speed_sentences])
-        speed = measure_speed(lambda t: model.encode(t, batch_size=cfg.speed_batch_size),
-                              lambda t: self._original.encode(t, batch_size=cfg.speed_batch_size), sentences,
+        speed = measure_speed(encode, lambda t: self._original.encode(t, batch_size=cfg.speed_batch_size), sentences,
                               batch_size=cfg.speed_batch_size, repeats=cfg.speed_repeats)
         speed["max_length"] = cfg.max_length
         tests = {k: v for k, v in scores.items() if k != "dev"}
         return Candidate(recipe=recipe, depth=max(layers), layers=tuple(layers), backend=backend,
                          parameters=model.n_parameters(), dev=scores["dev"], tests=tests, speed=speed, extra=extra)
 
+    def graph(self, recipe: str, layers: tuple[int, ...], backend: str) -> Path | None:
+        """The layer graph folder of a candidate on an ONNX backend (exported once: fp32 and int8), None on torch."""
+        if backend == "torch":
+            return None
+        key = {k: v for k, v in self._key(recipe, layers, backend).items() if k != "backend"}
+        if self.folder is not None:
+            root = self.folder / "graphs"
+        else:
+            if self._tmp is None:
+                self._tmp = tempfile.TemporaryDirectory(prefix="layerwise-compress-")
+            root = Path(self._tmp.name)
+        return graph_folder(self.model(recipe, layers), root / keyed_name(f"{recipe}-l{max(layers)}", key), key)
+
     # -- models ----------------------------------------------------------------------------------------------
     def model(self, recipe: str, layers: tuple[int, ...]) -> TruncatedModel:
         """The torch model of a candidate: the encoder cut at max(layers) (a student trained, or loaded)."""
         if recipe == "distilled":
             return self._student(layers[0])
-        model = TruncatedModel.from_pretrained(self.config.model, layers, max_length=self.config.max_length)
-        return model.to(self.device)
+        if self._cut is None or self._cut[0] != tuple(layers):  # the last cut is kept: each backend reuses it
+            model = TruncatedModel.from_pretrained(self.config.model, layers, max_length=self.config.max_length)
+            self._cut = (tuple(layers), model.to(self.device).eval())
+        return self._cut[1]
 
     def _student(self, depth: int) -> TruncatedModel:
         """The distilled student at ``depth``: from memory, from its folder, or trained now (and saved there)."""

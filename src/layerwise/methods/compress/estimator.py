@@ -27,8 +27,9 @@ from layerwise.encoders.model_files import weights_sha256
 from layerwise.encoders.registry import DEFAULT_MODEL, resolve_model
 from layerwise.errors import UsageError
 from layerwise.export.sentence_transformers import EXPORT_MARKER
+from layerwise.methods.compress.backends import check_backends, runner
 from layerwise.methods.compress.build import CompressData, Compression
-from layerwise.methods.compress.config import CompressConfig, check_backends
+from layerwise.methods.compress.config import CompressConfig
 from layerwise.methods.compress.export import write_compressed
 from layerwise.methods.compress.frontier import Candidate, choose, pareto_front
 from layerwise.methods.truncated.model import TruncatedModel
@@ -90,7 +91,9 @@ class Compressor(SentenceEstimator):
     result_ : CompressResult
         The whole run (settings, data checksums, every candidate), JSON round trip.
     model_ : TruncatedModel
-        The chosen candidate's torch model (what :meth:`encode` runs and :meth:`save` writes).
+        The chosen candidate's torch model (what :meth:`save` writes; :meth:`encode` runs it on the chosen backend).
+    graph_ : Path or None
+        The chosen candidate's ONNX layer graph folder (fp32 and int8) where an ONNX backend was chosen, else None.
     n_layers_ : int
         Transformer layers of the chosen model.
     source_ : dict
@@ -136,6 +139,8 @@ class Compressor(SentenceEstimator):
         self.frontier_ = pareto_front(self.candidates_)
         self.chosen_ = choose(self.candidates_, result.original.dev, budget)
         self.model_ = run.model(self.chosen_.recipe, self.chosen_.layers)
+        self.graph_ = run.graph(self.chosen_.recipe, self.chosen_.layers, self.chosen_.backend)
+        self._run = run  # keeps a temporary graph folder alive (no output_dir)
         self.n_layers_ = int(self.model_.encoder.config.num_hidden_layers)
         self.source_ = {"name": str(self.model), "weights_sha256": weights_sha256(resolve_model(self.model).path)}
         logger.info("chose %s: dev Spearman %.2f (original %.2f), %.2fx the original's throughput",
@@ -179,7 +184,9 @@ class Compressor(SentenceEstimator):
 
     # --------------------------------------------------------------------------------- encode, save, load
     def _encode(self, texts: list[str], *, batch_size: int | None) -> np.ndarray:
-        return self.model_.encode(texts, batch_size=batch_size or self._settings().speed_batch_size)
+        """The chosen candidate's vectors on its backend (torch, or its ONNX graph in onnxruntime)."""
+        bs = batch_size or self._settings().speed_batch_size
+        return runner(self.model_, self.chosen_.backend, batch_size=bs, graph=self.graph_)(texts)
 
     def report(self) -> dict:
         """The choice and every candidate as JSON: ``chosen``, ``original``, ``candidates``, ``budget``."""
@@ -191,7 +198,8 @@ class Compressor(SentenceEstimator):
         """Write the chosen model as a sentence-transformers folder (built-in modules only), with the provenance and
         a model card showing the frontier. Replaces a folder this package wrote, refuses others."""
         self._check_fitted()
-        return write_compressed(self.model_, folder, source=self.source_, report=self.report(), overwrite=overwrite)
+        return write_compressed(self.model_, folder, source=self.source_, report=self.report(), graph=self.graph_,
+                                overwrite=overwrite)
 
     @classmethod
     def load(cls, folder: str | os.PathLike, *, device: str | None = None) -> "Compressor":
@@ -212,6 +220,7 @@ class Compressor(SentenceEstimator):
         est.candidates_ = [Candidate.from_dict(c) for c in report["candidates"]]
         est.frontier_ = pareto_front(est.candidates_)
         est.n_layers_ = int(est.model_.encoder.config.num_hidden_layers)
+        est.graph_ = folder / "onnx" if est.chosen_.backend != "torch" else None
         est.source_ = info["source"]
         return est
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 from layerwise.encoders.model_files import weights_sha256
@@ -25,15 +26,17 @@ from layerwise.export.sentence_transformers import (
 )
 from layerwise.methods.compress.frontier import RECIPES, Candidate, frontier_table
 from layerwise.methods.truncated.model import TruncatedModel
+from layerwise.reports import write_json
 
 __all__ = ["export_compressed", "is_compressed_folder", "write_compressed"]
 
 
 def write_compressed(model: TruncatedModel, folder: str | os.PathLike, *, source: dict, report: dict,
-                     overwrite: bool = False) -> Path:
+                     graph: str | os.PathLike | None = None, overwrite: bool = False) -> Path:
     """Write ``model`` (the chosen candidate's torch model) to ``folder``. ``report``: ``{"chosen": Candidate dict,
     "original": Candidate dict, "candidates": [Candidate dict, ...], "budget": float}`` (JSON), kept in the
-    provenance and shown in the card."""
+    provenance and shown in the card. ``graph``: the candidate's layer graph folder (an ONNX backend was chosen),
+    copied to ``folder/onnx`` (run it with ``LayerGraphSession(folder / "onnx", quantized=...)``)."""
     check_destination(folder, overwrite)
     chosen = Candidate.from_dict(report["chosen"])
     original = Candidate.from_dict(report["original"])
@@ -53,9 +56,45 @@ def write_compressed(model: TruncatedModel, folder: str | os.PathLike, *, source
     modules, all_states = pooling_modules(model.encoder.config, pooling="mean", layers=model.layers)
     provenance = {"method": "compress", **card.provenance(), "layers": list(model.layers),
                   "max_length": model.max_length, "compress": report}
-    return save_st_folder(model.encoder, model.tokenizer, folder, modules,
+    if graph is not None:
+        readme += ONNX_NOTE.format(quantized=chosen.backend == "onnx-int8")
+    dest = save_st_folder(model.encoder, model.tokenizer, folder, modules,
                           transformer_kwargs=transformer_options(model.max_length, all_hidden_states=all_states),
                           provenance=provenance, readme=readme, overwrite=overwrite)
+    if graph is not None:
+        _add_graph(dest, Path(graph))
+    return dest
+
+
+ONNX_NOTE = """
+## ONNX
+
+The chosen candidate runs on onnxruntime: its layer graph (fp32 `onnx/model.onnx`, int8 `onnx/model-int8.onnx`;
+outputs every hidden state's masked token mean) is in `onnx/`. The sentence vector is the mean of the hidden states
+listed above:
+
+```python
+from layerwise.encoders.onnx_backend import LayerGraphSession
+from transformers import AutoTokenizer
+
+session = LayerGraphSession("onnx", quantized={quantized})
+stack = session.encode(AutoTokenizer.from_pretrained("."), ["A sentence."])
+vectors = stack.mean[:, LAYERS].mean(axis=1)  # LAYERS: the hidden states above
+```
+"""
+
+
+def _add_graph(dest: Path, graph: Path) -> None:
+    """Copy the graph folder into ``dest/onnx`` and list its files in the export manifest (so that a later export
+    over ``dest`` knows them as its own)."""
+    copy = dest / "onnx"
+    if copy.exists():
+        shutil.rmtree(copy)  # only an earlier export's graph can be here: the folder was just written
+    shutil.copytree(graph, copy)
+    info = json.loads((dest / EXPORT_MARKER).read_text())
+    info["files"] = sorted(set(info["files"]) | {p.relative_to(dest).as_posix() for p in copy.rglob("*")
+                                                 if p.is_file()})
+    write_json(dest / EXPORT_MARKER, info)
 
 
 def _marker(path: str | os.PathLike) -> dict:
@@ -77,7 +116,8 @@ def export_compressed(source: str | os.PathLike, folder: str | os.PathLike, *, o
     info = _marker(source)
     model = TruncatedModel.load(source)
     src = info.get("source") or {"name": str(source), "weights_sha256": weights_sha256(source)}
-    return write_compressed(model, folder, source=src, report=info["compress"], overwrite=overwrite)
+    graph = Path(source) / "onnx" if (Path(source) / "onnx").is_dir() else None
+    return write_compressed(model, folder, source=src, report=info["compress"], graph=graph, overwrite=overwrite)
 
 
 EXPORTER = register_exporter(Exporter(kind="compress", detects=is_compressed_folder, export=export_compressed))
