@@ -199,6 +199,13 @@ def test_resume_after_a_kill_in_training_gives_the_straight_run(teacher, env, mo
     assert abs(a.dev - b.dev) < 1e-6 and a.extra["mse_distilled"] == pytest.approx(b.extra["mse_distilled"], 1e-6)
 
 
+def test_without_torch_backend_the_original_is_still_the_reference(tiny_bert, env):
+    pytest.importorskip("onnxruntime")
+    est = _comp(tiny_bert, depths=(1,), backends=("onnx",), budget=0.0).fit(CORPUS, _dev())
+    assert est.original_.name == "original-l2-torch" and est.original_ in est.candidates_
+    assert {c.backend for c in est.candidates_ if c.recipe != "original"} == {"onnx"}
+
+
 def test_mpnet(tiny_mpnet, env, tmp_path):
     from sentence_transformers import SentenceTransformer
 
@@ -210,11 +217,23 @@ def test_mpnet(tiny_mpnet, env, tmp_path):
     assert np.abs(st.encode(SENTENCES) - est.encode(SENTENCES)).max() < 1e-5
 
 
-def test_onnx_backends_give_the_torch_embeddings(teacher, env):
+def test_onnx_backends_give_the_torch_embeddings(teacher, env, tmp_path):
     pytest.importorskip("onnxruntime")
+    from layerwise.encoders.onnx_backend import LayerGraphSession
+
     s1, s2, y = _dev()
     est = _comp(teacher, depths=(1,), backends=("torch", "onnx", "onnx-int8"), budget=100.0).fit(CORPUS, (s1, s2, y))
     by = {c.name: c for c in est.candidates_}
+    est.chosen_ = next(c for c in est.candidates_ if c.backend == "onnx-int8" and c.recipe == "distilled")
+    est.model_ = est._run.model(est.chosen_.recipe, est.chosen_.layers)
+    est.graph_ = est._run.graph(est.chosen_.recipe, est.chosen_.layers, est.chosen_.backend)
+    vectors = est.encode(SENTENCES)  # through onnxruntime, int8
+    assert 0 < np.abs(vectors - est.model_.encode(SENTENCES)).max() < 1.0
+    folder = est.save(tmp_path / "int8")  # the graph travels in onnx/; the card says how to run it
+    stack = LayerGraphSession(folder / "onnx", quantized=True).encode(est.model_.tokenizer, SENTENCES, max_length=16)
+    np.testing.assert_allclose(stack.mean[:, list(est.chosen_.layers)].mean(1), vectors, atol=1e-6)
+    np.testing.assert_allclose(Compressor.load(folder).encode(SENTENCES), vectors, atol=1e-6)
+    assert "onnx/model-int8.onnx" in json.loads((folder / "layerwise_export.json").read_text())["files"]
     for name, c in by.items():
         if c.backend == "onnx":
             twin = by[name.replace("-onnx", "-torch")]

@@ -136,8 +136,9 @@ class Compression:
                 for backend in cfg.backends:
                     measured.append(self._candidate(recipe, layers, backend))
                     bar.update(1)
-        original = next(c for c in measured if c.recipe == "original" and c.backend == "torch") \
-            if "torch" in cfg.backends else self._candidate("original", (L,), "torch")
+        if "torch" not in cfg.backends:  # the reference is always measured, and always a candidate
+            measured.insert(0, self._candidate("original", (L,), "torch"))
+        original = next(c for c in measured if c.recipe == "original" and c.backend == "torch")
         data = {**self.data.checksums(), "corpus_sentences": len(self.data.corpus)}
         return CompressResult(config=cfg.to_dict(), model=model_key(self.encoder.identity), n_layers=L, data=data,
                               original=original, candidates=measured)

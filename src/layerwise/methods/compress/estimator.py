@@ -147,6 +147,12 @@ class Compressor(SentenceEstimator):
                     self.chosen_.name, self.chosen_.dev, self.original_.dev, self.chosen_.ratio)
         return self
 
+    def __getstate__(self) -> dict:
+        """Pickled (joblib, copy) without the run's encoder and models; what was learned is kept."""
+        state = super().__getstate__()
+        state.pop("_run", None)
+        return state
+
     def _settings(self) -> CompressSettings:
         settings = CompressSettings() if self.settings is None else self.settings
         if not isinstance(settings, CompressSettings):
