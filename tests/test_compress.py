@@ -15,6 +15,7 @@ from estimator_checks import check_estimator
 from layerwise import Compressor, CompressSettings, LayerEncoder
 from layerwise.errors import UsageError
 from layerwise.evaluation.metrics import cosine_rows, spearman
+from layerwise.export.kinds import export_trained, source_kind
 from layerwise.methods.compress import build as build_module
 from layerwise.methods.compress import distill as distill_module
 from layerwise.methods.compress.frontier import Candidate, choose, pareto_front
@@ -146,6 +147,10 @@ def test_the_saved_folder_loads_in_sentence_transformers_with_the_same_embedding
     loaded = Compressor.load(folder)
     assert np.abs(loaded.encode(SENTENCES) - vectors).max() < 1e-5
     assert [c.name for c in loaded.candidates_] == [c.name for c in est.candidates_]
+    again = export_trained(folder, tmp_path / "again")  # `layerwise export` knows the kind
+    assert source_kind(folder) == "compress" and json.loads((again / "layerwise_export.json").read_text())[
+        "compress"] == info["compress"]
+    assert np.abs(SentenceTransformer(str(again), device="cpu").encode(SENTENCES) - vectors).max() < 1e-5
 
 
 @pytest.mark.parametrize("recipe", ["lc-cut", "distilled"])
