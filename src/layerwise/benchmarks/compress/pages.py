@@ -70,8 +70,10 @@ def _config(ctx: PageContext) -> CompressPageConfig:
     bad = sorted(set(ctx.options) - known)
     if bad:
         raise ValueError(f"unknown compress page option(s) {bad}; valid: {', '.join(sorted(known))}")
-    return CompressPageConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in ctx.options.items()
-                                 if k != "models"})
+    listed = ("backends", "corpus", "tests")  # JSON lists, or comma-separated names (--option tests=stsb,sickr)
+    return CompressPageConfig(**{k: tuple(v.split(",")) if k in listed and isinstance(v, str)
+                                 else tuple(v) if isinstance(v, list) else v
+                                 for k, v in ctx.options.items() if k != "models"})
 
 
 def _settings(config: CompressPageConfig) -> CompressSettings:

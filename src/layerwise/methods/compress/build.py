@@ -257,7 +257,7 @@ class Compression:
         """The student's training and its MSE to the teacher on the first corpus sentences, against the cut's."""
         n = min(MSE_SENTENCES, len(self.data.corpus))
         texts, teacher = list(self.data.corpus[:n]), self.teacher()[:n]
-        cut = self._corpus_means(depth)[:n]
+        cut = self._corpus_means(depth, n)
         vectors = student.encode(texts, batch_size=self.config.speed_batch_size)
         return {**self._run_facts.get(depth, {}), "mse_sentences": n, "mse_cut": embedding_mse(cut, teacher),
                 "mse_distilled": embedding_mse(vectors, teacher)}
@@ -275,9 +275,10 @@ class Compression:
         bs = self.config.speed_batch_size
         return model.encode(list(pairs.texts1), batch_size=bs), model.encode(list(pairs.texts2), batch_size=bs)
 
-    def _corpus_means(self, state: int) -> np.ndarray:
-        """(n, d) mean of hidden state ``state`` for every corpus sentence, in chunks through the layer cache."""
-        texts = list(self.data.corpus)
+    def _corpus_means(self, state: int, limit: int | None = None) -> np.ndarray:
+        """(n, d) mean of hidden state ``state`` for the first ``limit`` corpus sentences (None: all), in chunks
+        through the layer cache."""
+        texts = list(self.data.corpus[:limit])
         return np.concatenate([self.encoder.encode(texts[i:i + _CHUNK]).mean[:, state]
                                for i in range(0, len(texts), _CHUNK)])
 
