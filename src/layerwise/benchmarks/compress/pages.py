@@ -202,7 +202,8 @@ def render(ctx: PageContext) -> list[Path]:
     lines += ["## How to read it", "",
               f"Throughput ratio: the original torch model's median pass over the candidate's, passes interleaved in "
               f"one run ({s['sentences']} corpus sentences, batch {s['batch_size']}, max length {s['max_length']}, "
-              f"{len(s['seconds'])} timed passes each, {s['threads']} threads). ONNX fp32 gives the torch vectors "
+              f"{len(s['seconds'])} timed passes each, {s['threads']} threads); the original torch row, timed against itself, "
+              "shows the timing's noise. ONNX fp32 gives the torch vectors "
               "(difference per candidate in its stored part); int8 is close, not equal.", "",
               *[f"- {k}: {v}" for k, v in RECIPES.items()], "",
               "## Published figures (theirs, their hardware; not measured here)", "", *[f"- {p}" for p in PUBLISHED],

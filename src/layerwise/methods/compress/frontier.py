@@ -135,6 +135,7 @@ def report_lines(report: dict, *, title: str) -> list[str]:
         "Spearman x100 of the cosine of the two sentence vectors against the gold scores. Throughput ratio: the "
         "original model's median pass over its candidate's, the two timed in one run, passes interleaved "
         f"({s['sentences']} corpus sentences, batch {s['batch_size']}, max length {s['max_length']} tokens, "
-        f"{len(s['seconds'])} timed passes each, {s['threads']} torch threads). Recipes:", "",
+        f"{len(s['seconds'])} timed passes each, {s['threads']} torch threads); the original timed against itself "
+        f"({original.ratio:.2f}x) shows how noisy the timing was. Recipes:", "",
         *[f"- {name}: {what}" for name, what in RECIPES.items()], "",
     ]
