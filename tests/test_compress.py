@@ -199,6 +199,8 @@ def test_resume_after_a_kill_in_training_gives_the_straight_run(teacher, env, mo
                         lambda self, *a: measured.append(a[0]) or real_measure(self, *a))
     resumed = _comp(teacher, depths=(1,), output_dir=str(env / "killed")).fit(CORPUS, (s1, s2, y))
     assert measured == ["distilled"]  # the finished candidates were read back
+    (student,) = (env / "killed" / "students").iterdir()
+    assert (student / "run.json").is_file() and not (student / "train").exists()  # done: checkpoints removed
     a = next(c for c in straight.candidates_ if c.recipe == "distilled")
     b = next(c for c in resumed.candidates_ if c.recipe == "distilled")
     assert abs(a.dev - b.dev) < 1e-6 and a.extra["mse_distilled"] == pytest.approx(b.extra["mse_distilled"], 1e-6)

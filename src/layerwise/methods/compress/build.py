@@ -15,13 +15,15 @@
 
 With a ``folder`` every finished candidate is a JSON file ``candidates/<name>-<digest>.json`` (the digest of the
 model's identity, the data's checksums and every setting) and every student a sentence-transformers folder
-``students/<name>-<digest>/model`` beside its training checkpoints: a killed run recomputes nothing finished.
+``students/<name>-<digest>/model`` (its training checkpoints in ``train/`` beside it until it is done): a killed run
+recomputes nothing finished and continues a student's training from its last checkpoint.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import shutil
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -250,6 +252,7 @@ class Compression:
         if root is not None:
             student.save(root / "model")
             write_json(root / "run.json", self._run_facts[depth])  # written last: the student is complete
+            shutil.rmtree(root / "train", ignore_errors=True)  # its checkpoints (optimizer state: twice the model)
         self._students[depth] = student
         return student
 
