@@ -11,7 +11,8 @@ computed by :func:`~layerwise.encoders.hidden_states.pool_hidden_states`, the po
 the graph's output is K * d numbers a sentence instead of K * T * d.
 
 A graph folder (:func:`export_layer_graph`) holds ``model.onnx`` (fp32), ``model-int8.onnx`` (the same graph with
-its weights dynamically quantized to int8 by ``onnxruntime.quantization.quantize_dynamic``) and
+its matrix products' weights dynamically quantized to int8 by ``onnxruntime.quantization.quantize_dynamic``,
+per output channel) and
 ``layer_graph.json`` (:class:`LayerGraphInfo`: inputs, outputs, K, d, exporter and versions). It is written
 atomically, and the export checks on its example batch that the graph gives the torch model's outputs and that
 the source model's outputs did not change (the TorchScript exporter is given a deep copy: it was seen to alter
@@ -28,6 +29,7 @@ import json
 import logging
 import os
 import warnings
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -53,6 +55,11 @@ GRAPH_FORMAT_VERSION = 1  # of the folder's layout and the graph's outputs; a ch
 FP32_FILE, INT8_FILE, INFO_FILE = "model.onnx", "model-int8.onnx", "layer_graph.json"
 OPSET = 17  # the TorchScript exporter's scaled_dot_product_attention needs >= 14; 17 adds LayerNormalization
 EXPORT_ATOL = 1e-4  # the export's self-check: graph vs torch on the example batch (fp32)
+# int8: the weights of every matrix product, one scale per output column (per_channel), activations quantized per
+# batch. The embedding lookups (Gather) stay float32: quantizing them saves memory, not time, and moves hidden
+# state 0. On all-MiniLM-L6-v2's STS-B dev (last-layer mean) per-channel MatMul scored 86.65 against fp32's 86.72;
+# the default (per tensor, Gather too) 86.42; reduce_range 85.88.
+INT8_OPS = ("MatMul",)
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
@@ -184,6 +191,7 @@ def _export_checked(encoder, path: Path, *, inputs: tuple[str, ...], outputs: tu
         # the graph is checked against torch below, and the tests check other batch sizes and lengths
         warnings.simplefilter("ignore", category=torch.jit.TracerWarning)
         warnings.simplefilter("ignore", category=UserWarning)
+        warnings.simplefilter("ignore", category=DeprecationWarning)  # the TorchScript exporter, chosen: see OPSET
         torch.onnx.export(twin, example, str(path), input_names=list(inputs), output_names=list(outputs),
                           dynamic_axes={n: {0: "batch", 1: "tokens"} for n in inputs}, opset_version=opset,
                           dynamo=False)
@@ -193,6 +201,23 @@ def _export_checked(encoder, path: Path, *, inputs: tuple[str, ...], outputs: tu
     if (diff := _max_diff(reference, got)) > EXPORT_ATOL:
         raise RuntimeError(f"the exported graph differs from the torch model by {diff:.2e} (> {EXPORT_ATOL}) on "
                            "the example batch; the export is discarded")
+
+
+class _NoPreprocessingHint(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "pre-processing before quantization" not in record.getMessage()
+
+
+@contextmanager
+def _quiet_preprocessing_hint():
+    """quantize_dynamic logs to the root logger that the graph could be pre-processed (shape inference); that
+    advice is for static quantization and not the user's to act on, so it is filtered while it runs."""
+    hint = _NoPreprocessingHint()
+    logging.getLogger().addFilter(hint)
+    try:
+        yield
+    finally:
+        logging.getLogger().removeFilter(hint)
 
 
 def export_layer_graph(model, dest: str | os.PathLike, *, quantize: bool = True, opset: int = OPSET,
@@ -219,7 +244,9 @@ def export_layer_graph(model, dest: str | os.PathLike, *, quantize: bool = True,
     with atomic_folder(dest, replaceable=lambda d: (d / INFO_FILE).is_file()) as tmp:
         _export_checked(encoder, tmp / FP32_FILE, inputs=inputs, outputs=outputs, opset=opset)
         if quantize:
-            quantize_dynamic(tmp / FP32_FILE, tmp / INT8_FILE, weight_type=QuantType.QInt8)
+            with _quiet_preprocessing_hint():
+                quantize_dynamic(tmp / FP32_FILE, tmp / INT8_FILE, weight_type=QuantType.QInt8, per_channel=True,
+                                 op_types_to_quantize=list(INT8_OPS))
         info = LayerGraphInfo(inputs=inputs, outputs=outputs, n_states=int(cfg.num_hidden_layers) + 1,
                               hidden_size=int(cfg.hidden_size), has_pooler=has_pooler, model_type=cfg.model_type,
                               opset=opset, exporter="torchscript", versions=_versions(), source=dict(source or {}))
