@@ -56,9 +56,10 @@ def _relative_errors(got: np.ndarray, ref: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("fixture", ["tiny_bert", "tiny_mpnet"])
 def test_int8_graph_is_quantized_and_close(fixture, request, onnx_env):
     """The int8 graph rounds each matrix product's weights to 1/127 of each output column's largest weight and its
-    input to 1/127 of the batch's range, so a layer's output moves by well under one such step (0.8% of a vector's
-    length); measured here: at most 3.3e-4 of the length after 3 layers. The bound, 1e-2 for every sentence and
-    state (mean and CLS), is one int8 step. The pooler output (a random dense layer + tanh, vectors a tenth of the
+    input to 1/127 of the batch's range. On these random models (no outlier activations) a state's vector moves by
+    at most 3.3e-4 of its length after 3 layers (measured); the bound, 1e-2 for every sentence and state (mean and
+    CLS), is one int8 step. (On all-MiniLM-L6-v2 the errors are larger, median 7e-2, since a few outlier
+    dimensions set each activation's range: its check is STS-B Spearman on the onnx page.) The pooler output (a random dense layer + tanh, vectors a tenth of the
     states' length, where the bias weighs as much as the input) moved by up to 1.07e-2: its bound is 5e-2. The
     embeddings are not quantized, so hidden state 0 is the fp32 one. The real model's STS-B Spearman within 0.5 is
     the benchmark's check (bench_onnx)."""

@@ -38,6 +38,7 @@ from layerwise.benchmarks.speed._bench import REPO, pass_fail
 from layerwise.benchmarks.speed.bench_encode import stsb_sentences
 from layerwise.benchmarks.store import Part, ResultsStore
 from layerwise.data import load_sts
+from layerwise.encoders.registry import layerwise_home
 from layerwise.evaluation.sts import sts_scores
 from layerwise.keys import model_key
 from layerwise.reports import write_text
@@ -137,7 +138,10 @@ def measure(config: OnnxBenchConfig, data_dir=None) -> dict:
     t0 = time.perf_counter()
     load_start = [round(x, 2) for x in os.getloadavg()]
     sentences = stsb_sentences(config.n_sentences)
+    graphs = layerwise_home() / "onnx"
+    before = set(graphs.iterdir()) if graphs.is_dir() else set()
     encoders, st = _encoders(config)
+    exported = bool(set(graphs.iterdir()) - before)  # the export ran in this process (torch checked unchanged)
     fns = {name: _encode_fn(name, encoders, st, config.batch_size) for name in ENCODERS}
     runs, outputs, orders = _time(config, fns, sentences)
     best = {name: min(times) for name, times in runs.items()}
@@ -153,6 +157,7 @@ def measure(config: OnnxBenchConfig, data_dir=None) -> dict:
         "agreement": _agreement(outputs), "quality": quality,
         "load_average": {"start": load_start, "end": [round(x, 2) for x in os.getloadavg()]},
         "threads": {"torch": torch.get_num_threads(), "onnxruntime_intra_op": config.threads},
+        "graph_exported_in_this_run": exported,
         "seconds": time.perf_counter() - t0,
     }
 
@@ -241,7 +246,10 @@ def render_part(part: Part) -> str:
         f"- torch's L2-normalised last-layer mean vs sentence-transformers' embedding: max abs difference "
         f"{a['st_vs_torch_last_layer_max_abs_diff']:.1e}.", "",
         "## Provenance", "", *provenance_lines([part]),
-        f"- measured in {p['seconds']:.0f} s; threads {p['threads']}", "",
+        f"- measured in {p['seconds']:.0f} s; threads {p['threads']}; the ONNX graph was "
+        + ("exported in this run (the export works on a deep copy and checks that the torch model's outputs did not "
+           "change)" if p.get("graph_exported_in_this_run") else "read from the graph cache ($LAYERWISE_HOME/onnx)")
+        + ".", "",
     ])
 
 
