@@ -172,7 +172,7 @@ def test_missing_onnxruntime_names_the_extra_before_any_work(tiny_bert, env, mon
 
 
 def test_bad_backend_settings(tiny_bert, env):
-    with pytest.raises(UsageError, match="unknown backend 'tensorrt'; valid: torch, onnx, onnx-int8"):
+    with pytest.raises(UsageError, match="unknown backend .tensorrt.; valid: torch, onnx, onnx-int8, openvino"):
         LayerEncoder(tiny_bert, backend="tensorrt")
     pytest.importorskip("onnxruntime")
     with pytest.raises(UsageError, match="device='cpu' and dtype='float32'"):
@@ -216,3 +216,21 @@ def test_cli_refuses_a_backend_in_one_line(tiny_bert, env, capsys, monkeypatch):
     assert "leave out --dtype bfloat16" in capsys.readouterr().err
     assert main(["search", "--model", str(tiny_bert), "--backend", "onnx", "--save", str(env / "s"), "-q"]) == 2
     assert "--save fits a LayerCombination" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("fixture", ["tiny_bert", "tiny_mpnet"])
+def test_openvino_runs_the_fp32_graph(fixture, request, onnx_env):
+    pytest.importorskip("openvino")
+    torch_enc, ov_enc = _encoders(request.getfixturevalue(fixture), "openvino")
+    ref, got = torch_enc.encode(TEXTS), ov_enc.encode(TEXTS)
+    np.testing.assert_allclose(got.mean, ref.mean, atol=1e-4, rtol=0)
+    np.testing.assert_allclose(got.cls, ref.cls, atol=1e-4, rtol=0)
+    np.testing.assert_allclose(got.pooler, ref.pooler, atol=1e-4, rtol=0)
+    assert ov_enc.cache_key()["backend"] == "openvino"
+
+
+def test_missing_openvino_names_its_extra(tiny_bert, onnx_env, monkeypatch):
+    monkeypatch.setitem(sys.modules, "openvino", None)
+    with pytest.raises(UsageError, match=r"^backend 'openvino' needs openvino, which is not installed: "
+                                         r"pip install 'layerwise\[openvino\]'$"):
+        LayerEncoder(tiny_bert, backend="openvino")

@@ -51,8 +51,9 @@ def add_encoder_options(p: argparse.ArgumentParser, *, aggregation: bool = True)
 def add_backend_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", default="torch", choices=list(BACKENDS),
                    help="what encodes every hidden state: the torch model (default), or its ONNX graph through "
-                        "onnxruntime in float32 (onnx) or with int8 weights (onnx-int8); CPU and float32 only, "
-                        "exported once per model (pip install 'layerwise[onnx]')")
+                        "onnxruntime in float32 (onnx) or with int8 weights (onnx-int8), or through OpenVINO in "
+                        "float32 (openvino); exported once per model, CPU only (pip install 'layerwise[onnx]', "
+                        "'layerwise[openvino]')")
 
 
 def add_training_tail(p: argparse.ArgumentParser) -> None:

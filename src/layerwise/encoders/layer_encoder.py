@@ -153,9 +153,10 @@ class LayerEncoder:
         Layer-stack cache folder (default ``$LAYERWISE_HOME/cache``); ``False`` disables caching.
     show_progress : bool or None
         Progress bar; ``None`` shows it when this module's logger is at INFO or lower.
-    backend : {"torch", "onnx", "onnx-int8"}
+    backend : {"torch", "onnx", "onnx-int8", "openvino"}
         What computes :meth:`encode`: the torch model, or its layer graph (every hidden state pooled inside one
-        ONNX graph, :mod:`~layerwise.encoders.onnx_backend`) through onnxruntime in float32 or with int8 weights.
+        ONNX graph, :mod:`~layerwise.encoders.onnx_backend`) through onnxruntime in float32 or with int8 weights,
+        or through OpenVINO in float32 (``pip install 'layerwise[openvino]'``).
         The graph is exported once per model identity under ``$LAYERWISE_HOME/onnx``; ONNX backends need
         ``pip install 'layerwise[onnx]'``, ``device="cpu"`` and ``dtype="float32"``, and are part of the cache key.
         :meth:`encode_tokens` always runs the torch model.
@@ -219,7 +220,8 @@ class LayerEncoder:
         """The model's layer graph (exported on first use, one folder per weights and config) run by onnxruntime."""
         graph_key = {k: getattr(self.identity, k) for k in ("weights_sha256", "config_sha256", "model_type")}
         folder = cached_layer_graph(self.model, graph_key, root=layerwise_home() / "onnx")
-        return LayerGraphSession(folder, quantized=self.backend == "onnx-int8")
+        return LayerGraphSession(folder, quantized=self.backend == "onnx-int8",
+                                 runtime="openvino" if self.backend == "openvino" else "onnxruntime")
 
     def _show_progress(self) -> bool:
         if self.show_progress is None:

@@ -39,6 +39,7 @@ import torch
 
 from layerwise.encoders.batching import length_sorted_batches
 from layerwise.encoders.hidden_states import all_hidden_states, pool_hidden_states
+from layerwise.encoders.openvino_runtime import compile_graph, require_openvino
 from layerwise.errors import UsageError
 from layerwise.files import atomic_folder, recover_folder, remove_stale
 from layerwise.keys import keyed_name
@@ -49,7 +50,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["BACKENDS", "FP32_FILE", "INFO_FILE", "INSTALL_HINT", "INT8_FILE", "LayerGraphInfo", "LayerGraphSession",
            "cached_layer_graph", "check_backend", "export_layer_graph", "graph_inputs", "require_onnx"]
 
-BACKENDS = ("torch", "onnx", "onnx-int8")  # what LayerEncoder(backend=...) accepts
+BACKENDS = ("torch", "onnx", "onnx-int8", "openvino")  # what LayerEncoder(backend=...) accepts
 INSTALL_HINT = "pip install 'layerwise[onnx]'"
 GRAPH_FORMAT_VERSION = 1  # of the folder's layout and the graph's outputs; a change re-exports every cached graph
 FP32_FILE, INT8_FILE, INFO_FILE = "model.onnx", "model-int8.onnx", "layer_graph.json"
@@ -79,7 +80,9 @@ def check_backend(backend: str) -> str:
     if backend not in BACKENDS:
         raise UsageError(f"unknown backend {backend!r}; valid: {', '.join(BACKENDS)}")
     if backend != "torch":
-        require_onnx(backend)
+        require_onnx(backend)  # the export checks its graph with onnxruntime, whatever runs it after
+    if backend == "openvino":
+        require_openvino()
     return backend
 
 
@@ -277,9 +280,12 @@ class LayerGraphSession:
         Run ``model-int8.onnx`` instead of ``model.onnx``.
     threads : int or None
         onnxruntime's intra-op threads (None: ``torch.get_num_threads()``, so torch and ONNX compare alike).
+    runtime : {"onnxruntime", "openvino"}
+        What runs the graph: onnxruntime, or OpenVINO (float32 only; :mod:`~layerwise.encoders.openvino_runtime`).
     """
 
-    def __init__(self, folder: str | os.PathLike, *, quantized: bool = False, threads: int | None = None):
+    def __init__(self, folder: str | os.PathLike, *, quantized: bool = False, threads: int | None = None,
+                 runtime: str = "onnxruntime"):
         folder = Path(folder)
         info_path = folder / INFO_FILE
         if not info_path.is_file():
@@ -289,25 +295,33 @@ class LayerGraphSession:
         path = folder / (INT8_FILE if quantized else FP32_FILE)
         if not path.is_file():
             raise UsageError(f"{path} is missing; export the folder again with quantize=True")
-        self._session = self._open(path, threads)
+        if runtime not in ("onnxruntime", "openvino"):
+            raise UsageError(f"unknown runtime {runtime!r}; valid: onnxruntime, openvino")
+        if runtime == "openvino" and quantized:
+            raise UsageError("the int8 graph runs on onnxruntime only; OpenVINO runs the float32 graph")
+        self._open(path, threads, runtime)
 
     @classmethod
     def from_file(cls, path: Path, *, threads: int | None = None) -> "LayerGraphSession":
         """A session on one .onnx file, before its folder's info is written (the export's self-check)."""
         self = cls.__new__(cls)
         self.info = None
-        self._session = self._open(path, threads)
+        self._open(path, threads, "onnxruntime")
         return self
 
-    def _open(self, path: Path, threads: int | None):
+    def _open(self, path: Path, threads: int | None, runtime: str) -> None:
+        threads = int(threads or torch.get_num_threads())
+        if runtime == "openvino":
+            self._run, self._inputs = compile_graph(path, threads)
+            return
         ort = require_onnx()
         options = ort.SessionOptions()
-        options.intra_op_num_threads = int(threads or torch.get_num_threads())
+        options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.log_severity_level = 3  # warnings about unused initializers are not the user's to fix
         session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         self._inputs = tuple(i.name for i in session.get_inputs())
-        return session
+        self._run = lambda feed: session.run(None, feed)
 
     @property
     def input_names(self) -> tuple[str, ...]:
@@ -326,7 +340,7 @@ class LayerGraphSession:
             if value is None:
                 raise UsageError(f"the batch has no {name!r}, which the layer graph takes")
             feed[name] = np.asarray(value.numpy() if isinstance(value, torch.Tensor) else value, dtype=np.int64)
-        out = self._session.run(None, feed)
+        out = self._run(feed)
         return out[0], out[1], (out[2] if len(out) > 2 else None)
 
     def run_tensors(self, tensors: Sequence[torch.Tensor]) -> list[np.ndarray]:

@@ -3,8 +3,8 @@
 In one process and one run, on the same sentences, batch size, maximum length and threads (torch and
 onnxruntime alike):
 
-1. ``LayerEncoder(model, backend=B, cache_dir=False).encode`` for B in torch, onnx (fp32 graph) and onnx-int8
-   (every hidden state, mean and CLS pooled, and the pooler), against ``SentenceTransformer(<the same
+1. ``LayerEncoder(model, backend=B, cache_dir=False).encode`` for B in torch, onnx (fp32 graph), onnx-int8 and
+   openvino (the fp32 graph through OpenVINO) (every hidden state, mean and CLS pooled, and the pooler), against ``SentenceTransformer(<the same
    folder>).encode`` (the last layer only). Each is warmed up, then timed ``repeats`` times in rotating order; the
    best pass of each is compared, as ratios of sentences per second (absolute times depend on the machine's load;
    the ratios much less).
@@ -21,6 +21,7 @@ Run as ``layerwise results run onnx`` (the page ``docs/results/onnx.md``; ``--re
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -49,8 +50,7 @@ __all__ = ["OnnxBenchConfig", "PAGE", "measure", "render"]
 
 NAME = "onnx"
 TITLE = "Every hidden state through ONNX Runtime: speed and int8 quality"
-BACKENDS = ("torch", "onnx", "onnx-int8")
-ENCODERS = (*BACKENDS, "sentence-transformers")
+BACKENDS = ("torch", "onnx", "onnx-int8", "openvino")  # those timed (openvino where the config keeps it)
 TARGET_INT8_VS_ST = 2.0  # int8, every state, sentences/s over sentence-transformers' encode (last layer only)
 TARGET_FP32_VS_TORCH = 1.0  # the fp32 graph no slower than torch
 TARGET_SPEARMAN_GAP = 0.5  # int8 STS-B dev Spearman x100 within this of torch fp32
@@ -66,13 +66,18 @@ class OnnxBenchConfig:
     repeats: int = 3  # timed passes of each encoder, in rotating order
     warmup: int = 64  # sentences each encoder encodes before the timing
     dev_pairs: int | None = None  # STS-B dev pairs scored (None: all 1,500; the tests take a few)
+    openvino: bool = True  # time the fp32 graph through OpenVINO too (needs `pip install 'layerwise[openvino]'`)
+
+
+def _backends(config: OnnxBenchConfig) -> tuple[str, ...]:
+    return BACKENDS if config.openvino else BACKENDS[:-1]
 
 
 def _encoders(config: OnnxBenchConfig) -> tuple[dict, object]:
     from sentence_transformers import SentenceTransformer
 
     encoders = {b: LayerEncoder(config.model, batch_size=config.batch_size, max_length=config.max_length,
-                                cache_dir=False, show_progress=False, backend=b) for b in BACKENDS}
+                                cache_dir=False, show_progress=False, backend=b) for b in _backends(config)}
     st = SentenceTransformer(str(encoders["torch"].identity.path), device="cpu")
     st.max_seq_length = encoders["torch"].max_length
     return encoders, st
@@ -103,6 +108,7 @@ def _time(config: OnnxBenchConfig, fns: dict, sentences: list[str]) -> tuple[dic
 
 def _agreement(outputs: dict) -> dict:
     ref, fp32, int8 = outputs["torch"], outputs["onnx"], outputs["onnx-int8"]
+    ov = outputs.get("openvino")
 
     def rel(a, b):
         return np.linalg.norm(a - b, axis=-1) / np.linalg.norm(b, axis=-1)
@@ -115,6 +121,8 @@ def _agreement(outputs: dict) -> dict:
                                 "mean_median": float(np.median(rel(int8.mean, ref.mean))),
                                 "cls_max": float(rel(int8.cls, ref.cls).max())},
         "st_vs_torch_last_layer_max_abs_diff": float(np.abs(last - outputs["sentence-transformers"]).max()),
+        **({} if ov is None else {"openvino_max_abs_diff": {"mean": float(np.abs(ov.mean - ref.mean).max()),
+                                                            "cls": float(np.abs(ov.cls - ref.cls).max())}}),
     }
 
 
@@ -142,7 +150,8 @@ def measure(config: OnnxBenchConfig, data_dir=None) -> dict:
     before = set(graphs.iterdir()) if graphs.is_dir() else set()
     encoders, st = _encoders(config)
     exported = bool(set(graphs.iterdir()) - before)  # the export ran in this process (torch checked unchanged)
-    fns = {name: _encode_fn(name, encoders, st, config.batch_size) for name in ENCODERS}
+    fns = {name: _encode_fn(name, encoders, st, config.batch_size)
+           for name in (*_backends(config), "sentence-transformers")}
     runs, outputs, orders = _time(config, fns, sentences)
     best = {name: min(times) for name, times in runs.items()}
     sps = {name: len(sentences) / s for name, s in best.items()}
@@ -153,7 +162,7 @@ def measure(config: OnnxBenchConfig, data_dir=None) -> dict:
         "st_modules": [type(m).__name__ for m in st], "orders": orders, "seconds_runs": runs,
         "sentences_per_second_best": sps,
         "ratios": {"onnx_vs_torch": sps["onnx"] / sps["torch"], "onnx-int8_vs_torch": sps["onnx-int8"] / sps["torch"],
-                   **{f"{b}_vs_st": sps[b] / sps["sentence-transformers"] for b in BACKENDS}},
+                   **{f"{b}_vs_st": sps[b] / sps["sentence-transformers"] for b in _backends(config)}},
         "agreement": _agreement(outputs), "quality": quality,
         "load_average": {"start": load_start, "end": [round(x, 2) for x in os.getloadavg()]},
         "threads": {"torch": torch.get_num_threads(), "onnxruntime_intra_op": config.threads},
@@ -190,11 +199,11 @@ def run(ctx: PageContext) -> None:
 def _speed_rows(p: dict) -> list[str]:
     runs, sps, r = p["seconds_runs"], p["sentences_per_second_best"], p["ratios"]
     label = {"torch": f"layerwise, torch fp32, {p['n_states']} states", "onnx": "layerwise, ONNX fp32, every state",
-             "onnx-int8": "layerwise, ONNX int8, every state",
+             "onnx-int8": "layerwise, ONNX int8, every state", "openvino": "layerwise, OpenVINO fp32, every state",
              "sentence-transformers": "sentence-transformers `encode`, last layer only"}
     rows = ["| encoder | best (s) | sentences/s | vs sentence-transformers | vs torch | passes (s) |",
             "|---|---:|---:|---:|---:|---|"]
-    for name in ENCODERS:
+    for name in runs:
         vs_st = r.get(f"{name}_vs_st", 1.0)
         vs_torch = sps[name] / sps["torch"]
         rows.append(f"| {label[name]} | {min(runs[name]):.2f} | {sps[name]:.1f} | {vs_st:.2f}x | {vs_torch:.2f}x | "
@@ -211,7 +220,8 @@ def _goal_lines(p: dict) -> list[str]:
         f"- ONNX fp32 vs torch fp32 (both every state): **{r['onnx_vs_torch']:.2f}x**; goal >= "
         f"{TARGET_FP32_VS_TORCH:g}x: **{pass_fail(r['onnx_vs_torch'] >= TARGET_FP32_VS_TORCH)}**.",
         f"- STS-B dev Spearman x100 of the last layer's mean: torch {q['torch']:.2f}, ONNX fp32 {q['onnx']:.2f}, "
-        f"ONNX int8 {q['onnx-int8']:.2f} (sentence-transformers {q['sentence-transformers']:.2f}); int8 is "
+        f"ONNX int8 {q['onnx-int8']:.2f}" + (f", OpenVINO fp32 {q['openvino']:.2f}" if "openvino" in q else "")
+        + f" (sentence-transformers {q['sentence-transformers']:.2f}); int8 is "
         f"{gap:+.2f} below torch, goal within {TARGET_SPEARMAN_GAP:g}: "
         f"**{pass_fail(abs(gap) <= TARGET_SPEARMAN_GAP)}**.",
     ]
@@ -230,7 +240,7 @@ def render_part(part: Part) -> str:
         f"{config['batch_size']}, max length {p['max_length']}, {config['threads']} threads for torch and for "
         f"onnxruntime; each encoder warmed up on {config['warmup']} sentences, then {config['repeats']} passes in "
         "rotating order; the best pass is compared. The ONNX graph outputs every hidden state's mean and CLS (and the "
-        "pooler), so all three layerwise rows compute the same (n, L+1, d) stacks; sentence-transformers computes "
+        "pooler), so all layerwise rows compute the same (n, L+1, d) stacks; sentence-transformers computes "
         "the last layer's mean only.", "",
         "## Goals", "", *_goal_lines(p), "",
         "## Speed", "", *_speed_rows(p), "",
@@ -238,7 +248,9 @@ def render_part(part: Part) -> str:
         "so absolute times vary between runs; the ratios come from passes interleaved in one run.", "",
         "## Agreement", "",
         f"- ONNX fp32 vs torch, every state: max abs difference {a['fp32_max_abs_diff']['mean']:.1e} (mean), "
-        f"{a['fp32_max_abs_diff']['cls']:.1e} (CLS).",
+        f"{a['fp32_max_abs_diff']['cls']:.1e} (CLS)."
+        + ("" if "openvino_max_abs_diff" not in a else f" OpenVINO fp32 vs torch: {a['openvino_max_abs_diff']['mean']:.1e} "
+           f"(mean), {a['openvino_max_abs_diff']['cls']:.1e} (CLS)."),
         f"- ONNX int8 vs torch: relative error |int8 - fp32| / |fp32| per vector, mean pooling: median "
         f"{a['int8_relative_error']['mean_median']:.1e}, max {a['int8_relative_error']['mean_max']:.1e}; CLS max "
         f"{a['int8_relative_error']['cls_max']:.1e}. Int8: the weights of every matrix product, per output channel "
@@ -255,7 +267,8 @@ def render_part(part: Part) -> str:
 
 def render(ctx: PageContext) -> list[Path]:
     config = _config(ctx)
-    parts = [p for p in ctx.store.parts(NAME) if p.key["settings"] == asdict(config)]
+    settings = json.loads(json.dumps(asdict(config)))
+    parts = [p for p in ctx.store.parts(NAME) if p.key["settings"] == settings]
     if not parts:
         raise FileNotFoundError(f"no onnx parts in {ctx.store.root}; run `layerwise results run onnx` first")
     return [write_text(ctx.output / f"{NAME}.md", render_part(parts[0]))]
