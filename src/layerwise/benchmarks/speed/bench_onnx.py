@@ -140,6 +140,21 @@ def _quality(fns: dict, data_dir, n_pairs: int | None) -> dict:
     return out
 
 
+def _versions(config: OnnxBenchConfig) -> dict:
+    """The runtimes' versions (the run record has torch's and transformers')."""
+    import onnx
+    import onnxruntime
+    import sentence_transformers
+
+    out = {"onnxruntime": onnxruntime.__version__, "onnx": onnx.__version__,
+           "sentence_transformers": sentence_transformers.__version__}
+    if config.openvino:
+        import openvino
+
+        out["openvino"] = openvino.__version__
+    return out
+
+
 def measure(config: OnnxBenchConfig, data_dir=None) -> dict:
     """Time every encoder on the same sentences, check agreement and STS-B dev quality; a JSON-ready dict."""
     torch.set_num_threads(config.threads)  # before the encoders: their onnxruntime sessions take torch's count
@@ -166,7 +181,7 @@ def measure(config: OnnxBenchConfig, data_dir=None) -> dict:
         "agreement": _agreement(outputs), "quality": quality,
         "load_average": {"start": load_start, "end": [round(x, 2) for x in os.getloadavg()]},
         "threads": {"torch": torch.get_num_threads(), "onnxruntime_intra_op": config.threads},
-        "graph_exported_in_this_run": exported,
+        "graph_exported_in_this_run": exported, "versions": _versions(config),
         "seconds": time.perf_counter() - t0,
     }
 
@@ -258,6 +273,7 @@ def render_part(part: Part) -> str:
         f"- torch's L2-normalised last-layer mean vs sentence-transformers' embedding: max abs difference "
         f"{a['st_vs_torch_last_layer_max_abs_diff']:.1e}.", "",
         "## Provenance", "", *provenance_lines([part]),
+        "- runtimes: " + ", ".join(f"{k} {v}" for k, v in p.get("versions", {}).items()),
         f"- measured in {p['seconds']:.0f} s; threads {p['threads']}; the ONNX graph was "
         + ("exported in this run (the export works on a deep copy and checks that the torch model's outputs did not "
            "change)" if p.get("graph_exported_in_this_run") else "read from the graph cache ($LAYERWISE_HOME/onnx)")
