@@ -120,6 +120,20 @@ def _cap_max_length(max_length: int, model, name: str) -> int:
     return max_length
 
 
+def _check_settings(*, max_length: int, batch_size: int, dtype: str, device: str, backend: str) -> None:
+    """The encoder's settings, checked before the model loads (an ONNX backend: onnxruntime installed)."""
+    if dtype not in DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r}; valid: {', '.join(DTYPES)}")
+    check_backend(backend)
+    if backend != "torch" and (dtype != "float32" or torch.device(device).type != "cpu"):
+        raise UsageError(f"backend {backend!r} runs the float32 graph on the CPU through onnxruntime: pass "
+                         f"device='cpu' and dtype='float32' (got {device!r}, {dtype!r})")
+    if int(max_length) < 2:
+        raise ValueError(f"max_length must be at least 2, got {max_length}")
+    if int(batch_size) < 1:
+        raise ValueError(f"batch_size must be positive, got {batch_size}")
+
+
 class LayerEncoder:
     """Encode sentences into a :class:`~layerwise.layers.LayerStack` with every hidden state.
 
@@ -139,9 +153,10 @@ class LayerEncoder:
         Layer-stack cache folder (default ``$LAYERWISE_HOME/cache``); ``False`` disables caching.
     show_progress : bool or None
         Progress bar; ``None`` shows it when this module's logger is at INFO or lower.
-    backend : {"torch", "onnx", "onnx-int8"}
+    backend : {"torch", "onnx", "onnx-int8", "openvino"}
         What computes :meth:`encode`: the torch model, or its layer graph (every hidden state pooled inside one
-        ONNX graph, :mod:`~layerwise.encoders.onnx_backend`) through onnxruntime in float32 or with int8 weights.
+        ONNX graph, :mod:`~layerwise.encoders.onnx_backend`) through onnxruntime in float32 or with int8 weights,
+        or through OpenVINO in float32 (``pip install 'layerwise[openvino]'``).
         The graph is exported once per model identity under ``$LAYERWISE_HOME/onnx``; ONNX backends need
         ``pip install 'layerwise[onnx]'``, ``device="cpu"`` and ``dtype="float32"``, and are part of the cache key.
         :meth:`encode_tokens` always runs the torch model.
@@ -159,16 +174,8 @@ class LayerEncoder:
         show_progress: bool | None = None,
         backend: str = "torch",
     ):
-        if dtype not in DTYPES:
-            raise ValueError(f"unknown dtype {dtype!r}; valid: {', '.join(DTYPES)}")
-        self.backend = check_backend(backend)
-        if backend != "torch" and (dtype != "float32" or torch.device(device).type != "cpu"):
-            raise UsageError(f"backend {backend!r} runs the float32 graph on the CPU through onnxruntime: pass "
-                             f"device='cpu' and dtype='float32' (got {device!r}, {dtype!r})")
-        if int(max_length) < 2:
-            raise ValueError(f"max_length must be at least 2, got {max_length}")
-        if int(batch_size) < 1:
-            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        _check_settings(max_length=max_length, batch_size=batch_size, dtype=dtype, device=device, backend=backend)
+        self.backend = backend
         self.resolved: ResolvedModel = resolve_model(model)
         self.batch_size = int(batch_size)
         self.device = torch.device(device)
@@ -203,15 +210,18 @@ class LayerEncoder:
         if has_pooler and not pooler_trained:
             logger.warning("%s has a pooler layer but its checkpoint holds no pooler weights: its pooler output "
                            "comes from randomly initialised weights", self.resolved.name)
-        self._graph = None
-        if backend != "torch":
-            graph_key = {k: getattr(self.identity, k) for k in ("weights_sha256", "config_sha256", "model_type")}
-            folder = cached_layer_graph(self.model, graph_key, root=layerwise_home() / "onnx")
-            self._graph = LayerGraphSession(folder, quantized=backend == "onnx-int8")
+        self._graph = self._open_graph() if backend != "torch" else None
         self.cache = None
         if cache_dir is not False:
             root = Path(cache_dir) if cache_dir not in (None, True) else layerwise_home() / "cache"
             self.cache = LayerCache(root, key=self.cache_key())
+
+    def _open_graph(self) -> LayerGraphSession:
+        """The model's layer graph (exported on first use, one folder per weights and config) run by onnxruntime."""
+        graph_key = {k: getattr(self.identity, k) for k in ("weights_sha256", "config_sha256", "model_type")}
+        folder = cached_layer_graph(self.model, graph_key, root=layerwise_home() / "onnx")
+        return LayerGraphSession(folder, quantized=self.backend == "onnx-int8",
+                                 runtime="openvino" if self.backend == "openvino" else "onnxruntime")
 
     def _show_progress(self) -> bool:
         if self.show_progress is None:
