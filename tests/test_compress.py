@@ -4,6 +4,7 @@ interrupted fit, and each refusal before any work."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -229,8 +230,11 @@ def test_onnx_backends_give_the_torch_embeddings(teacher, env, tmp_path):
     from layerwise.encoders.onnx_backend import LayerGraphSession
 
     s1, s2, y = _dev()
-    est = _comp(teacher, depths=(1,), backends=("torch", "onnx", "onnx-int8"), budget=100.0).fit(CORPUS, (s1, s2, y))
+    openvino = ("openvino",) if importlib.util.find_spec("openvino") else ()
+    est = _comp(teacher, depths=(1,), backends=("torch", "onnx", "onnx-int8", *openvino), budget=100.0).fit(
+        CORPUS, (s1, s2, y))
     by = {c.name: c for c in est.candidates_}
+    assert {c.backend for c in est.candidates_} == {"torch", "onnx", "onnx-int8", *openvino}
     est.chosen_ = next(c for c in est.candidates_ if c.backend == "onnx-int8" and c.recipe == "distilled")
     est.model_ = est._run.model(est.chosen_.recipe, est.chosen_.layers)
     est.graph_ = est._run.graph(est.chosen_.recipe, est.chosen_.layers, est.chosen_.backend)
@@ -242,8 +246,8 @@ def test_onnx_backends_give_the_torch_embeddings(teacher, env, tmp_path):
     np.testing.assert_allclose(Compressor.load(folder).encode(SENTENCES), vectors, atol=1e-6)
     assert "onnx/model-int8.onnx" in json.loads((folder / "layerwise_export.json").read_text())["files"]
     for name, c in by.items():
-        if c.backend == "onnx":
-            twin = by[name.replace("-onnx", "-torch")]
+        if c.backend in ("onnx", "openvino"):
+            twin = by[name.replace(f"-{c.backend}", "-torch")]
             assert c.extra["max_abs_diff_vs_torch"] < 1e-4 and abs(c.dev - twin.dev) < 1e-3
         if c.backend == "onnx-int8":  # quantized: close, not equal (the page states the tolerance)
             assert 0 < c.extra["max_abs_diff_vs_torch"] < 1.0

@@ -28,7 +28,8 @@ logger = logging.getLogger(__name__)
 __all__ = ["PAGE", "CompressPageConfig"]
 
 NAME = "compress"
-TITLE = "Compress: the fastest model within a quality budget (cut, LC cut, distilled; torch, ONNX, ONNX int8)"
+TITLE = ("Compress: the fastest model within a quality budget (cut, LC cut, distilled; torch, ONNX, ONNX int8, "
+         "OpenVINO)")
 MODELS = ("all-MiniLM-L6-v2", "all-mpnet-base-v2")
 TESTS = ("stsb", "sickr", "sts12", "sts13", "sts14", "sts15", "sts16")
 STS_AVERAGE = TESTS  # the "STS average" column: the mean of these test sets' Spearman (those present)
@@ -47,7 +48,7 @@ class CompressPageConfig:
     """The page's protocol (every field but ``folders`` is part of each stored part's key)."""
 
     budget: float = 1.0
-    backends: tuple[str, ...] = ("torch", "onnx", "onnx-int8")
+    backends: tuple[str, ...] = ("torch", "onnx", "onnx-int8", "openvino")
     epochs: int = 1
     batch_size: int = 64
     lr: float = 1e-4
@@ -183,8 +184,8 @@ def render(ctx: PageContext) -> list[Path]:
              "compress` (this page, from `docs/results/state/compress/` alone). Per model, `Compressor` (the estimator "
              "behind `layerwise compress`) builds at every depth l the plain cut, the LC cut (best subset of hidden "
              "states 0..l on STS-B dev, exact search) and a student distilled from the full model by MSE on the "
-             "corpus; each runs on torch fp32, ONNX fp32 and ONNX int8 (dynamic quantization) and is timed against "
-             "the original torch model in one run.", "",
+             "corpus; each runs on torch fp32, ONNX fp32 and ONNX int8 (dynamic quantization) in onnxruntime and "
+             "the fp32 graph in OpenVINO, and is timed against the original torch model in one run.", "",
              f"Distillation corpus: {counts['kept']} sentences ("
              + ", ".join(f"{k} {counts[k]}" for k in config.corpus if k in counts)
              + f"; {counts['distinct']} distinct; {counts['left_out_scored']} left out because they are in a dev or "

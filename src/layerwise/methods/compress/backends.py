@@ -1,4 +1,5 @@
-"""How a candidate runs: its torch model, or the same model as an ONNX layer graph (fp32 or int8) in onnxruntime.
+"""How a candidate runs: its torch model, or the same model as an ONNX layer graph: fp32 or int8 in onnxruntime,
+fp32 compiled by OpenVINO (``openvino``).
 
 Every candidate is a :class:`~layerwise.methods.truncated.model.TruncatedModel`; on an ONNX backend its encoder is
 exported once (:func:`layerwise.encoders.onnx_backend.export_layer_graph`: a graph whose outputs are every hidden
@@ -23,7 +24,8 @@ __all__ = ["check_backends", "graph_folder", "runner"]
 
 def check_backends(backends) -> tuple[str, ...]:
     """``backends`` (a tuple, or a comma-separated string) checked, each once, before any work: an unknown name or
-    an ONNX backend without its packages is a one-line UsageError (naming ``pip install 'layerwise[onnx]'``)."""
+    an ONNX or OpenVINO backend without its packages is a one-line UsageError naming the extra to install
+    (``pip install 'layerwise[onnx]'``, ``'layerwise[openvino]'``)."""
     if isinstance(backends, str):
         backends = tuple(b.strip() for b in backends.split(","))
     try:
@@ -53,7 +55,8 @@ def runner(model: TruncatedModel, backend: str, *, batch_size: int,
         return lambda texts: model.encode(texts, batch_size=batch_size)
     if graph is None:
         raise ValueError(f"backend {backend!r} needs the model's layer graph folder")
-    session = LayerGraphSession(graph, quantized=backend == "onnx-int8")
+    session = LayerGraphSession(graph, quantized=backend == "onnx-int8",
+                                runtime="openvino" if backend == "openvino" else "onnxruntime")
     layers = list(model.layers)
 
     def encode(texts: list[str]) -> np.ndarray:

@@ -33,6 +33,7 @@ import numpy as np
 from layerwise._progress import progress
 from layerwise.data.checksum import content_checksum
 from layerwise.encoders.layer_encoder import LayerEncoder
+from layerwise.encoders.onnx_backend import GRAPH_FORMAT_VERSION, OPSET
 from layerwise.evaluation.metrics import cosine_rows, spearman
 from layerwise.keys import keyed_name, model_key
 from layerwise.methods.compress.backends import graph_folder, runner
@@ -168,8 +169,11 @@ class Compression:
 
     def _key(self, recipe: str, layers: tuple[int, ...], backend: str) -> dict:
         settings = {k: v for k, v in self.config.to_dict().items() if k not in ("depths", "backends")}
-        return {"model": model_key(self.encoder.identity), "data": self.data.checksums(), "settings": settings,
-                "recipe": recipe, "layers": list(layers), "backend": backend}
+        key = {"model": model_key(self.encoder.identity), "data": self.data.checksums(), "settings": settings,
+               "recipe": recipe, "layers": list(layers), "backend": backend}
+        if backend != "torch":  # a new graph format gives new graphs and new measurements
+            key["graph"] = {"format": GRAPH_FORMAT_VERSION, "opset": OPSET}
+        return key
 
     def _candidate(self, recipe: str, layers: tuple[int, ...], backend: str) -> Candidate:
         """The candidate from its file, or measured now (and written to the folder)."""

@@ -57,7 +57,8 @@ def write_compressed(model: TruncatedModel, folder: str | os.PathLike, *, source
     provenance = {"method": "compress", **card.provenance(), "layers": list(model.layers),
                   "max_length": model.max_length, "compress": report}
     if graph is not None:
-        readme += ONNX_NOTE.format(quantized=chosen.backend == "onnx-int8")
+        readme += ONNX_NOTE.format(quantized=chosen.backend == "onnx-int8",
+                                  runtime="openvino" if chosen.backend == "openvino" else "onnxruntime")
     dest = save_st_folder(model.encoder, model.tokenizer, folder, modules,
                           transformer_kwargs=transformer_options(model.max_length, all_hidden_states=all_states),
                           provenance=provenance, readme=readme, overwrite=overwrite)
@@ -69,7 +70,7 @@ def write_compressed(model: TruncatedModel, folder: str | os.PathLike, *, source
 ONNX_NOTE = """
 ## ONNX
 
-The chosen candidate runs on onnxruntime: its layer graph (fp32 `onnx/model.onnx`, int8 `onnx/model-int8.onnx`;
+The chosen candidate runs on its ONNX layer graph: its layer graph (fp32 `onnx/model.onnx`, int8 `onnx/model-int8.onnx`;
 outputs every hidden state's masked token mean) is in `onnx/`. The sentence vector is the mean of the hidden states
 listed above:
 
@@ -77,7 +78,7 @@ listed above:
 from layerwise.encoders.onnx_backend import LayerGraphSession
 from transformers import AutoTokenizer
 
-session = LayerGraphSession("onnx", quantized={quantized})
+session = LayerGraphSession("onnx", quantized={quantized}, runtime="{runtime}")
 stack = session.encode(AutoTokenizer.from_pretrained("."), ["A sentence."])
 vectors = stack.mean[:, LAYERS].mean(axis=1)  # LAYERS: the hidden states above
 ```
