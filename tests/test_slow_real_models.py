@@ -59,7 +59,7 @@ def test_truncated_minilm_export_equals_hidden_state_3(tmp_path):
     from sentence_transformers import SentenceTransformer
     from transformers import AutoModel, AutoTokenizer
 
-    from layerwise.encoders.layer_encoder import pool_hidden_states
+    from layerwise.encoders.hidden_states import pool_hidden_states
     from layerwise.encoders.truncate import count_parameters, truncate_encoder
     from layerwise.export import write_sentence_transformer
 

@@ -80,7 +80,7 @@ def test_truncated_save_loads_with_automodel_and_sentence_transformers(tmp_path,
     from sentence_transformers import SentenceTransformer
     from transformers import AutoModel
 
-    from layerwise.encoders.layer_encoder import pool_hidden_states
+    from layerwise.encoders.hidden_states import pool_hidden_states
     from layerwise.export import write_sentence_transformer
 
     cut = truncate_encoder(_model(name), 2)
@@ -121,7 +121,7 @@ def test_tmft_model_round_trips_through_sentence_transformers(tmp_path, tiny_ber
     from sentence_transformers import SentenceTransformer
     from transformers import AutoModel, AutoTokenizer
 
-    from layerwise.encoders.layer_encoder import pool_hidden_states
+    from layerwise.encoders.hidden_states import pool_hidden_states
     from layerwise.methods.truncated.model import TruncatedModel
 
     texts = ["a man is playing guitar .", "the dog runs in the park with a red ball on the street ."]

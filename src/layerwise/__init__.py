@@ -15,6 +15,7 @@ from layerwise.evaluation.metrics import pearson, spearman, spearman_rows
 from layerwise.evaluation.sts import per_layer_scores, sts_scores
 from layerwise.export.no_code import load_sentence_transformer
 from layerwise.layers import LayerStack
+from layerwise.methods.compress.estimator import Compressor, CompressSettings
 from layerwise.methods.lattemix.estimator import LatteMix
 from layerwise.methods.layer_attention.estimator import LayerAttentionPooler
 from layerwise.methods.lc.estimator import LayerCombination
@@ -35,6 +36,8 @@ from layerwise.pooling import (
 
 __all__ = [
     "BUILTIN_MODELS",
+    "CompressSettings",
+    "Compressor",
     "DEFAULT_MODEL",
     "LCResult",
     "LayerAttentionPooler",

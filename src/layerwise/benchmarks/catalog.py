@@ -6,16 +6,19 @@ import difflib
 
 # each import declares its pages (register(...) at import); the names are kept so that the imports are not unused
 from layerwise.benchmarks import export_page
+from layerwise.benchmarks.compress import pages as compress_pages
 from layerwise.benchmarks.lattemix import pages as lattemix_pages
 from layerwise.benchmarks.layer_attention import pages as layer_attention_pages
 from layerwise.benchmarks.lc import pages as lc_pages
 from layerwise.benchmarks.multitask import pages as multitask_pages
 from layerwise.benchmarks.registry import PAGES, ResultsPage
+from layerwise.benchmarks.speed import bench_onnx
 from layerwise.benchmarks.truncated import pages as truncated_pages
 
 __all__ = ["DECLARING_MODULES", "all_pages", "get_page"]
 
-DECLARING_MODULES = (lc_pages, layer_attention_pages, lattemix_pages, multitask_pages, truncated_pages, export_page)
+DECLARING_MODULES = (lc_pages, layer_attention_pages, lattemix_pages, multitask_pages, truncated_pages, compress_pages,
+                     export_page, bench_onnx)
 
 
 def get_page(name: str) -> ResultsPage:

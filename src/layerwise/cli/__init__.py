@@ -15,13 +15,13 @@ import os
 import sys
 
 from layerwise.cache import CacheCorruptError
-from layerwise.cli import export, lattemix, layer_attention, lc, models, multitask, results, truncated
+from layerwise.cli import compress, export, lattemix, layer_attention, lc, models, multitask, results, truncated
 from layerwise.cli._checks import preflight
 from layerwise.errors import LayerwiseError
 
 __all__ = ["EXIT_BUG", "EXIT_INTERRUPTED", "EXIT_USAGE", "USER_ERRORS", "build_parser", "main"]
 
-_COMMAND_MODULES = (lc, lattemix, layer_attention, multitask, truncated, export, models, results)
+_COMMAND_MODULES = (lc, lattemix, layer_attention, multitask, truncated, compress, export, models, results)
 TRAINING_COMMANDS = ("train", "tmft", "multitask")  # the commands that run as N processes under torchrun (DDP)
 
 EXIT_BUG = 1

@@ -247,6 +247,27 @@ def _check_model(args) -> None:
                          f"(0 = embedding output .. {n_states - 1} = last layer, or -1 for the last)")
 
 
+def _check_backend(args) -> None:
+    """``--backend onnx|onnx-int8``: onnxruntime installed (else the extra to install), CPU, float32."""
+    from layerwise.encoders.onnx_backend import check_backend
+
+    backend = getattr(args, "backend", "torch")
+    if backend == "torch":
+        return
+    check_backend(backend)
+    if getattr(args, "save", None):
+        raise UsageError(f"--save fits a LayerCombination, which encodes with torch: run the search with --backend "
+                         f"{backend} to compare, and --save without it")
+    if getattr(args, "folder", None) is not None:
+        raise UsageError(f"--backend {backend} applies to --model; an exported --folder is run by sentence-transformers")
+    wrong = [f"{flag} {value}" for flag, value, ok in (("--device", getattr(args, "device", "cpu"), "cpu"),
+                                                        ("--dtype", getattr(args, "dtype", "float32"), "float32"))
+             if value is not None and str(value).split(":")[0] != ok]
+    if wrong:
+        raise UsageError(f"--backend {backend} runs the float32 graph on the CPU through onnxruntime: leave out "
+                         f"{' and '.join(wrong)}")
+
+
 _MIN_FREE = 1 << 20  # an output folder with less than 1 MB free is full for any corpus; the writer checks the size
 
 
@@ -270,6 +291,7 @@ def preflight(args) -> None:
     """Check the paths, device and data a parsed command will use; raise :class:`UsageError` on the first problem."""
     from layerwise.encoders.registry import layerwise_home
 
+    _check_backend(args)
     if getattr(args, "model_dir", None):
         check_folder(args.model_dir, "MODEL_DIR")
     if getattr(args, "data_dir", None):

@@ -6,16 +6,19 @@ import argparse
 
 from layerwise.cli._option_types import max_length, positive_int
 from layerwise.data.sts import STS_DATASETS
+from layerwise.encoders.onnx_backend import BACKENDS
 from layerwise.encoders.registry import BUILTIN_MODELS, DEFAULT_MODEL
 from layerwise.evaluation.metrics import AGGREGATIONS
 
-__all__ = ["STS_CHOICES", "add_common", "add_encoder_options", "add_training_tail", "encoder_options"]
+__all__ = ["STS_CHOICES", "add_backend_option", "add_common", "add_encoder_options", "add_training_tail",
+           "encoder_options"]
 
 STS_CHOICES = list(STS_DATASETS)
 
 
 def add_common(p: argparse.ArgumentParser) -> None:
     add_encoder_options(p)
+    add_backend_option(p)
     p.add_argument("--dataset", default=None, choices=STS_CHOICES,
                    help="built-in STS data set (default: stsb, unless your own pairs are given with --pairs or "
                         "--dev/--test)")
@@ -45,6 +48,14 @@ def add_encoder_options(p: argparse.ArgumentParser, *, aggregation: bool = True)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars, only the results")
 
 
+def add_backend_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--backend", default="torch", choices=list(BACKENDS),
+                   help="what encodes every hidden state: the torch model (default), or its ONNX graph through "
+                        "onnxruntime in float32 (onnx) or with int8 weights (onnx-int8), or through OpenVINO in "
+                        "float32 (openvino); exported once per model, CPU only (pip install 'layerwise[onnx]', "
+                        "'layerwise[openvino]')")
+
+
 def add_training_tail(p: argparse.ArgumentParser) -> None:
     """``--device`` (where a training command trains, DDP-aware) and ``-q``: the last options of tmft and multitask."""
     p.add_argument("--device", default="cpu",
@@ -60,5 +71,6 @@ def encoder_options(args) -> dict:
         "device": args.device,
         "dtype": args.dtype,
         "cache_dir": False if args.no_cache else args.cache_dir,
+        **({"backend": args.backend} if hasattr(args, "backend") else {}),
     }
 

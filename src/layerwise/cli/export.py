@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
+from layerwise.cli._common import add_backend_option
 from layerwise.cli._option_types import layer_list, max_length, nonnegative_float, positive_float, positive_int
 from layerwise.encoders.registry import BUILTIN_MODELS, DEFAULT_MODEL
 from layerwise.errors import DataFileError, UsageError
@@ -59,6 +60,7 @@ def add_parsers(sub) -> None:
     e.add_argument("--max-length", type=max_length, default=256)
     e.add_argument("--device", default="cpu")
     e.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    add_backend_option(e)
     e.add_argument("--cache-dir", default=None, help="--model's layer-stack cache (default: $LAYERWISE_HOME/cache)")
     e.add_argument("--no-cache", action="store_true",
                    help="keep nothing between runs: no layer cache, and no finished chunks kept beside OUTPUT (by "
@@ -144,7 +146,8 @@ def _embedder_config(args):
     return EmbedderConfig(model=args.model or DEFAULT_MODEL,
                           pooling=PoolingSpec(kind=args.pooling, layers=args.layers, head=args.head),
                           max_length=args.max_length, batch_size=args.batch_size, device=args.device,
-                          dtype=args.dtype, cache_dir=False if args.no_cache else args.cache_dir)
+                          dtype=args.dtype, cache_dir=False if args.no_cache else args.cache_dir,
+                          backend=args.backend)
 
 
 def run_encode(args, command) -> int:

@@ -125,6 +125,7 @@ class EmbedderConfig:
     device: str = "cpu"
     dtype: str = "float32"  # ``model`` only
     cache_dir: str | bool | None = False  # ``model``'s layer cache: False none, None the default, or a folder
+    backend: str = "torch"  # ``model`` only: torch, onnx or onnx-int8 (LayerEncoder's backend)
 
     def __post_init__(self) -> None:
         if (self.model is None) == (self.folder is None):
@@ -144,5 +145,6 @@ class EmbedderConfig:
             return FolderEmbedder(self.folder, batch_size=self.batch_size, device=self.device)
 
         encoder = LayerEncoder(self.model, max_length=self.max_length, batch_size=self.batch_size, device=self.device,
-                               dtype=self.dtype, cache_dir=self.cache_dir, show_progress=show_progress)
+                               dtype=self.dtype, cache_dir=self.cache_dir, show_progress=show_progress,
+                               backend=self.backend)
         return SpecEmbedder(encoder, self.pooling)

@@ -15,15 +15,18 @@ import torch
 from layerwise._progress import progress
 from layerwise.cache import LayerCache
 from layerwise.encoders.batching import length_sorted_batches
+from layerwise.encoders.hidden_states import all_hidden_states, pool_hidden_states
 from layerwise.encoders.model_files import config_sha256, tokenizer_sha256, weights_sha256
+from layerwise.encoders.onnx_backend import LayerGraphSession, cached_layer_graph, check_backend
 from layerwise.encoders.registry import DEFAULT_MODEL, ModelFilesError, ResolvedModel, layerwise_home, resolve_model
 from layerwise.encoders.tokens import TokenStack
+from layerwise.errors import UsageError
 from layerwise.finite import check_finite_weights
 from layerwise.layers import LayerStack, validate_layers
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DTYPES", "LayerEncoder", "ModelIdentity", "pool_hidden_states"]
+__all__ = ["DTYPES", "LayerEncoder", "ModelIdentity"]
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -52,26 +55,6 @@ class ModelIdentity:
         """Back from :meth:`to_dict`; records written before the tokenizer and config hashes existed give None."""
         return cls(**{"tokenizer_sha256": None, "config_sha256": None,
                       **{k: v for k, v in d.items() if k in cls.__dataclass_fields__}})
-
-
-def pool_hidden_states(hidden_states, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """First-token and attention-masked mean vectors of every hidden state.
-
-    ``hidden_states``: K tensors of shape (B, T, d) (``output_hidden_states``); ``attention_mask``: (B, T).
-    Returns ``cls, mean``, each (B, K, d). One masked matrix product per state, so no (B, K, T, d) copy is made;
-    differentiable, so training code pools exactly as the encoder does.
-    """
-    mask = attention_mask.to(hidden_states[0].dtype)
-    weights = (mask / mask.sum(dim=1, keepdim=True).clamp(min=1.0)).unsqueeze(1)  # (B, 1, T)
-    mean = torch.stack([torch.bmm(weights, h).squeeze(1) for h in hidden_states], dim=1)
-    cls = torch.stack([h[:, 0, :] for h in hidden_states], dim=1)
-    return cls, mean
-
-
-def _hidden_states(out) -> tuple:
-    """Every hidden state of a forward pass. A model cut to 0 layers (a layer subset of the embedding output alone,
-    as exported) returns no ``hidden_states`` in transformers 5; its one hidden state is ``last_hidden_state``."""
-    return out.hidden_states or (out.last_hidden_state,)
 
 
 @contextmanager
@@ -137,6 +120,20 @@ def _cap_max_length(max_length: int, model, name: str) -> int:
     return max_length
 
 
+def _check_settings(*, max_length: int, batch_size: int, dtype: str, device: str, backend: str) -> None:
+    """The encoder's settings, checked before the model loads (an ONNX backend: onnxruntime installed)."""
+    if dtype not in DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r}; valid: {', '.join(DTYPES)}")
+    check_backend(backend)
+    if backend != "torch" and (dtype != "float32" or torch.device(device).type != "cpu"):
+        raise UsageError(f"backend {backend!r} runs the float32 graph on the CPU through onnxruntime: pass "
+                         f"device='cpu' and dtype='float32' (got {device!r}, {dtype!r})")
+    if int(max_length) < 2:
+        raise ValueError(f"max_length must be at least 2, got {max_length}")
+    if int(batch_size) < 1:
+        raise ValueError(f"batch_size must be positive, got {batch_size}")
+
+
 class LayerEncoder:
     """Encode sentences into a :class:`~layerwise.layers.LayerStack` with every hidden state.
 
@@ -156,6 +153,13 @@ class LayerEncoder:
         Layer-stack cache folder (default ``$LAYERWISE_HOME/cache``); ``False`` disables caching.
     show_progress : bool or None
         Progress bar; ``None`` shows it when this module's logger is at INFO or lower.
+    backend : {"torch", "onnx", "onnx-int8", "openvino"}
+        What computes :meth:`encode`: the torch model, or its layer graph (every hidden state pooled inside one
+        ONNX graph, :mod:`~layerwise.encoders.onnx_backend`) through onnxruntime in float32 or with int8 weights,
+        or through OpenVINO in float32 (``pip install 'layerwise[openvino]'``).
+        The graph is exported once per model identity under ``$LAYERWISE_HOME/onnx``; ONNX backends need
+        ``pip install 'layerwise[onnx]'``, ``device="cpu"`` and ``dtype="float32"``, and are part of the cache key.
+        :meth:`encode_tokens` always runs the torch model.
     """
 
     def __init__(
@@ -168,13 +172,10 @@ class LayerEncoder:
         dtype: str = "float32",
         cache_dir: str | os.PathLike | None | bool = None,
         show_progress: bool | None = None,
+        backend: str = "torch",
     ):
-        if dtype not in DTYPES:
-            raise ValueError(f"unknown dtype {dtype!r}; valid: {', '.join(DTYPES)}")
-        if int(max_length) < 2:
-            raise ValueError(f"max_length must be at least 2, got {max_length}")
-        if int(batch_size) < 1:
-            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        _check_settings(max_length=max_length, batch_size=batch_size, dtype=dtype, device=device, backend=backend)
+        self.backend = backend
         self.resolved: ResolvedModel = resolve_model(model)
         self.batch_size = int(batch_size)
         self.device = torch.device(device)
@@ -209,10 +210,18 @@ class LayerEncoder:
         if has_pooler and not pooler_trained:
             logger.warning("%s has a pooler layer but its checkpoint holds no pooler weights: its pooler output "
                            "comes from randomly initialised weights", self.resolved.name)
+        self._graph = self._open_graph() if backend != "torch" else None
         self.cache = None
         if cache_dir is not False:
             root = Path(cache_dir) if cache_dir not in (None, True) else layerwise_home() / "cache"
             self.cache = LayerCache(root, key=self.cache_key())
+
+    def _open_graph(self) -> LayerGraphSession:
+        """The model's layer graph (exported on first use, one folder per weights and config) run by onnxruntime."""
+        graph_key = {k: getattr(self.identity, k) for k in ("weights_sha256", "config_sha256", "model_type")}
+        folder = cached_layer_graph(self.model, graph_key, root=layerwise_home() / "onnx")
+        return LayerGraphSession(folder, quantized=self.backend == "onnx-int8",
+                                 runtime="openvino" if self.backend == "openvino" else "onnxruntime")
 
     def _show_progress(self) -> bool:
         if self.show_progress is None:
@@ -266,6 +275,8 @@ class LayerEncoder:
             "max_length": self.max_length,
             "dtype": self.dtype,
             "pooler": ident.has_pooler,
+            # the torch key stays as it was before backends existed, so its caches remain valid
+            **({"backend": self.backend} if self.backend != "torch" else {}),
         }
 
     def encode(self, texts: Sequence[str]) -> LayerStack:
@@ -301,7 +312,7 @@ class LayerEncoder:
                 special = enc.pop("special_tokens_mask")
                 enc = enc.to(self.device)
                 out = self.model(**enc, output_hidden_states=True)
-                hs = torch.stack([_hidden_states(out)[l] for l in layers], dim=2).float().cpu()  # (B, T, S, d)
+                hs = torch.stack([all_hidden_states(out)[l] for l in layers], dim=2).float().cpu()  # (B, T, S, d)
                 keep = enc["attention_mask"].bool().cpu()  # (B, T): drops padding on either side
                 for j, i in enumerate(idx):
                     per_sentence[i] = (hs[j][keep[j]].numpy(), special[j][keep[j]].numpy().astype(bool))
@@ -315,6 +326,17 @@ class LayerEncoder:
             layers=layers,
         )
 
+    def _encode_batch(self, enc) -> tuple:
+        """``mean``, ``cls`` (B, K, d) and ``pooler`` (B, d) or None of one padded batch, by the chosen backend."""
+        if self._graph is not None:
+            return self._graph.run(enc)
+        enc = enc.to(self.device)
+        out = self.model(**enc, output_hidden_states=True)
+        b_cls, b_mean = pool_hidden_states(all_hidden_states(out), enc["attention_mask"])
+        pooler = getattr(out, "pooler_output", None)
+        return (b_mean.float().cpu().numpy(), b_cls.float().cpu().numpy(),
+                None if pooler is None else pooler.float().cpu().numpy())
+
     @torch.inference_mode()
     def _encode_unique(self, texts: list[str]) -> LayerStack:
         n = len(texts)
@@ -324,12 +346,8 @@ class LayerEncoder:
         pooler = np.empty((n, d), dtype=np.float32) if self.identity.has_pooler else None
         with progress(total=n, desc="encoding", unit="sent", disable=not self._show_progress()) as bar:
             for idx, enc in self._batches(texts):
-                enc = enc.to(self.device)
-                out = self.model(**enc, output_hidden_states=True)
-                b_cls, b_mean = pool_hidden_states(_hidden_states(out), enc["attention_mask"])
-                mean[idx] = b_mean.float().cpu().numpy()
-                cls[idx] = b_cls.float().cpu().numpy()
+                mean[idx], cls[idx], b_pooler = self._encode_batch(enc)
                 if pooler is not None:
-                    pooler[idx] = out.pooler_output.float().cpu().numpy()
+                    pooler[idx] = b_pooler
                 bar.update(len(idx))
         return LayerStack(mean=mean, cls=cls, pooler=pooler)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from sentence_transformers.base.modules.module import Module as STModule
 
-from layerwise.encoders.layer_encoder import pool_hidden_states
+from layerwise.encoders.hidden_states import pool_hidden_states
 from layerwise.modules.poolers import LayerPooler
 
 __all__ = ["LayerPoolerModule"]

@@ -152,7 +152,8 @@ def _load(config: SearchConfig, data=None):
 
 
 def _encoder_info(encoder: LayerEncoder) -> dict:
-    return {"max_length": encoder.max_length, "dtype": encoder.dtype, "batch_size": encoder.batch_size}
+    return {"max_length": encoder.max_length, "dtype": encoder.dtype, "batch_size": encoder.batch_size,
+            "backend": encoder.backend}
 
 
 def run_layers(config: SearchConfig, data: STSData | None = None) -> STSRun:
@@ -264,7 +265,9 @@ def output_stem(result: STSRun) -> str:
     never overwrite each other's files."""
     m, d = result.model, result.data
     key = {"model": model_key(m), "path": m.path, "data": asdict(d), "protocol": result.protocol,
-           "encoder": {k: result.encoder[k] for k in ("max_length", "dtype")}}
+           "encoder": {k: result.encoder[k] for k in ("max_length", "dtype")},
+           # a torch run's stem is as before backends existed
+           **({"backend": b} if (b := result.encoder.get("backend", "torch")) != "torch" else {})}
     return keyed_name(f"{result.kind}-{Path(m.name).name}-{d.name}-{d.split}-{d.aggregation}", key)
 
 

@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from layerwise.encoders.batching import cut_texts
-from layerwise.encoders.layer_encoder import pool_hidden_states
+from layerwise.encoders.hidden_states import pool_hidden_states
 from layerwise.encoders.model_files import check_model_folder
 from layerwise.files import atomic_folder
 from layerwise.finite import check_finite_weights

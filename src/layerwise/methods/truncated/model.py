@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from layerwise.encoders.batching import cut_texts, length_sorted_batches
-from layerwise.encoders.layer_encoder import pool_hidden_states
+from layerwise.encoders.hidden_states import pool_hidden_states
 from layerwise.encoders.model_files import check_model_folder
 from layerwise.encoders.registry import resolve_model
 from layerwise.encoders.truncate import count_parameters, truncate_encoder

@@ -1,0 +1,218 @@
+"""The ``compress`` page: the fastest model within 1.0 point of STS-B dev Spearman, and the whole frontier, for the
+built-in models (``layerwise results run compress``; ``render`` reads the store only).
+
+One part per model: :class:`~layerwise.Compressor` fitted on the page's corpus (:mod:`.data`) with STS-B dev
+choosing and the test sets scored, keyed on the model's identity, the data's checksums and every setting. The fit
+keeps its candidates and students under ``folders/<model>/work``, so a killed run continues; the part is stored
+when the model is done, with the chosen model saved beside it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from layerwise.benchmarks.compress.data import CORPUS_SOURCES, page_data
+from layerwise.benchmarks.page_parts import provenance_lines, run_record
+from layerwise.benchmarks.registry import PageContext, ResultsPage, register
+from layerwise.benchmarks.store import Part, model_key
+from layerwise.encoders.layer_encoder import LayerEncoder
+from layerwise.methods.compress import Compressor, CompressSettings
+from layerwise.methods.compress.frontier import RECIPES, Candidate, plot_frontier
+from layerwise.reports import write_text
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["PAGE", "CompressPageConfig"]
+
+NAME = "compress"
+TITLE = ("Compress: the fastest model within a quality budget (cut, LC cut, distilled; torch, ONNX, ONNX int8, "
+         "OpenVINO)")
+MODELS = ("all-MiniLM-L6-v2", "all-mpnet-base-v2")
+TESTS = ("stsb", "sickr", "sts12", "sts13", "sts14", "sts15", "sts16")
+STS_AVERAGE = TESTS  # the "STS average" column: the mean of these test sets' Spearman (those present)
+#: published figures (theirs, their hardware): sentence-transformers' layer-reduction distillation example
+#: (stsb-roberta-base, STS-B test) and its CPU backend benchmark (quality kept, speed-up)
+PUBLISHED = [
+    "sentence-transformers `model_distillation_layer_reduction` example, stsb-roberta-base (12 layers, STS-B test "
+    "85.44): 3 layers distilled 84.39 at 2.8x, 6 layers 85.23 at 1.7x",
+    "sentence-transformers CPU backend benchmark: ONNX int8 3.23x and OpenVINO int8 5.29x the throughput of torch "
+    "fp32, at 99.6-99.7 % of its quality",
+]
+
+
+@dataclass(frozen=True)
+class CompressPageConfig:
+    """The page's protocol (every field but ``folders`` is part of each stored part's key)."""
+
+    budget: float = 1.0
+    backends: tuple[str, ...] = ("torch", "onnx", "onnx-int8", "openvino")
+    epochs: int = 1
+    batch_size: int = 64
+    lr: float = 1e-4
+    max_length: int = 128
+    seed: int = 0
+    speed_sentences: int = 1000
+    speed_batch_size: int = 32
+    speed_repeats: int = 3
+    corpus: tuple[str, ...] = CORPUS_SOURCES
+    corpus_limit: int | None = None  # a seeded sample of the corpus (None: all of it)
+    tests: tuple[str, ...] = TESTS
+    folders: str = "runs/compress"  # candidates, students, graphs and chosen models (large; not in the repository)
+
+    def protocol(self) -> dict:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items() if k != "folders"}
+
+
+def _config(ctx: PageContext) -> CompressPageConfig:
+    known = set(CompressPageConfig.__dataclass_fields__) | {"models"}
+    bad = sorted(set(ctx.options) - known)
+    if bad:
+        raise ValueError(f"unknown compress page option(s) {bad}; valid: {', '.join(sorted(known))}")
+    listed = ("backends", "corpus", "tests")  # JSON lists, or comma-separated names (--option tests=stsb,sickr)
+    return CompressPageConfig(**{k: tuple(v.split(",")) if k in listed and isinstance(v, str)
+                                 else tuple(v) if isinstance(v, list) else v
+                                 for k, v in ctx.options.items() if k != "models"})
+
+
+def _settings(config: CompressPageConfig) -> CompressSettings:
+    return CompressSettings(epochs=config.epochs, batch_size=config.batch_size, lr=config.lr,
+                            max_length=config.max_length, seed=config.seed, speed_sentences=config.speed_sentences,
+                            speed_batch_size=config.speed_batch_size, speed_repeats=config.speed_repeats)
+
+
+def run(ctx: PageContext) -> None:
+    """Compute the part of every model the store lacks; each is saved when done."""
+    config = _config(ctx)
+    data = page_data(config.corpus, config.tests, limit=config.corpus_limit, seed=config.seed,
+                     data_dir=ctx.data_dir)
+    for model in ctx.options.get("models") or MODELS:
+        identity = LayerEncoder(model, max_length=config.max_length, cache_dir=False, show_progress=False).identity
+        key = {"model": model_key(identity), "data": data.checksums(), "protocol": config.protocol()}
+        name = Path(model).name
+        if ctx.store.load(NAME, name, key) is not None:
+            continue
+        t0 = time.perf_counter()
+        root = Path(config.folders) / name
+        est = Compressor(model, budget=config.budget, backends=config.backends, settings=_settings(config),
+                         output_dir=str(root / "work"))
+        est.fit(data.corpus, data.dev, tests=data.tests)
+        saved = est.save(root / "model")
+        payload = {"model": model, "result": est.result_.to_dict(), "chosen": est.chosen_.to_dict(),
+                   "corpus": data.counts, "saved_model": str(saved), "seconds": time.perf_counter() - t0}
+        ctx.store.save(Part(NAME, name, key, payload, True, [run_record(ctx.command)]))
+        logger.info("compress page: %s done in %.0f s", name, payload["seconds"])
+
+
+def _candidates(part: Part) -> tuple[list[Candidate], Candidate, Candidate]:
+    result = part.payload["result"]
+    return ([Candidate.from_dict(c) for c in result["candidates"]], Candidate.from_dict(result["original"]),
+            Candidate.from_dict(part.payload["chosen"]))
+
+
+def _average(c: Candidate) -> float | None:
+    values = [c.tests[t] for t in STS_AVERAGE if t in c.tests]
+    return sum(values) / len(values) if values else None
+
+
+def _tmft_by_depth(ctx: PageContext, model: str) -> dict[int, float]:
+    """STS-B test Spearman of TMFT (no pre-step, 3 epochs, mean over seeds) per depth, read from the tmft page's
+    store parts (the tmft page's own numbers; nothing is recomputed)."""
+    scores: dict[int, list[float]] = {}
+    for part in ctx.store.parts("tmft"):
+        cfg = part.payload.get("config") or {}
+        if cfg.get("model") == model and cfg.get("pre_step") == "none" and cfg.get("epochs") == 3 \
+                and len(cfg.get("layers") or []) == 1:
+            scores.setdefault(int(cfg["layers"][0]), []).append(float(part.payload["test_spearman"]))
+    return {depth: sum(v) / len(v) for depth, v in scores.items()}
+
+
+def _table(ctx: PageContext, part: Part) -> list[str]:
+    candidates, original, chosen = _candidates(part)
+    tests = [t for t in TESTS if t in original.tests]
+    tmft = _tmft_by_depth(ctx, part.payload["model"])
+    head = ["| depth | recipe | backend | parameters | throughput ratio | STS-B dev | "
+            + " | ".join(tests) + " | STS average | TMFT STS-B test (tmft page) | |",
+            "|---" * (8 + len(tests)) + "|---|"]
+    rows = []
+    for c in sorted(candidates, key=lambda c: (c.depth, list(RECIPES).index(c.recipe), c.backend)):
+        avg = _average(c)
+        mark = "**chosen**" if c.name == chosen.name else ""
+        rows.append(f"| {c.depth} | {c.recipe} ({','.join(map(str, c.layers))}) | {c.backend} | "
+                    f"{c.parameters / 1e6:.1f} M | {c.ratio:.2f}x | {c.dev:.2f} | "
+                    + " | ".join(f"{c.tests[t]:.2f}" for t in tests)
+                    + f" | {'-' if avg is None else f'{avg:.2f}'} | "
+                    f"{f'{tmft[c.depth]:.2f}' if c.recipe == 'distilled' and c.depth in tmft else ''} | {mark} |")
+    return head + rows
+
+
+def _goals(part: Part, budget: float) -> list[str]:
+    candidates, original, chosen = _candidates(part)
+    ok = [c for c in candidates if "stsb" in c.tests and c.tests["stsb"] >= original.tests["stsb"] - 1.0
+          and (_average(c) or 0) >= (_average(original) or 0) - 1.0]
+    best = max(ok, key=lambda c: c.ratio, default=original)
+    int8 = [(c, next((o for o in candidates if o.backend == "onnx" and o.recipe == c.recipe and o.layers == c.layers),
+                     None)) for c in candidates if c.backend == "onnx-int8"]
+    drift = [abs(c.dev - o.dev) for c, o in int8 if o is not None]
+    lines = [f"- chosen on dev (budget {budget:g}): **{chosen.name}**, {chosen.ratio:.2f}x, STS-B dev {chosen.dev:.2f} "
+             f"(original {original.dev:.2f}), STS-B test {chosen.tests.get('stsb', float('nan')):.2f} (original "
+             f"{original.tests.get('stsb', float('nan')):.2f})",
+             f"- fastest candidate within 1.0 of the original on STS-B test and on the STS average (read on the test "
+             f"sets, for the goal only): {best.name}, {best.ratio:.2f}x"]
+    if drift:
+        lines.append(f"- int8 against fp32 ONNX, same model: dev Spearman differs by at most {max(drift):.2f} points "
+                     f"(goal: 0.5)")
+    return lines
+
+
+def _tests_of(parts: list[Part]) -> list[str]:
+    present = {t for p in parts for t in p.payload["result"]["original"]["tests"]}
+    return [t for t in TESTS if t in present]
+
+
+def render(ctx: PageContext) -> list[Path]:
+    """Write ``compress.md`` and one frontier plot per model from the store alone."""
+    config = _config(ctx)
+    parts = [p for p in ctx.store.parts(NAME) if p.key["protocol"] == config.protocol()]
+    if not parts:
+        raise FileNotFoundError(f"no compress parts in {ctx.store.root}; run `layerwise results run compress` first")
+    counts = parts[0].payload["corpus"]
+    lines = [f"# {TITLE}", "",
+             "Made by `layerwise results run compress` (computes what the store lacks) and `layerwise results render "
+             "compress` (this page, from `docs/results/state/compress/` alone). Per model, `Compressor` (the estimator "
+             "behind `layerwise compress`) builds at every depth l the plain cut, the LC cut (best subset of hidden "
+             "states 0..l on STS-B dev, exact search) and a student distilled from the full model by MSE on the "
+             "corpus; each runs on torch fp32, ONNX fp32 and ONNX int8 (dynamic quantization) in onnxruntime and "
+             "the fp32 graph in OpenVINO, and is timed against the original torch model in one run.", "",
+             f"Distillation corpus: {counts['kept']} sentences ("
+             + ", ".join(f"{k} {counts[k]}" for k in config.corpus if k in counts)
+             + f"; {counts['distinct']} distinct; {counts['left_out_scored']} left out because they are in a dev or "
+             f"test pair). Dev: STS-B dev. Tests: {', '.join(_tests_of(parts))} (SICK-R: all 9927 pairs, as MTEB; "
+             "STS12-16: aggregation `all`, every subset pooled into one Spearman, as MTEB).", ""]
+    paths = []
+    for part in parts:
+        name = Path(part.payload["model"]).name
+        candidates, _, chosen = _candidates(part)
+        png = plot_frontier(candidates, ctx.output / f"compress-{name}.png", title=name, chosen=chosen)
+        paths.append(png)
+        lines += [f"## {name}", "", *_goals(part, config.budget), "", *_table(ctx, part), "",
+                  f"![frontier]({png.name})", ""]
+    s = Candidate.from_dict(parts[0].payload["chosen"]).speed
+    lines += ["## How to read it", "",
+              f"Throughput ratio: the original torch model's median pass over the candidate's, passes interleaved in "
+              f"one run ({s['sentences']} corpus sentences, batch {s['batch_size']}, max length {s['max_length']}, "
+              f"{len(s['seconds'])} timed passes each, {s['threads']} threads); the original torch row, timed against itself, "
+              "shows the timing's noise. ONNX fp32 gives the torch vectors "
+              "(difference per candidate in its stored part); int8 is close, not equal.", "",
+              *[f"- {k}: {v}" for k, v in RECIPES.items()], "",
+              "## Published figures (theirs, their hardware; not measured here)", "", *[f"- {p}" for p in PUBLISHED],
+              "", "## Provenance", "", *provenance_lines(parts), ""]
+    return [write_text(ctx.output / f"{NAME}.md", "\n".join(lines)), *paths]
+
+
+PAGE = register(ResultsPage(
+    name=NAME, method="compress", title=TITLE, models=MODELS, data=("stsb", *TESTS[1:], *CORPUS_SOURCES),
+    grid={"models": list(MODELS), "backends": list(CompressPageConfig().backends)},
+    settings=CompressPageConfig().protocol(), run=run, render=render))

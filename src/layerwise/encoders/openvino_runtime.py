@@ -1,0 +1,45 @@
+"""The layer graph (:mod:`~layerwise.encoders.onnx_backend`) run by OpenVINO instead of onnxruntime: the same
+``model.onnx``, read and compiled by OpenVINO for the CPU in float32 (``pip install 'layerwise[openvino]'``).
+
+Only the float32 graph: OpenVINO runs onnxruntime's dynamically quantized int8 graph, but slower than onnxruntime
+and with other numbers; its own int8 needs NNCF, which layerwise does not use.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from layerwise.errors import UsageError
+
+__all__ = ["OPENVINO_HINT", "compile_graph", "require_openvino"]
+
+OPENVINO_HINT = "pip install 'layerwise[openvino]'"
+
+
+def require_openvino():
+    """``openvino`` (imported), or a one-line :class:`UsageError` naming the extra to install."""
+    try:
+        import openvino
+    except ImportError:
+        raise UsageError(f"backend 'openvino' needs openvino, which is not installed: {OPENVINO_HINT}") from None
+    return openvino
+
+
+def compile_graph(path: Path, threads: int) -> tuple[Callable[[dict], list[np.ndarray]], tuple[str, ...]]:
+    """``(run, input_names)``: ``run(feed)`` gives the graph's outputs in order for a feed of int64 arrays.
+
+    Compiled with ``threads`` inference threads and float32 precision (on CPUs with bf16 units OpenVINO would
+    otherwise compute in bf16, and the outputs would no longer be the torch model's)."""
+    ov = require_openvino()
+    compiled = ov.Core().compile_model(ov.Core().read_model(str(path)), "CPU", {
+        "INFERENCE_NUM_THREADS": int(threads), "INFERENCE_PRECISION_HINT": "f32"})
+    inputs = tuple(port.get_any_name() for port in compiled.inputs)
+
+    def run(feed: dict) -> list[np.ndarray]:
+        result = compiled(feed)
+        return [np.asarray(result[port]) for port in compiled.outputs]
+
+    return run, inputs

@@ -1,0 +1,66 @@
+"""How a candidate runs: its torch model, or the same model as an ONNX layer graph: fp32 or int8 in onnxruntime,
+fp32 compiled by OpenVINO (``openvino``).
+
+Every candidate is a :class:`~layerwise.methods.truncated.model.TruncatedModel`; on an ONNX backend its encoder is
+exported once (:func:`layerwise.encoders.onnx_backend.export_layer_graph`: a graph whose outputs are every hidden
+state's masked token mean, and its int8 dynamic-quantized copy) and the sentence vector is the mean of the
+candidate's hidden states' means, as the torch model computes it. Tokenization, batching (length-sorted) and the
+max length are the torch model's, so the backends differ only in the arithmetic.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from layerwise.encoders.onnx_backend import INFO_FILE, LayerGraphSession, check_backend, export_layer_graph
+from layerwise.errors import UsageError
+from layerwise.methods.truncated.model import TruncatedModel
+
+__all__ = ["check_backends", "graph_folder", "runner"]
+
+
+def check_backends(backends) -> tuple[str, ...]:
+    """``backends`` (a tuple, or a comma-separated string) checked, each once, before any work: an unknown name or
+    an ONNX or OpenVINO backend without its packages is a one-line UsageError naming the extra to install
+    (``pip install 'layerwise[onnx]'``, ``'layerwise[openvino]'``)."""
+    if isinstance(backends, str):
+        backends = tuple(b.strip() for b in backends.split(","))
+    try:
+        backends = tuple(backends)
+    except TypeError:
+        raise UsageError(f"backends={backends!r} must be a tuple of names, e.g. ('torch', 'onnx-int8')") from None
+    if not backends:
+        raise UsageError("backends is empty; pass at least one, e.g. ('torch',)")
+    for name in backends:
+        check_backend(name)
+    if len(set(backends)) != len(backends):
+        raise UsageError(f"backends={backends!r} names a backend twice; name each once")
+    return backends
+
+
+def graph_folder(model: TruncatedModel, dest: Path, source: dict) -> Path:
+    """``dest`` holding the layer graph of ``model``'s encoder (fp32 and int8), exported unless already there."""
+    if not (Path(dest) / INFO_FILE).is_file():
+        export_layer_graph(model.encoder, dest, source=source)
+    return Path(dest)
+
+
+def runner(model: TruncatedModel, backend: str, *, batch_size: int,
+           graph: Path | None = None) -> Callable[[list[str]], np.ndarray]:
+    """texts -> (n, d) float32 sentence vectors of ``model`` on ``backend`` (an ONNX backend reads ``graph``)."""
+    if backend == "torch":
+        return lambda texts: model.encode(texts, batch_size=batch_size)
+    if graph is None:
+        raise ValueError(f"backend {backend!r} needs the model's layer graph folder")
+    session = LayerGraphSession(graph, quantized=backend == "onnx-int8",
+                                runtime="openvino" if backend == "openvino" else "onnxruntime")
+    layers = list(model.layers)
+
+    def encode(texts: list[str]) -> np.ndarray:
+        stack = session.encode(model.tokenizer, texts, batch_size=batch_size, max_length=model.max_length)
+        return stack.mean[:, layers].mean(axis=1).astype(np.float32)  # (n, d), as TruncatedModel.embed
+
+    return encode

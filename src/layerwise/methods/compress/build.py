@@ -1,0 +1,296 @@
+"""The compression run: every candidate built, scored, timed against the original and kept on disk.
+
+:class:`Compression` is the method on given data (the estimator and the results page both run it):
+
+1. the layer stacks of the dev pairs, the test pairs and the corpus are encoded once through the layer cache
+   (:class:`~layerwise.encoders.LayerEncoder`); the teacher's embedding of a corpus sentence is the mean of its
+   last hidden state (the original model's pooling);
+2. one exact search over all subsets of hidden states on the dev pairs
+   (:class:`~layerwise.methods.lc.search.LayerSubsetSearch`) gives, for each depth l, the best subset within
+   0..l (the LC cut) - subsets are read from the one search, never searched again per depth;
+3. per depth l: the plain cut (mean of hidden state l), the LC cut (where it differs from every cut listed
+   already) and a distilled student (:mod:`.distill`); the original model (the full depth) is a candidate too;
+4. each candidate on each backend: dev and test Spearman (a cut from the stacks, a student by encoding: the same
+   numbers, see the tests), parameters, and its throughput against the original in one run (:mod:`.speed`).
+
+With a ``folder`` every finished candidate is a JSON file ``candidates/<name>-<digest>.json`` (the digest of the
+model's identity, the data's checksums and every setting) and every student a sentence-transformers folder
+``students/<name>-<digest>/model`` (its training checkpoints in ``train/`` beside it until it is done): a killed run
+recomputes nothing finished and continues a student's training from its last checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from layerwise._progress import progress
+from layerwise.data.checksum import content_checksum
+from layerwise.encoders.layer_encoder import LayerEncoder
+from layerwise.encoders.onnx_backend import GRAPH_FORMAT_VERSION, OPSET
+from layerwise.evaluation.metrics import cosine_rows, spearman
+from layerwise.keys import keyed_name, model_key
+from layerwise.methods.compress.backends import graph_folder, runner
+from layerwise.methods.compress.config import CompressConfig
+from layerwise.methods.compress.distill import distill_student, embedding_mse
+from layerwise.methods.compress.frontier import Candidate
+from layerwise.methods.compress.speed import measure_speed
+from layerwise.methods.lc.search import LayerSubsetSearch, subset_cosine
+from layerwise.methods.truncated.model import TruncatedModel
+from layerwise.methods.truncated.tasks import PairSet
+from layerwise.reports import write_json
+from layerwise.training import seed_everything
+from layerwise.training.distributed import local_device
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["CompressData", "CompressResult", "Compression", "MSE_SENTENCES", "best_within"]
+
+MSE_SENTENCES = 1000  # corpus sentences on which a student's MSE to the teacher is reported (before and after)
+_CHUNK = 4096  # corpus sentences per layer-cache call (only the last hidden state's means are kept in memory)
+
+
+@dataclass(frozen=True)
+class CompressData:
+    """The user's data: unlabeled ``corpus`` sentences (distillation, timing), ``dev`` pairs (the choice) and named
+    ``tests`` pairs (reported only). Pairs carry gold scores on any scale (only their ranks count)."""
+
+    corpus: tuple[str, ...]
+    dev: PairSet
+    tests: dict[str, PairSet]
+
+    def checksums(self) -> dict:
+        return {"corpus": content_checksum(list(self.corpus)), "dev": content_checksum(self.dev),
+                "tests": {name: content_checksum(p) for name, p in sorted(self.tests.items())}}
+
+
+@dataclass(frozen=True)
+class CompressResult:
+    """What a run measured: the original model and every candidate (the original among them)."""
+
+    config: dict  # CompressConfig.to_dict()
+    model: dict  # the original's identity (keys.model_key)
+    n_layers: int  # L, the original's transformer layers
+    data: dict  # CompressData.checksums(), plus the number of corpus sentences
+    original: Candidate
+    candidates: list[Candidate]
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["original"] = self.original.to_dict()
+        out["candidates"] = [c.to_dict() for c in self.candidates]
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "CompressResult":
+        return cls(**{**data, "original": Candidate.from_dict(data["original"]),
+                      "candidates": [Candidate.from_dict(c) for c in data["candidates"]]})
+
+
+def best_within(search: LayerSubsetSearch, depth: int) -> tuple[tuple[int, ...], float]:
+    """The best subset of hidden states 0..``depth`` among those ``search`` scored, and its score."""
+    allowed = ~search.masks_[:, depth + 1:].any(axis=1)
+    scores = np.where(allowed, np.nan_to_num(search.scores_, nan=-np.inf), -np.inf)
+    i = int(np.argmax(scores))
+    return tuple(int(x) for x in np.flatnonzero(search.masks_[i])), float(search.scores_[i])
+
+
+def _pair_spearman(a: np.ndarray, b: np.ndarray, pairs: PairSet) -> float:
+    return 100.0 * spearman(cosine_rows(a, b), np.asarray(pairs.targets))
+
+
+class Compression:
+    """One compression run of ``config`` on ``data`` (see the module docstring); :meth:`run` measures, :meth:`model`
+    gives a candidate's torch model."""
+
+    def __init__(self, config: CompressConfig, data: CompressData, *, folder: str | Path | None = None,
+                 cache_dir=None, show_progress: bool | None = None, device: str | None = None):
+        self.config, self.data, self.show_progress = config, data, show_progress
+        self.folder = None if folder is None else Path(folder)
+        self.device = local_device(device)
+        self.encoder = LayerEncoder(config.model, max_length=config.max_length, batch_size=config.speed_batch_size,
+                                    device=str(self.device), cache_dir=cache_dir, show_progress=show_progress)
+        self.n_layers = int(self.encoder.identity.n_layers)
+        self._students: dict[int, TruncatedModel] = {}  # trained or loaded once per run
+        self._run_facts: dict[int, dict] = {}  # each student's training: steps, final loss
+        self._teacher: np.ndarray | None = None
+        self._cut: tuple[tuple[int, ...], TruncatedModel] | None = None
+        self._tmp: tempfile.TemporaryDirectory | None = None  # graphs, when there is no folder
+
+    # -- the run ---------------------------------------------------------------------------------------------
+    def run(self) -> CompressResult:
+        """Measure every candidate the folder lacks (each saved as soon as it is done); returns them all."""
+        cfg, L = self.config, self.n_layers
+        self._stacks = {name: self._pair_stack(p) for name, p in [("dev", self.data.dev), *self.data.tests.items()]}
+        a, b = self._stacks["dev"]
+        self._search = LayerSubsetSearch(show_progress=self.show_progress).fit(a, b, self.data.dev.targets)
+        self._original = TruncatedModel.from_pretrained(cfg.model, (L,), max_length=cfg.max_length).to(self.device)
+        specs = self.specs()
+        measured = []
+        with progress(total=len(specs) * len(cfg.backends), desc="compress candidates", unit="candidate",
+                      disable=not self._show()) as bar:
+            for recipe, layers in specs:
+                for backend in cfg.backends:
+                    measured.append(self._candidate(recipe, layers, backend))
+                    bar.update(1)
+        if "torch" not in cfg.backends:  # the reference is always measured, and always a candidate
+            measured.insert(0, self._candidate("original", (L,), "torch"))
+        original = next(c for c in measured if c.recipe == "original" and c.backend == "torch")
+        data = {**self.data.checksums(), "corpus_sentences": len(self.data.corpus)}
+        return CompressResult(config=cfg.to_dict(), model=model_key(self.encoder.identity), n_layers=L, data=data,
+                              original=original, candidates=measured)
+
+    def specs(self) -> list[tuple[str, tuple[int, ...]]]:
+        """(recipe, hidden states) of every candidate: the original, then per depth the cut, the LC cut where it is
+        a subset not listed yet, and the student (none at the full depth: it would be the teacher itself)."""
+        L = self.n_layers
+        specs = [("original", (L,))]
+        seen = {(L,)}
+        for l in self.config.depths:
+            if l < L:
+                specs.append(("cut", (l,)))
+                seen.add((l,))
+            subset, _ = best_within(self._search, l)
+            if subset not in seen:
+                specs.append(("lc-cut", subset))
+                seen.add(subset)
+            if l < L:
+                specs.append(("distilled", (l,)))
+        return specs
+
+    def _show(self) -> bool:
+        return logger.isEnabledFor(logging.INFO) if self.show_progress is None else bool(self.show_progress)
+
+    def _key(self, recipe: str, layers: tuple[int, ...], backend: str) -> dict:
+        settings = {k: v for k, v in self.config.to_dict().items() if k not in ("depths", "backends")}
+        key = {"model": model_key(self.encoder.identity), "data": self.data.checksums(), "settings": settings,
+               "recipe": recipe, "layers": list(layers), "backend": backend}
+        if backend != "torch":  # a new graph format gives new graphs and new measurements
+            key["graph"] = {"format": GRAPH_FORMAT_VERSION, "opset": OPSET}
+        return key
+
+    def _candidate(self, recipe: str, layers: tuple[int, ...], backend: str) -> Candidate:
+        """The candidate from its file, or measured now (and written to the folder)."""
+        name = f"{recipe}-l{max(layers)}-{backend}"
+        path = None
+        if self.folder is not None:
+            path = self.folder / "candidates" / f"{keyed_name(name, self._key(recipe, layers, backend))}.json"
+            if path.is_file():
+                return Candidate.from_dict(json.loads(path.read_text())["candidate"])
+        candidate = self._measure(recipe, layers, backend)
+        if path is not None:
+            write_json(path, {"key": self._key(recipe, layers, backend), "candidate": candidate.to_dict()})
+        logger.info("%s: dev Spearman %.2f, %.2fx the original's throughput", name, candidate.dev, candidate.ratio)
+        return candidate
+
+    def _measure(self, recipe: str, layers: tuple[int, ...], backend: str) -> Candidate:
+        cfg = self.config
+        model = self.model(recipe, layers)
+        encode = runner(model, backend, batch_size=cfg.speed_batch_size, graph=self.graph(recipe, layers, backend))
+        extra = self._student_facts(model, layers[0]) if recipe == "distilled" else {}
+        if recipe == "distilled" or backend != "torch":
+            vectors = {name: (encode(list(p.texts1)), encode(list(p.texts2))) for name, p in self._all_pairs()}
+            scores = {name: _pair_spearman(*vectors[name], p) for name, p in self._all_pairs()}
+        else:  # a cut on torch: its scores from the layer stacks (the numbers its model gives: see the tests)
+            scores = {name: 100.0 * spearman(subset_cosine(*self._stacks[name], layers), np.asarray(p.targets))
+                      for name, p in self._all_pairs()}
+        if backend != "torch":  # how far the backend's vectors are from the torch model's, on the dev sentences
+            torch_vectors = model.encode(list(self.data.dev.texts1), batch_size=cfg.speed_batch_size)
+            extra["max_abs_diff_vs_torch"] = float(np.abs(vectors["dev"][0] - torch_vectors).max())
+        sentences = list(self.data.corpus[:cfg.speed_sentences])
+        speed = measure_speed(encode, lambda t: self._original.encode(t, batch_size=cfg.speed_batch_size), sentences,
+                              batch_size=cfg.speed_batch_size, repeats=cfg.speed_repeats)
+        speed["max_length"] = cfg.max_length
+        tests = {k: v for k, v in scores.items() if k != "dev"}
+        return Candidate(recipe=recipe, depth=max(layers), layers=tuple(layers), backend=backend,
+                         parameters=model.n_parameters(), dev=scores["dev"], tests=tests, speed=speed, extra=extra)
+
+    def graph(self, recipe: str, layers: tuple[int, ...], backend: str) -> Path | None:
+        """The layer graph folder of a candidate on an ONNX backend (exported once: fp32 and int8), None on torch."""
+        if backend == "torch":
+            return None
+        key = {k: v for k, v in self._key(recipe, layers, backend).items() if k != "backend"}
+        if self.folder is not None:
+            root = self.folder / "graphs"
+        else:
+            if self._tmp is None:
+                self._tmp = tempfile.TemporaryDirectory(prefix="layerwise-compress-")
+            root = Path(self._tmp.name)
+        return graph_folder(self.model(recipe, layers), root / keyed_name(f"{recipe}-l{max(layers)}", key), key)
+
+    # -- models ----------------------------------------------------------------------------------------------
+    def model(self, recipe: str, layers: tuple[int, ...]) -> TruncatedModel:
+        """The torch model of a candidate: the encoder cut at max(layers) (a student trained, or loaded)."""
+        if recipe == "distilled":
+            return self._student(layers[0])
+        if self._cut is None or self._cut[0] != tuple(layers):  # the last cut is kept: each backend reuses it
+            model = TruncatedModel.from_pretrained(self.config.model, layers, max_length=self.config.max_length)
+            self._cut = (tuple(layers), model.to(self.device).eval())
+        return self._cut[1]
+
+    def _student(self, depth: int) -> TruncatedModel:
+        """The distilled student at ``depth``: from memory, from its folder, or trained now (and saved there)."""
+        if depth in self._students:
+            return self._students[depth]
+        cfg = self.config
+        root = None
+        if self.folder is not None:
+            key = {k: v for k, v in self._key("distilled", (depth,), "torch").items() if k != "backend"}
+            root = self.folder / "students" / keyed_name(f"distilled-l{depth}", key)
+            if (root / "model" / "config.json").is_file() and (root / "run.json").is_file():
+                self._run_facts[depth] = json.loads((root / "run.json").read_text())
+                self._students[depth] = TruncatedModel.load(root / "model").to(self.device)
+                return self._students[depth]
+        seed_everything(cfg.seed)
+        student = TruncatedModel.from_pretrained(cfg.model, (depth,), max_length=cfg.max_length).to(self.device)
+        run = distill_student(student, list(self.data.corpus), self.teacher(), config=cfg,
+                              folder=None if root is None else root / "train", show_progress=self.show_progress)
+        student.eval()
+        self._run_facts[depth] = {"steps": len(run.step), "final_loss": float(np.mean(run.loss[-10:]))}
+        if root is not None:
+            student.save(root / "model")
+            write_json(root / "run.json", self._run_facts[depth])  # written last: the student is complete
+            shutil.rmtree(root / "train", ignore_errors=True)  # its checkpoints (optimizer state: twice the model)
+        self._students[depth] = student
+        return student
+
+    def _student_facts(self, student: TruncatedModel, depth: int) -> dict:
+        """The student's training and its MSE to the teacher on the first corpus sentences, against the cut's."""
+        n = min(MSE_SENTENCES, len(self.data.corpus))
+        texts, teacher = list(self.data.corpus[:n]), self.teacher()[:n]
+        cut = self._corpus_means(depth, n)
+        vectors = student.encode(texts, batch_size=self.config.speed_batch_size)
+        return {**self._run_facts.get(depth, {}), "mse_sentences": n, "mse_cut": embedding_mse(cut, teacher),
+                "mse_distilled": embedding_mse(vectors, teacher)}
+
+    # -- data through the layer cache ------------------------------------------------------------------------
+    def _all_pairs(self) -> list[tuple[str, PairSet]]:
+        return [("dev", self.data.dev), *self.data.tests.items()]
+
+    def _pair_stack(self, pairs: PairSet) -> tuple[np.ndarray, np.ndarray]:
+        stack = self.encoder.encode(list(pairs.texts1) + list(pairs.texts2))
+        n = len(pairs)
+        return stack.mean[:n], stack.mean[n:]
+
+    def _encode_pairs(self, model: TruncatedModel, pairs: PairSet) -> tuple[np.ndarray, np.ndarray]:
+        bs = self.config.speed_batch_size
+        return model.encode(list(pairs.texts1), batch_size=bs), model.encode(list(pairs.texts2), batch_size=bs)
+
+    def _corpus_means(self, state: int, limit: int | None = None) -> np.ndarray:
+        """(n, d) mean of hidden state ``state`` for the first ``limit`` corpus sentences (None: all), in chunks
+        through the layer cache."""
+        texts = list(self.data.corpus[:limit])
+        return np.concatenate([self.encoder.encode(texts[i:i + _CHUNK]).mean[:, state]
+                               for i in range(0, len(texts), _CHUNK)])
+
+    def teacher(self) -> np.ndarray:
+        """(n, d) the original model's embeddings of the corpus (mean of the last hidden state), computed once."""
+        if self._teacher is None:
+            self._teacher = self._corpus_means(self.n_layers)
+        return self._teacher

@@ -1,0 +1,83 @@
+"""Layer-reduction distillation: a student made of the teacher's first l layers + mean pooling, trained to
+reproduce the teacher's sentence embeddings by MSE on the user's unlabeled sentences (the recipe of
+sentence-transformers' ``model_distillation_layer_reduction`` example).
+
+For a batch of sentences ``x_i`` with teacher embeddings ``t_i`` (d,), computed once (through the layer cache:
+the teacher's embedding is the mean of its last hidden state), the loss is ``mean_{i,k} (s(x_i)_k - t_{i,k})^2``
+with ``s`` the student. The student starts as the plain cut (hidden state l of the teacher) and trains through the
+one loop (:mod:`layerwise.training`), so it is seeded and resumes exactly after a kill.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from layerwise.data.checksum import content_checksum
+from layerwise.methods.truncated.model import TruncatedModel
+from layerwise.training import (
+    TrainingConfig,
+    TrainingRun,
+    TrainingTask,
+    batch_indices,
+    steps_per_epoch,
+    tensors_sha256,
+    train,
+)
+from layerwise.training.checkpoint import STATE_JSON
+from layerwise.training.distributed import scale_mean, shard
+
+__all__ = ["DistillTask", "distill_student", "embedding_mse"]
+
+
+def embedding_mse(vectors: np.ndarray, teacher: np.ndarray) -> float:
+    """Mean squared difference of two (n, d) arrays of embeddings (the training objective, on given rows)."""
+    return float(np.mean((np.asarray(vectors, np.float64) - np.asarray(teacher, np.float64)) ** 2))
+
+
+class DistillTask(TrainingTask):
+    """MSE of the student's sentence vectors to the teacher's (n, d), on batches of the corpus."""
+
+    def __init__(self, model: TruncatedModel, texts: list[str], teacher: np.ndarray, *, batch_size: int, lr: float,
+                 seed: int):
+        if teacher.shape[0] != len(texts):
+            raise ValueError(f"{len(texts)} sentences but {teacher.shape[0]} teacher embeddings")
+        self.module, self.texts = model, list(texts)
+        self.teacher = torch.as_tensor(np.asarray(teacher, dtype=np.float32))
+        self.batch_size, self.lr, self.seed = int(batch_size), float(lr), int(seed)
+        self.description = f"distill l{model.encoder.config.num_hidden_layers}"
+
+    def param_groups(self) -> list[dict]:
+        return [{"name": "student", "params": list(self.module.parameters()), "lr": self.lr}]
+
+    def loss(self, step: int, micro: int) -> dict:
+        batch = batch_indices(len(self.texts), self.batch_size, self.seed, step)
+        idx = shard(batch)  # this process's rows (all of them in one process)
+        z = self.module([self.texts[i] for i in idx])  # (b, d)
+        target = self.teacher[torch.as_tensor(idx)].to(device=z.device, dtype=z.dtype)
+        return {"loss": scale_mean(torch.nn.functional.mse_loss(z, target), len(batch))}
+
+    def fingerprint(self) -> dict:
+        m = self.module
+        return {"model": {"weights_sha256": tensors_sha256(m.encoder.state_dict()), "layers": list(m.layers),
+                          "max_length": m.max_length, "model_type": m.encoder.config.model_type},
+                "data": content_checksum(self.texts), "teacher": tensors_sha256({"t": self.teacher}),
+                "settings": {"batch_size": self.batch_size, "seed": self.seed, "lr": self.lr}}
+
+    def save(self, folder: Path) -> None:
+        self.module.save(folder)
+
+
+def distill_student(student: TruncatedModel, texts: list[str], teacher: np.ndarray, *, config,
+                    folder: Path | None = None, show_progress: bool | None = None) -> TrainingRun:
+    """Train ``student`` in place (``config``: a CompressConfig's epochs, batch_size, lr, seed); ``folder``:
+    checkpoints (a killed call resumes from ``folder/last``), None: in memory. Returns the loop's run."""
+    steps = config.epochs * steps_per_epoch(len(texts), config.batch_size)
+    loop = TrainingConfig(steps=steps, warmup_steps=steps // 10, seed=config.seed,
+                          eval_every=max(1, steps // 10))  # a checkpoint every tenth of the run: a kill loses little
+    task = DistillTask(student, texts, teacher, batch_size=config.batch_size, lr=config.lr, seed=config.seed)
+    resume = folder is not None and (Path(folder) / "last" / STATE_JSON).is_file()
+    return train(task, loop, output_dir=folder, resume=resume, overwrite=folder is not None and not resume,
+                 show_progress=show_progress)

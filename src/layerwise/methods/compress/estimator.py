@@ -1,0 +1,259 @@
+"""``Compressor``: the fastest model within your quality budget, from any encoder, as a scikit-learn estimator.
+
+    >>> comp = Compressor("my-encoder", budget=1.0)                   # parameters only: clone() works
+    >>> comp.fit(corpus, dev=(s1, s2, scores), tests={"sts": test})   # every candidate built, scored and timed
+    >>> comp.chosen_.name, comp.chosen_.ratio, comp.chosen_.dev       # e.g. "distilled-l3-torch", 2.0, 81.5
+    >>> comp.frontier_                                                # the Pareto front, fastest first
+    >>> comp.encode(["A sentence."]).shape                            # (1, d): the chosen model's embeddings
+    >>> comp.save("my-fast-encoder")                                  # SentenceTransformer("my-fast-encoder")
+
+``fit`` runs :class:`~layerwise.methods.compress.build.Compression`: per depth l the plain cut, the LC cut and a
+student distilled from the full model on ``corpus``, each measured on every backend against the original model.
+With ``output_dir`` every finished candidate (and student) is kept there, so a killed ``fit`` resumes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from layerwise.base import SentenceEstimator, check_int, check_number, check_scores, check_texts
+from layerwise.encoders.model_files import weights_sha256
+from layerwise.encoders.registry import DEFAULT_MODEL, resolve_model
+from layerwise.errors import UsageError
+from layerwise.export.sentence_transformers import EXPORT_MARKER
+from layerwise.methods.compress.backends import check_backends, runner
+from layerwise.methods.compress.build import CompressData, Compression
+from layerwise.methods.compress.config import CompressConfig
+from layerwise.methods.compress.export import write_compressed
+from layerwise.methods.compress.frontier import Candidate, choose, pareto_front
+from layerwise.methods.truncated.model import TruncatedModel
+from layerwise.methods.truncated.tasks import PairSet
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["CompressSettings", "Compressor"]
+
+
+@dataclass(frozen=True)
+class CompressSettings:
+    """How candidates are trained and timed (all but ``device`` and ``cache_dir`` change a number)."""
+
+    epochs: int = 1  # distillation: passes over the corpus
+    batch_size: int = 32  # distillation: sentences per step; the corpus must hold at least one batch
+    lr: float = 1e-4  # distillation: AdamW learning rate
+    max_length: int = 128  # tokens per sentence (every candidate, the teacher, the timing)
+    seed: int = 0  # distillation batches and dropout
+    speed_sentences: int = 256  # the first corpus sentences, encoded per timed pass
+    speed_batch_size: int = 32  # sentences per forward pass when timing (the original's too)
+    speed_repeats: int = 3  # timed passes per model, interleaved with the original's (the median counts)
+    device: str | None = None  # where models train and run (None: cpu)
+    cache_dir: str | None = None  # the layer cache (None: $LAYERWISE_HOME/cache)
+
+
+class Compressor(SentenceEstimator):
+    """Cut, LC-cut and distilled candidates of an encoder at every depth; the fastest within ``budget``.
+
+    Parameters
+    ----------
+    model : str
+        A built-in name or a local Hugging Face encoder folder (the original, and the teacher).
+    depths : tuple of int or None
+        Depths l (transformer layers kept) to build candidates at, each in 1..L; None: every depth 1..L.
+    budget : float
+        Points of dev Spearman x100 the chosen model may lose against the original (>= 0).
+    backends : tuple of str
+        How each candidate is run and timed: ``"torch"`` (float32), ``"onnx"``, ``"onnx-int8"`` (onnxruntime: the
+        ``onnx`` extra), ``"openvino"`` (float32: the ``openvino`` extra).
+    settings : CompressSettings or None
+        Training and timing settings (None: the defaults).
+    output_dir : str or None
+        Folder keeping every finished candidate and student (a cut-off ``fit`` resumes from it); None: in memory.
+    show_progress : bool or None
+        Progress bars (None: when the logger is at INFO).
+
+    Attributes
+    ----------
+    candidates_ : list of Candidate
+        Every candidate measured (the original among them), with dev and test Spearman x100, parameters and
+        throughput ratio.
+    frontier_ : list of Candidate
+        The Pareto front (dev Spearman against throughput), fastest first.
+    chosen_ : Candidate
+        The fastest candidate within ``budget`` of the original's dev Spearman.
+    original_ : Candidate
+        The original model (all layers, mean of the last hidden state) on torch.
+    result_ : CompressResult
+        The whole run (settings, data checksums, every candidate), JSON round trip.
+    model_ : TruncatedModel
+        The chosen candidate's torch model (what :meth:`save` writes; :meth:`encode` runs it on the chosen backend).
+    graph_ : Path or None
+        The chosen candidate's ONNX layer graph folder (fp32 and int8) where an ONNX backend was chosen, else None.
+    n_layers_ : int
+        Transformer layers of the chosen model.
+    source_ : dict
+        The original: ``name`` and ``weights_sha256``.
+    """
+
+    _fitted_attributes = ("chosen_",)
+
+    def __init__(self, model: str = DEFAULT_MODEL, *, depths=None, budget: float = 1.0, backends=("torch",),
+                 settings: CompressSettings | None = None, output_dir: str | None = None,
+                 show_progress: bool | None = None):
+        self.model = model
+        self.depths = depths
+        self.budget = budget
+        self.backends = backends
+        self.settings = settings
+        self.output_dir = output_dir
+        self.show_progress = show_progress
+
+    # ------------------------------------------------------------------------------------------------ fit
+    def fit(self, corpus, dev, *, tests: dict | None = None) -> "Compressor":
+        """Build, score and time every candidate; choose the fastest within ``budget``. Returns ``self``.
+
+        Parameters
+        ----------
+        corpus : list of str
+            Unlabeled sentences: the distillation data (and the first ``speed_sentences`` are timed).
+        dev : pairs
+            ``(sentences1, sentences2, scores)`` or an object with those attributes
+            (:func:`layerwise.data.readers.read_pairs`): scores the candidates and makes the choice.
+        tests : dict of name -> pairs, or None
+            Test pairs, scored for every candidate and reported (never used to choose).
+        """
+        config, budget = self._config()
+        data = CompressData(corpus=tuple(self._corpus(corpus, config)), dev=_pairs(dev, "dev"),
+                            tests={str(k): _pairs(v, f"tests[{k!r}]") for k, v in (tests or {}).items()})
+        run = Compression(config, data, folder=self.output_dir, cache_dir=self._settings().cache_dir,
+                          show_progress=self.show_progress, device=self._settings().device)
+        result = run.run()
+        self.result_ = result
+        self.candidates_ = list(result.candidates)
+        self.original_ = result.original
+        self.frontier_ = pareto_front(self.candidates_)
+        self.chosen_ = choose(self.candidates_, result.original.dev, budget)
+        self.model_ = run.model(self.chosen_.recipe, self.chosen_.layers)
+        self.graph_ = run.graph(self.chosen_.recipe, self.chosen_.layers, self.chosen_.backend)
+        self._run = run  # keeps a temporary graph folder alive (no output_dir)
+        self.n_layers_ = int(self.model_.encoder.config.num_hidden_layers)
+        self.source_ = {"name": str(self.model), "weights_sha256": weights_sha256(resolve_model(self.model).path)}
+        logger.info("chose %s: dev Spearman %.2f (original %.2f), %.2fx the original's throughput",
+                    self.chosen_.name, self.chosen_.dev, self.original_.dev, self.chosen_.ratio)
+        return self
+
+    def __getstate__(self) -> dict:
+        """Pickled (joblib, copy) without the run's encoder and models; what was learned is kept."""
+        state = super().__getstate__()
+        state.pop("_run", None)
+        return state
+
+    def _settings(self) -> CompressSettings:
+        settings = CompressSettings() if self.settings is None else self.settings
+        if not isinstance(settings, CompressSettings):
+            raise UsageError(f"settings must be a CompressSettings or None, got {type(settings).__name__}")
+        return settings
+
+    def _config(self) -> tuple[CompressConfig, float]:
+        """The run's config and the budget, every parameter checked before any work (the model's config only read)."""
+        s = self._settings()
+        for name, low in (("epochs", 1), ("batch_size", 1), ("max_length", 3), ("seed", 0), ("speed_sentences", 1),
+                          ("speed_batch_size", 1), ("speed_repeats", 1)):
+            check_int(getattr(s, name), f"settings.{name}", low=low)
+        check_number(s.lr, "settings.lr", positive=True)
+        budget = check_number(self.budget, "budget", positive=False)
+        backends = check_backends(self.backends)
+        n_layers = _n_layers(self.model)
+        depths = tuple(range(1, n_layers + 1)) if self.depths is None else self.depths
+        if isinstance(depths, (int, str)) or not depths:
+            raise UsageError(f"depths={self.depths!r} must be None or a tuple of depths, e.g. (2, 3)")
+        for d in depths:
+            if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or not 1 <= d <= n_layers:
+                raise UsageError(f"depth {d!r} is outside 1..{n_layers}: {self.model} has {n_layers} layers; pass "
+                                 f"depths between 1 and {n_layers}")
+        fields = {k: v for k, v in asdict(s).items() if k not in ("device", "cache_dir")}
+        config = CompressConfig(model=str(self.model), depths=tuple(sorted({int(d) for d in depths})),
+                                backends=backends, **fields)
+        return config, budget
+
+    def _corpus(self, corpus, config: CompressConfig) -> list[str]:
+        texts = list(dict.fromkeys(check_texts(corpus, name="corpus")))
+        if len(texts) < config.batch_size:
+            raise UsageError(f"corpus has {len(texts)} distinct sentences, fewer than one batch "
+                             f"(settings.batch_size={config.batch_size}); give more sentences or a smaller batch")
+        return texts
+
+    # --------------------------------------------------------------------------------- encode, save, load
+    def _encode(self, texts: list[str], *, batch_size: int | None) -> np.ndarray:
+        """The chosen candidate's vectors on its backend (torch, or its ONNX graph in onnxruntime)."""
+        bs = batch_size or self._settings().speed_batch_size
+        return runner(self.model_, self.chosen_.backend, batch_size=bs, graph=self.graph_)(texts)
+
+    def report(self) -> dict:
+        """The choice and every candidate as JSON: ``chosen``, ``original``, ``candidates``, ``budget``."""
+        self._check_fitted()
+        return {"chosen": self.chosen_.to_dict(), "original": self.original_.to_dict(),
+                "candidates": [c.to_dict() for c in self.candidates_], "budget": float(self.budget)}
+
+    def save(self, folder: str | os.PathLike, *, overwrite: bool = True) -> Path:
+        """Write the chosen model as a sentence-transformers folder (built-in modules only), with the provenance and
+        a model card showing the frontier. Replaces a folder this package wrote, refuses others."""
+        self._check_fitted()
+        return write_compressed(self.model_, folder, source=self.source_, report=self.report(), graph=self.graph_,
+                                overwrite=overwrite)
+
+    @classmethod
+    def load(cls, folder: str | os.PathLike, *, device: str | None = None) -> "Compressor":
+        """The fitted compressor saved by :meth:`save` (the chosen model and the measured candidates)."""
+        folder = Path(folder)
+        marker = folder / EXPORT_MARKER
+        info = json.loads(marker.read_text()) if marker.is_file() else {}
+        if info.get("method") != "compress":
+            raise UsageError(f"folder={str(folder)!r} holds no saved Compressor ({EXPORT_MARKER} of method "
+                             "'compress' missing); pass a folder written by Compressor.save")
+        report = info["compress"]
+        est = cls(str(info["source"]["name"]), budget=report["budget"],
+                  settings=replace(CompressSettings(), device=device))
+        est.model_ = TruncatedModel.load(folder)
+        if device is not None:
+            est.model_.to(device)
+        est.chosen_, est.original_ = Candidate.from_dict(report["chosen"]), Candidate.from_dict(report["original"])
+        est.candidates_ = [Candidate.from_dict(c) for c in report["candidates"]]
+        est.frontier_ = pareto_front(est.candidates_)
+        est.n_layers_ = int(est.model_.encoder.config.num_hidden_layers)
+        est.graph_ = folder / "onnx" if est.chosen_.backend != "torch" else None
+        est.source_ = info["source"]
+        return est
+
+
+def _n_layers(model) -> int:
+    """The model's transformer layers, read from its config.json (nothing loaded)."""
+    path = resolve_model(str(model)).path
+    try:
+        return int(json.loads((path / "config.json").read_text())["num_hidden_layers"])
+    except (OSError, ValueError, KeyError) as exc:
+        raise UsageError(f"model={model!r}: {path} has no readable config.json with num_hidden_layers ({exc}); pass "
+                         "a Hugging Face encoder folder") from None
+
+
+def _pairs(pairs, name: str) -> PairSet:
+    """Scored pairs given as a tuple or an object with ``sentences1``, ``sentences2``, ``scores``."""
+    if isinstance(pairs, tuple) and len(pairs) == 3:
+        s1, s2, scores = pairs
+    elif all(hasattr(pairs, a) for a in ("sentences1", "sentences2", "scores")):
+        s1, s2, scores = pairs.sentences1, pairs.sentences2, pairs.scores
+    else:
+        raise UsageError(f"{name} must be (sentences1, sentences2, scores) or pairs from read_pairs, got "
+                         f"{type(pairs).__name__}")
+    s1, s2 = check_texts(s1, name=f"{name} sentences1"), check_texts(s2, name=f"{name} sentences2")
+    if len(s1) != len(s2):
+        raise UsageError(f"{name} has {len(s1)} sentences1 but {len(s2)} sentences2; pass one of each per pair")
+    values = check_scores(scores, len(s1), name=f"{name} scores")
+    if len(s1) < 3 or np.ptp(values) == 0:
+        raise UsageError(f"{name} needs at least 3 pairs with different scores (a Spearman correlation); give more")
+    return PairSet(tuple(s1), tuple(s2), values, name)

@@ -1,0 +1,141 @@
+"""The candidates of a compression run, their Pareto front, the choice under a quality budget, and the report.
+
+A candidate is a model (a recipe at a depth) on a backend, measured once: dev and test Spearman x100, parameters,
+and throughput as a ratio to the original model timed in the same run (same sentences, batch and max length).
+The front holds the candidates no other candidate beats on both dev Spearman and throughput; the choice is the
+fastest candidate whose dev Spearman is at most ``budget`` points below the original's (the original itself always
+qualifies, so there is always a choice).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from layerwise.reports import save_figure
+
+__all__ = ["RECIPES", "Candidate", "choose", "frontier_table", "pareto_front", "plot_frontier"]
+
+#: recipe -> what it is, in words (the report's legend)
+RECIPES = {
+    "original": "the full model, mean of the last hidden state",
+    "cut": "the first l layers, mean of hidden state l, no training",
+    "lc-cut": "the first l layers, mean of the best subset of hidden states 0..l on dev (exact search), no training",
+    "distilled": "the first l layers + mean pooling, trained by MSE to the original's embeddings on the corpus",
+}
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One measured candidate (JSON round trip: :meth:`to_dict`, :meth:`from_dict`)."""
+
+    recipe: str  # a key of RECIPES
+    depth: int  # transformer layers the model runs (hidden state max(layers))
+    layers: tuple[int, ...]  # hidden states whose token means are averaged
+    backend: str  # torch, onnx, onnx-int8
+    parameters: int  # encoder parameters (pooler head excluded)
+    dev: float  # Spearman x100 on the dev pairs
+    tests: dict[str, float]  # test set name -> Spearman x100
+    speed: dict  # seconds and original_seconds per timed pass (interleaved), sentences, batch_size, max_length
+    extra: dict = field(default_factory=dict)  # the recipe's own facts (a student's training: steps, loss, MSE)
+
+    @property
+    def name(self) -> str:
+        return f"{self.recipe}-l{self.depth}-{self.backend}"
+
+    @property
+    def ratio(self) -> float:
+        """Throughput relative to the original model: median original pass / median candidate pass."""
+        return statistics.median(self.speed["original_seconds"]) / statistics.median(self.speed["seconds"])
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["layers"] = list(self.layers)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Candidate":
+        return cls(**{**data, "layers": tuple(data["layers"])})
+
+
+def pareto_front(candidates: list[Candidate]) -> list[Candidate]:
+    """The candidates that no other one dominates (at least as good on dev Spearman and throughput, better on one),
+    fastest first."""
+    def dominates(a: Candidate, b: Candidate) -> bool:
+        return a.dev >= b.dev and a.ratio >= b.ratio and (a.dev > b.dev or a.ratio > b.ratio)
+
+    front = [c for c in candidates if not any(dominates(o, c) for o in candidates if o is not c)]
+    return sorted(front, key=lambda c: (-c.ratio, -c.dev))
+
+
+def choose(candidates: list[Candidate], original_dev: float, budget: float) -> Candidate:
+    """The fastest candidate with dev Spearman >= ``original_dev - budget`` (ties: the better dev score)."""
+    within = [c for c in candidates if c.dev >= original_dev - budget]
+    if not within:
+        raise ValueError(f"no candidate within {budget} points of the original's dev Spearman {original_dev:.2f}")
+    return max(within, key=lambda c: (c.ratio, c.dev))
+
+
+def frontier_table(candidates: list[Candidate], chosen: Candidate | None = None) -> list[str]:
+    """A markdown table of every candidate, fastest first: front members and the choice marked."""
+    tests = sorted({t for c in candidates for t in c.tests})
+    front = {c.name for c in pareto_front(candidates)}
+    head = ["| candidate | recipe | depth | hidden states | backend | parameters | throughput ratio | dev Spearman "
+            + "".join(f"| {t} " for t in tests) + "| Pareto front |",
+            "|---" * (8 + len(tests)) + "|---|"]
+    rows = []
+    for c in sorted(candidates, key=lambda c: (-c.ratio, -c.dev)):
+        mark = "chosen" if chosen is not None and c.name == chosen.name else ("yes" if c.name in front else "")
+        rows.append(f"| {c.name} | {c.recipe} | {c.depth} | {','.join(map(str, c.layers))} | {c.backend} | "
+                    f"{c.parameters / 1e6:.2f} M | {c.ratio:.2f}x | {c.dev:.2f} "
+                    + "".join(f"| {c.tests[t]:.2f} " if t in c.tests else "| - " for t in tests) + f"| {mark} |")
+    return head + rows
+
+
+def plot_frontier(candidates: list[Candidate], path: str | os.PathLike, *, title: str,
+                  chosen: Candidate | None = None) -> Path:
+    """Dev Spearman against throughput ratio, one marker per recipe, the Pareto front as a line; a PNG."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7, 4), dpi=120)
+    ax = fig.subplots()
+    for recipe in RECIPES:
+        mine = [c for c in candidates if c.recipe == recipe]
+        if mine:
+            ax.scatter([c.ratio for c in mine], [c.dev for c in mine], label=recipe, s=24)
+    front = sorted(pareto_front(candidates), key=lambda c: c.ratio)
+    ax.plot([c.ratio for c in front], [c.dev for c in front], "k--", linewidth=0.8, label="Pareto front")
+    if chosen is not None:
+        ax.scatter([chosen.ratio], [chosen.dev], s=120, facecolors="none", edgecolors="red", label="chosen")
+    for c in candidates:
+        ax.annotate(c.name, (c.ratio, c.dev), fontsize=5, alpha=0.7)
+    ax.set_xlabel("throughput relative to the original (x)")
+    ax.set_ylabel("dev Spearman x100")
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    return save_figure(fig, path)
+
+
+def report_lines(report: dict, *, title: str) -> list[str]:
+    """The markdown of a run's report: the choice, the frontier table and how each recipe and ratio is made.
+    ``report``: ``{"chosen", "original", "candidates", "budget"}`` as :meth:`Compressor.report` gives it."""
+    chosen, original = Candidate.from_dict(report["chosen"]), Candidate.from_dict(report["original"])
+    candidates = [Candidate.from_dict(c) for c in report["candidates"]]
+    s = chosen.speed
+    return [
+        f"# {title}", "",
+        f"Chosen with a budget of {report['budget']:g} points of dev Spearman: **{chosen.name}** ({chosen.recipe}, "
+        f"{chosen.depth} layers, hidden states {','.join(map(str, chosen.layers))}): dev Spearman {chosen.dev:.2f} "
+        f"against the original's {original.dev:.2f}, {chosen.ratio:.2f}x its throughput, "
+        f"{chosen.parameters / 1e6:.2f} M parameters against {original.parameters / 1e6:.2f} M.", "",
+        "## Candidates", "", *frontier_table(candidates, chosen), "",
+        "Spearman x100 of the cosine of the two sentence vectors against the gold scores. Throughput ratio: the "
+        "original model's median pass over its candidate's, the two timed in one run, passes interleaved "
+        f"({s['sentences']} corpus sentences, batch {s['batch_size']}, max length {s['max_length']} tokens, "
+        f"{len(s['seconds'])} timed passes each, {s['threads']} torch threads); the original timed against itself "
+        f"({original.ratio:.2f}x) shows how noisy the timing was. Recipes:", "",
+        *[f"- {name}: {what}" for name, what in RECIPES.items()], "",
+    ]

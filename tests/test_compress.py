@@ -1,0 +1,298 @@
+"""Compressor (``layerwise compress``) on tiny random BERT and MPNet: the estimator contract, the candidates and
+their scores against slow twins, distillation, the choice, save/load through sentence-transformers, resume after an
+interrupted fit, and each refusal before any work."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import SENTENCES, word_tokenizer
+from estimator_checks import check_estimator
+from layerwise import Compressor, CompressSettings, LayerEncoder
+from layerwise.errors import UsageError
+from layerwise.evaluation.metrics import cosine_rows, spearman
+from layerwise.export.kinds import export_trained, source_kind
+from layerwise.methods.compress import build as build_module
+from layerwise.methods.compress import distill as distill_module
+from layerwise.methods.compress.frontier import Candidate, choose, pareto_front
+
+CORPUS = [f"{a[:-2]} and {b[:-2]} ." for a in SENTENCES for b in SENTENCES][:80]
+FAST = CompressSettings(epochs=2, batch_size=8, lr=1e-3, max_length=16, speed_sentences=16, speed_batch_size=16,
+                        speed_repeats=1)
+
+
+def _dev(n: int = 20, seed: int = 0, step: int = 5):
+    rnd = np.random.default_rng(seed)
+    return ([SENTENCES[i % 12] for i in range(n)], [SENTENCES[(step * i + 1) % 12] for i in range(n)],
+            np.round(rnd.uniform(0, 5, n), 2))
+
+
+@pytest.fixture(scope="module")
+def teacher(tmp_path_factory) -> Path:
+    """A tiny random BERT (3 layers) whose layers change the vectors a lot (weights drawn with std 0.3), so that a
+    cut is far from the full model and distillation has something to learn."""
+    import torch
+    from transformers import BertConfig, BertModel
+
+    folder = tmp_path_factory.mktemp("models") / "teacher"
+    folder.mkdir()
+    tok = word_tokenizer()
+    tok.save_pretrained(folder)
+    torch.manual_seed(0)
+    BertModel(BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
+                         intermediate_size=37, max_position_embeddings=64, initializer_range=0.3)
+              ).eval().save_pretrained(folder)
+    return folder
+
+
+def _comp(model, **kw) -> Compressor:
+    return Compressor(str(model), **{"settings": FAST, "show_progress": False, **kw})
+
+
+@pytest.fixture(scope="module")
+def fitted(teacher, tmp_path_factory):
+    """One fit on the teacher at depths 1 and 2, kept on disk, with a test set (its own $LAYERWISE_HOME)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LAYERWISE_HOME", str(tmp_path_factory.mktemp("home")))
+        work = tmp_path_factory.mktemp("work")
+        s1, s2, y = _dev()
+        t1, t2, ty = _dev(16, seed=1, step=7)
+        est = _comp(teacher, depths=(1, 2), budget=100.0, output_dir=str(work))
+        yield est.fit(CORPUS, (s1, s2, y), tests={"t": (t1, t2, ty)}), work
+
+
+def test_check_estimator(tiny_bert, env):
+    s1, s2, y = _dev()
+    est = check_estimator(lambda: _comp(tiny_bert, depths=(1,)), lambda e: e.fit(CORPUS, (s1, s2, y)))
+    recipes = {c.recipe for c in est.candidates_}
+    assert {"original", "cut", "distilled"} <= recipes
+    assert est.chosen_.dev >= est.original_.dev - est.budget
+
+
+def test_candidates_per_depth_and_the_front(fitted):
+    est, _ = fitted
+    names = [c.name for c in est.candidates_]
+    assert len(names) == len(set(names))
+    for depth in (1, 2):
+        assert f"cut-l{depth}-torch" in names and f"distilled-l{depth}-torch" in names
+    assert "original-l3-torch" in names and "cut-l3-torch" not in names and "distilled-l3-torch" not in names
+    lc = [c for c in est.candidates_ if c.recipe == "lc-cut"]
+    assert all(c.layers not in [(1,), (2,), (3,)] and max(c.layers) <= 2 for c in lc)
+    for c in est.candidates_:
+        assert set(c.tests) == {"t"} and c.ratio > 0 and len(c.speed["seconds"]) == 1
+    for c in est.frontier_:  # nothing beats a front member on both axes
+        assert not any(o.dev >= c.dev and o.ratio >= c.ratio and (o.dev > c.dev or o.ratio > c.ratio)
+                       for o in est.candidates_)
+    assert est.chosen_.ratio == max(c.ratio for c in est.candidates_)  # budget 100: the fastest of all
+
+
+def test_cut_scores_from_the_layer_stacks_equal_their_models(fitted, teacher):
+    """Slow twin: a cut's (and the LC cut's) scores come from the layer stacks; its truncated model gives them."""
+    est, _ = fitted
+    s1, s2, y = _dev()
+    run = est._run
+    stack = LayerEncoder(str(teacher), max_length=16, cache_dir=False, show_progress=False).encode(s1 + s2).mean
+    for c in est.candidates_:
+        if c.recipe == "distilled":
+            continue
+        model = run.model(c.recipe, c.layers)
+        a, b = model.encode(s1), model.encode(s2)
+        np.testing.assert_allclose(a, stack[:20, list(c.layers)].mean(1), atol=1e-5)
+        assert abs(100 * spearman(cosine_rows(a, b), y) - c.dev) < 1e-6
+        assert int(model.encoder.config.num_hidden_layers) == c.depth  # really cut
+
+
+def test_lc_cut_is_the_best_subset_within_each_depth(fitted):
+    """The LC cut at depth l is the best of every subset of 0..l, scored the slow way."""
+    from itertools import combinations
+
+    from layerwise.methods.lc.search import naive_subset_scores
+
+    est, _ = fitted
+    s1, s2, y = _dev()
+    run = est._run
+    a, b = run._stacks["dev"]
+    naive = naive_subset_scores(a, b, y)
+    for depth in (1, 2):
+        best = max((s for k in range(1, depth + 2) for s in combinations(range(depth + 1), k)), key=naive.get)
+        got, score = build_module.best_within(run._search, depth)
+        assert abs(score - naive[best]) < 1e-6 and abs(naive[got] - naive[best]) < 1e-6
+
+
+def test_distillation_reduces_the_mse_to_the_teacher(fitted):
+    est, _ = fitted
+    for c in est.candidates_:
+        if c.recipe == "distilled":
+            assert c.extra["mse_distilled"] < 0.8 * c.extra["mse_cut"], c.extra
+            assert c.extra["steps"] == 2 * (len(CORPUS) // FAST.batch_size)
+
+
+def test_the_saved_folder_loads_in_sentence_transformers_with_the_same_embeddings(fitted, tmp_path):
+    from sentence_transformers import SentenceTransformer
+
+    est, _ = fitted
+    folder = est.save(tmp_path / "model")
+    st = SentenceTransformer(str(folder), device="cpu", trust_remote_code=False)
+    vectors = est.encode(SENTENCES)
+    assert np.abs(st.encode(SENTENCES) - vectors).max() < 1e-5
+    config = json.loads((folder / "config.json").read_text())
+    assert config["num_hidden_layers"] == est.chosen_.depth == est.n_layers_  # the saved encoder is cut
+    info = json.loads((folder / "layerwise_export.json").read_text())
+    assert info["method"] == "compress" and info["compress"]["chosen"] == est.chosen_.to_dict()
+    assert "## Frontier" in (folder / "README.md").read_text()
+    loaded = Compressor.load(folder)
+    assert np.abs(loaded.encode(SENTENCES) - vectors).max() < 1e-5
+    assert [c.name for c in loaded.candidates_] == [c.name for c in est.candidates_]
+    again = export_trained(folder, tmp_path / "again")  # `layerwise export` knows the kind
+    assert source_kind(folder) == "compress" and json.loads((again / "layerwise_export.json").read_text())[
+        "compress"] == info["compress"]
+    assert np.abs(SentenceTransformer(str(again), device="cpu").encode(SENTENCES) - vectors).max() < 1e-5
+
+
+@pytest.mark.parametrize("recipe", ["lc-cut", "distilled"])
+def test_each_recipe_saves_as_sentence_transformers(fitted, tmp_path, recipe):
+    from sentence_transformers import SentenceTransformer
+
+    from layerwise.methods.compress.export import write_compressed
+
+    est, _ = fitted
+    pick = next(c for c in est.candidates_ if c.recipe == recipe and c.backend == "torch")
+    model = est._run.model(pick.recipe, pick.layers)
+    report = {**est.report(), "chosen": pick.to_dict()}
+    folder = write_compressed(model, tmp_path / recipe, source=est.source_, report=report)
+    st = SentenceTransformer(str(folder), device="cpu", trust_remote_code=False)
+    assert np.abs(st.encode(SENTENCES) - model.encode(SENTENCES)).max() < 1e-5
+
+
+def test_a_rerun_recomputes_nothing(fitted, teacher, monkeypatch):
+    est, work = fitted
+    monkeypatch.setattr(build_module.Compression, "_measure", lambda *a: pytest.fail("measured again"))
+    s1, s2, y = _dev()
+    t1, t2, ty = _dev(16, seed=1, step=7)
+    again = _comp(teacher, depths=(1, 2), budget=100.0, output_dir=str(work)).fit(CORPUS, (s1, s2, y),
+                                                                                    tests={"t": (t1, t2, ty)})
+    assert [c.to_dict() for c in again.candidates_] == [c.to_dict() for c in est.candidates_]
+
+
+def test_resume_after_a_kill_in_training_gives_the_straight_run(teacher, env, monkeypatch):
+    s1, s2, y = _dev()
+    straight = _comp(teacher, depths=(1,), output_dir=str(env / "straight")).fit(CORPUS, (s1, s2, y))
+    real_train = distill_module.train
+
+    def killed(task, config, **kw):
+        real_train(task, config, **{**kw, "max_steps_this_run": 3})
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(distill_module, "train", killed)
+    with pytest.raises(KeyboardInterrupt):
+        _comp(teacher, depths=(1,), output_dir=str(env / "killed")).fit(CORPUS, (s1, s2, y))
+    done = sorted(p.name for p in (env / "killed" / "candidates").iterdir())
+    assert any(n.startswith("cut-l1") for n in done) and not any(n.startswith("distilled") for n in done)
+    monkeypatch.setattr(distill_module, "train", real_train)
+    measured = []
+    real_measure = build_module.Compression._measure
+    monkeypatch.setattr(build_module.Compression, "_measure",
+                        lambda self, *a: measured.append(a[0]) or real_measure(self, *a))
+    resumed = _comp(teacher, depths=(1,), output_dir=str(env / "killed")).fit(CORPUS, (s1, s2, y))
+    assert measured == ["distilled"]  # the finished candidates were read back
+    (student,) = (env / "killed" / "students").iterdir()
+    assert (student / "run.json").is_file() and not (student / "train").exists()  # done: checkpoints removed
+    a = next(c for c in straight.candidates_ if c.recipe == "distilled")
+    b = next(c for c in resumed.candidates_ if c.recipe == "distilled")
+    assert abs(a.dev - b.dev) < 1e-6 and a.extra["mse_distilled"] == pytest.approx(b.extra["mse_distilled"], 1e-6)
+
+
+def test_without_torch_backend_the_original_is_still_the_reference(tiny_bert, env):
+    pytest.importorskip("onnxruntime")
+    est = _comp(tiny_bert, depths=(1,), backends=("onnx",), budget=0.0).fit(CORPUS, _dev())
+    assert est.original_.name == "original-l2-torch" and est.original_ in est.candidates_
+    assert {c.backend for c in est.candidates_ if c.recipe != "original"} == {"onnx"}
+
+
+def test_mpnet(tiny_mpnet, env, tmp_path):
+    from sentence_transformers import SentenceTransformer
+
+    s1, s2, y = _dev()
+    est = _comp(tiny_mpnet, depths=(2,), budget=100.0).fit(CORPUS, (s1, s2, y))
+    assert {c.recipe for c in est.candidates_} >= {"original", "cut", "distilled"}
+    folder = est.save(tmp_path / "mpnet")
+    st = SentenceTransformer(str(folder), device="cpu", trust_remote_code=False)
+    assert np.abs(st.encode(SENTENCES) - est.encode(SENTENCES)).max() < 1e-5
+
+
+def test_onnx_backends_give_the_torch_embeddings(teacher, env, tmp_path):
+    pytest.importorskip("onnxruntime")
+    from layerwise.encoders.onnx_backend import LayerGraphSession
+
+    s1, s2, y = _dev()
+    openvino = ("openvino",) if importlib.util.find_spec("openvino") else ()
+    est = _comp(teacher, depths=(1,), backends=("torch", "onnx", "onnx-int8", *openvino), budget=100.0).fit(
+        CORPUS, (s1, s2, y))
+    by = {c.name: c for c in est.candidates_}
+    assert {c.backend for c in est.candidates_} == {"torch", "onnx", "onnx-int8", *openvino}
+    est.chosen_ = next(c for c in est.candidates_ if c.backend == "onnx-int8" and c.recipe == "distilled")
+    est.model_ = est._run.model(est.chosen_.recipe, est.chosen_.layers)
+    est.graph_ = est._run.graph(est.chosen_.recipe, est.chosen_.layers, est.chosen_.backend)
+    vectors = est.encode(SENTENCES)  # through onnxruntime, int8
+    assert 0 < np.abs(vectors - est.model_.encode(SENTENCES)).max() < 1.0
+    folder = est.save(tmp_path / "int8")  # the graph travels in onnx/; the card says how to run it
+    stack = LayerGraphSession(folder / "onnx", quantized=True).encode(est.model_.tokenizer, SENTENCES, max_length=16)
+    np.testing.assert_allclose(stack.mean[:, list(est.chosen_.layers)].mean(1), vectors, atol=1e-6)
+    np.testing.assert_allclose(Compressor.load(folder).encode(SENTENCES), vectors, atol=1e-6)
+    assert "onnx/model-int8.onnx" in json.loads((folder / "layerwise_export.json").read_text())["files"]
+    for name, c in by.items():
+        if c.backend in ("onnx", "openvino"):
+            twin = by[name.replace(f"-{c.backend}", "-torch")]
+            assert c.extra["max_abs_diff_vs_torch"] < 1e-4 and abs(c.dev - twin.dev) < 1e-3
+        if c.backend == "onnx-int8":  # quantized: close, not equal (the page states the tolerance)
+            assert 0 < c.extra["max_abs_diff_vs_torch"] < 1.0
+
+
+def _candidate(name: str, dev: float, seconds: float) -> Candidate:
+    recipe, depth, backend = name.split(":")
+    return Candidate(recipe=recipe, depth=int(depth), layers=(int(depth),), backend=backend, parameters=1, dev=dev,
+                     tests={}, speed={"seconds": [seconds], "original_seconds": [1.0]})
+
+
+def test_choice_and_front_on_known_numbers():
+    cands = [_candidate("original:6:torch", 80.0, 1.0), _candidate("cut:3:torch", 70.0, 0.5),
+             _candidate("distilled:3:torch", 79.5, 0.5), _candidate("distilled:2:torch", 78.0, 0.25),
+             _candidate("cut:2:torch", 60.0, 0.4)]
+    assert choose(cands, 80.0, 0.0).name == "original-l6-torch"
+    assert choose(cands, 80.0, 1.0).name == "distilled-l3-torch"
+    assert choose(cands, 80.0, 2.0).name == "distilled-l2-torch"
+    assert [c.name for c in pareto_front(cands)] == ["distilled-l2-torch", "distilled-l3-torch", "original-l6-torch"]
+
+
+@pytest.mark.parametrize("kw,fit_kw,message", [
+    ({"budget": -0.5}, {}, "budget=-0.5"),
+    ({"depths": (0,)}, {}, "depth 0 is outside 1..2"),
+    ({"depths": (3,)}, {}, "depth 3 is outside 1..2"),
+    ({"backends": ("tensorrt",)}, {}, "unknown backend 'tensorrt'"),
+    ({}, {"corpus": CORPUS[:7]}, "fewer than one batch"),
+])
+def test_refusals_before_any_work(tiny_bert, env, monkeypatch, kw, fit_kw, message):
+    monkeypatch.setattr(build_module, "LayerEncoder", lambda *a, **k: pytest.fail("work started"))
+    with pytest.raises(UsageError, match=message):
+        _comp(tiny_bert, output_dir=str(env / "out"), **kw).fit(fit_kw.get("corpus", CORPUS), _dev())
+    assert not (env / "out").exists()
+
+
+def test_a_missing_onnx_package_names_the_extra(tiny_bert, env, monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_onnxruntime(name, *args, **kw):
+        if name.split(".")[0] == "onnxruntime":
+            raise ImportError(name)
+        return real_import(name, *args, **kw)
+
+    monkeypatch.setattr(builtins, "__import__", no_onnxruntime)
+    with pytest.raises(UsageError, match=r"pip install 'layerwise\[onnx\]'"):
+        _comp(tiny_bert, backends=("torch", "onnx-int8")).fit(CORPUS, _dev())

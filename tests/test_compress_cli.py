@@ -1,0 +1,73 @@
+"""``layerwise compress`` end to end on a tiny random BERT and small files: the report, the plot, the chosen model
+(loaded by sentence-transformers), a re-run that recomputes nothing, and the refusals (one line, exit 2, before any
+model loads)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from conftest import SENTENCES
+from layerwise.cli import main
+from layerwise.methods.compress import build as build_module
+
+
+def _files(folder, n_corpus: int = 40):
+    corpus = folder / "corpus.txt"
+    corpus.write_text("\n".join([f"{a[:-2]} and {b[:-2]} ." for a in SENTENCES for b in SENTENCES][:n_corpus]) + "\n")
+    for name, seed in (("dev", 0), ("sick", 1)):
+        rnd = np.random.default_rng(seed)
+        rows = [f"{SENTENCES[i % 12]},{SENTENCES[(5 * i + seed + 1) % 12]},{rnd.uniform(0, 5):.2f}" for i in range(16)]
+        (folder / f"{name}.csv").write_text("sentence1,sentence2,score\n" + "\n".join(rows) + "\n")
+    return corpus, folder / "dev.csv", folder / "sick.csv"
+
+
+def _args(model, corpus, dev, out, *extra):
+    return ["compress", str(model), "--corpus", str(corpus), "--dev", str(dev), "--output", str(out),
+            "--depths", "1", "--batch-size", "8", "--max-length", "16", "--speed-sentences", "16",
+            "--speed-batch-size", "16", "--speed-repeats", "1", "-q", *extra]
+
+
+def test_compress_end_to_end(tiny_bert, env, capsys, monkeypatch):
+    from sentence_transformers import SentenceTransformer
+
+    corpus, dev, sick = _files(env)
+    out = env / "out"
+    assert main(_args(tiny_bert, corpus, dev, out, "--test", str(sick), "--budget", "0.5")) == 0
+    printed = capsys.readouterr().out
+    report = json.loads((out / "report.json").read_text())
+    chosen = report["chosen"]
+    name = f"{chosen['recipe']}-l{chosen['depth']}-{chosen['backend']}"
+    assert f"chosen {name}" in printed
+    assert chosen["dev"] >= report["original"]["dev"] - 0.5
+    md = (out / "report.md").read_text()
+    assert f"| {name} |" in md and "| sick |" in md.splitlines()[md.splitlines().index("## Candidates") + 2]
+    assert (out / "frontier.png").read_bytes()[:4] == b"\x89PNG"
+    st = SentenceTransformer(str(out / "model"), device="cpu", trust_remote_code=False)
+    assert st.encode(SENTENCES).shape == (len(SENTENCES), 32)
+    # the same command again: every candidate is read back, nothing is measured
+    monkeypatch.setattr(build_module.Compression, "_measure", lambda *a: pytest.fail("measured again"))
+    assert main(_args(tiny_bert, corpus, dev, out, "--test", str(sick), "--budget", "0.5")) == 0
+    assert json.loads((out / "report.json").read_text())["candidates"] == report["candidates"]
+
+
+@pytest.mark.parametrize("extra,n_corpus,message", [
+    (("--depths", "3"), 40, "depth 3 is outside 1..2"),
+    (("--backends", "torch,tensorrt"), 40, "unknown backend 'tensorrt'"),
+    ((), 5, "fewer than one batch"),
+])
+def test_refusals_are_one_line(tiny_bert, env, capsys, monkeypatch, extra, n_corpus, message):
+    corpus, dev, _ = _files(env, n_corpus)
+    monkeypatch.setattr(build_module, "LayerEncoder", lambda *a, **k: pytest.fail("work started"))
+    assert main([*_args(tiny_bert, corpus, dev, env / "out"), *extra]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+
+
+def test_a_negative_budget_is_refused_by_the_parser(tiny_bert, env, capsys):
+    corpus, dev, _ = _files(env)
+    with pytest.raises(SystemExit) as exc:
+        main(_args(tiny_bert, corpus, dev, env / "out", "--budget", "-1"))
+    assert exc.value.code == 2 and "--budget" in capsys.readouterr().err
