@@ -37,7 +37,7 @@ def test_search_end_to_end_on_tiny_model(tiny_bert, env, capsys):
     assert result["cache"]["computed"] > 0 and again["cache"] == {**result["cache"], "stored": result["cache"]["distinct"], "computed": 0}
     md = next(out.glob("*.md")).read_text()
     assert "aggregation: `all`" in md and "Chosen subsets" in md
-    assert result["lc_mlp"] == "trained pooler head" and "lc_mlp" in result["lc"]["summary"]["spearman"]
+    assert result["lc_mlp"] == "pooler head from pre-training (in the checkpoint)" and "lc_mlp" in result["lc"]["summary"]["spearman"]
     assert "LC + MLP" in md
     # another split, max length or data folder is another file: nothing is overwritten
     assert main(args[:-1] + ["--split", "test", "-q"]) == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from layerwise.benchmarks import PageContext, ResultsStore
@@ -63,7 +64,8 @@ def test_lc_sts_page_resumes_and_any_setting_change_computes_afresh(tiny_bert, h
 
     data = write_stsb(home / "data", n_pairs=24)
     store = ResultsStore(home / "store")
-    base = {"models": [str(tiny_bert)], "datasets": ["stsb"], "settings": {"n_splits": 2, "dev_size": 10}}
+    base = {"models": [str(tiny_bert)], "datasets": ["stsb"], "combined_splits": [],
+            "settings": {"n_splits": 2, "dev_size": 10, "bootstrap": 50}}
     page = get_page("lc-sts")
 
     def run(data_dir=data, **options):
@@ -76,7 +78,8 @@ def test_lc_sts_page_resumes_and_any_setting_change_computes_afresh(tiny_bert, h
     assert run() == first  # same key: reused, not recomputed (the payload, times included, is unchanged)
     changes = [dict(settings={**base["settings"], "seed": 1}), dict(settings={**base["settings"], "dev_size": 12}),
                dict(settings={**base["settings"], "n_splits": 3}), dict(settings={**base["settings"], "max_layers": 2}),
-               dict(settings={**base["settings"], "head": False}), dict(max_length=8), dict(dtype="bfloat16")]
+               dict(settings={**base["settings"], "head": False}), dict(settings={**base["settings"], "bootstrap": 0}),
+               dict(settings={**base["settings"], "max_pooling": False}), dict(max_length=8), dict(dtype="bfloat16")]
     seen = dict(first)
     for change in changes:
         got = run(**change)
@@ -86,6 +89,38 @@ def test_lc_sts_page_resumes_and_any_setting_change_computes_afresh(tiny_bert, h
     assert len(run(data_dir=other)) == len(seen) + 1
     page.render(PageContext(store=store, output=home / "out", options=base))
     assert "stsb" in (home / "out" / "lc-sts.md").read_text().lower()
+
+
+def test_lc_sts_combined_splits_rows_and_significance_column(tiny_bert, home):
+    """The paper's protocol over every split combined is a row of its own (its own part and plot) beside the
+    test-split row, and every row's LC − last says whether it is significant by the named test."""
+    from conftest import write_stsb
+    from layerwise.benchmarks.lc.run import STSRun
+    from layerwise.evaluation.significance import BOOTSTRAP_TEST
+
+    data = write_stsb(home / "data", n_pairs=24)
+    store = ResultsStore(home / "store")
+    options = {"models": [str(tiny_bert)], "datasets": ["stsb"], "combined_splits": ["stsb"],
+               "settings": {"n_splits": 2, "dev_size": 10, "bootstrap": 40}}
+    ctx = PageContext(store=store, output=home / "out", data_dir=str(data), options=options)
+    page = get_page("lc-sts")
+    page.run(ctx)
+    parts = {p.name: STSRun.from_dict(p.payload) for p in store.parts("lc-sts")}
+    assert sorted(parts) == [f"{tiny_bert.name}-stsb-all", f"{tiny_bert.name}-stsb-allsplits-all"]
+    test_row, all_row = parts[f"{tiny_bert.name}-stsb-all"], parts[f"{tiny_bert.name}-stsb-allsplits-all"]
+    assert (test_row.data.split, test_row.data.n_pairs) == ("test", 24)
+    assert (all_row.data.split, all_row.data.n_pairs) == ("all", 72)
+    assert "every split" in all_row.protocol["name"]
+    for row in parts.values():
+        assert set(row.lc.significance) >= {"lc", "lc_max", "first0_last"} and "lc_max" in row.lc.summary()
+        lc = row.lc.significance["lc"]
+        assert lc["test"] == BOOTSTRAP_TEST and lc["n_resamples"] == 40 and 0 < lc["p_value"] <= 1
+        diff = np.mean([s.test["lc"]["spearman"] - s.test["last"]["spearman"] for s in row.lc.splits])
+        assert lc["difference"] == pytest.approx(diff, abs=1e-9)  # the tested statistic is the column's mean
+    page.render(ctx)
+    text = (home / "out" / "lc-sts.md").read_text()
+    assert "STS-B (all splits)" in text and BOOTSTRAP_TEST in text and "p, LC vs last (p < 0.01)" in text
+    assert (home / "out" / "lc-sts" / f"{tiny_bert.name}-stsb-allsplits.png").is_file()
 
 
 def test_transfer_key_covers_every_protocol_setting_and_a_real_rerun_reuses(tiny_bert, home):
@@ -162,7 +197,10 @@ def test_committed_parts_load_as_typed_results_and_round_trip():
     store = ResultsStore(RESULTS / "state")
     row = store.parts("lc-sts")[0].payload
     run = STSRun.from_dict(row)
-    assert run.lc.summary("spearman") == row["lc"]["summary"]["spearman"]
+    for method, s in run.lc.summary("spearman").items():  # the summary is recomputed: means as stored, sample std
+        vals = [split.test[method]["spearman"] for split in run.lc.splits]
+        assert s == pytest.approx({"mean": row["lc"]["summary"]["spearman"][method]["mean"],
+                                   "std": np.std(vals, ddof=1)})
     assert STSRun.from_dict(run.to_dict()).to_dict() == run.to_dict()
     with pytest.raises(ValueError, match="schema 7"):
         STSRun.from_dict({**row, "schema": 7})

@@ -2,7 +2,8 @@
 
 ``run`` computes the parts the store lacks (through the same code as ``layerwise search``/``transfer``/``ablate``,
 so their keys are the same); ``render`` writes the page from the store alone. Page switches (``ctx.options``):
-``models`` (lc-sts, ablations), ``datasets``, ``settings``, ``max_length``, ``dtype`` (lc-sts), ``skip_mpnet`` and
+``models`` (lc-sts, ablations), ``datasets``, ``combined_splits`` (lc-sts: the data sets also run over all
+their splits combined), ``settings``, ``max_length``, ``dtype`` (lc-sts), ``skip_mpnet`` and
 ``skip_check`` (transfer), ``jobs``.
 """
 
@@ -33,7 +34,11 @@ logger = logging.getLogger(__name__)
 __all__ = ["LC_STS", "SEARCH_SETTINGS", "sts_part_key", "ABLATIONS", "TRANSFER"]
 
 MODELS = ("all-MiniLM-L6-v2", "all-mpnet-base-v2")
-SEARCH_SETTINGS = {"n_splits": 5, "dev_size": 350, "seed": 0, "max_layers": None, "head": True}
+SEARCH_SETTINGS = {"n_splits": 5, "dev_size": 350, "seed": 0, "max_layers": None, "head": True, "bootstrap": 2000,
+                   "max_pooling": True}
+#: Data sets also run with the paper's protocol over every split combined ("we first combine all of its data
+#: subsets, shuffle it"): STS-B train+dev+test, SICK-R train+trial+test; the default rows use the test split.
+COMBINED_SPLITS = ("stsb", "sickr")
 TRANSFER_PLAN = (("all-MiniLM-L6-v2", DEFAULT_TASKS, None), ("all-mpnet-base-v2", ("cr", "trec", "subj"), 128))
 ABLATION_STS = ("stsb", "sickr", "sts12", "sts13", "sts14", "sts15", "sts16")
 
@@ -60,31 +65,35 @@ def _lc_sts_run(ctx: PageContext) -> None:
     _check_options("lc-sts", ctx)
     settings, enc = _sts_settings(ctx)
     datasets = ctx.options.get("datasets") or [d for d in sts_page.ROW_ORDER if d in available_sts(ctx.data_dir)]
+    combined = ctx.options.get("combined_splits", list(COMBINED_SPLITS))
     for model in ctx.options.get("models") or MODELS:
         identity = LayerEncoder(model, **enc).identity
-        for dataset in datasets:
-            data = load_sts(dataset, data_dir=ctx.data_dir)
+        for dataset, split in [(d, s) for d in datasets for s in (None, "all") if s is None or d in combined]:
+            data = load_sts(dataset, data_dir=ctx.data_dir, split=split)
             info = {"name": data.name, "split": data.split, "checksum": content_checksum(data)}
             for aggregation in sts_page.aggregations_for(dataset):
                 key = sts_part_key(identity, enc, info, aggregation, settings)
-                name = f"{Path(model).name}-{dataset}-{aggregation}"
-                if ctx.store.load("lc-sts", name, key) is None:
-                    _lc_sts_row(ctx, (model, dataset, aggregation), settings, enc, key)
+                if ctx.store.load("lc-sts", sts_part_name(model, dataset, split, aggregation), key) is None:
+                    _lc_sts_row(ctx, (model, dataset, split, aggregation), settings, enc, key)
 
 
-def _lc_sts_row(ctx: PageContext, which: tuple[str, str, str], settings: dict, enc: dict, key: dict) -> None:
-    model, dataset, aggregation = which
+def sts_part_name(model: str, dataset: str, split: str | None, aggregation: str) -> str:
+    """An lc-sts part's name: model, data set (``-allsplits`` for the combined-splits protocol), aggregation."""
+    return f"{Path(model).name}-{dataset}{'-allsplits' if split == 'all' else ''}-{aggregation}"
+
+
+def _lc_sts_row(ctx: PageContext, which: tuple, settings: dict, enc: dict, key: dict) -> None:
+    model, dataset, split, aggregation = which
     t0 = time.perf_counter()
-    config = SearchConfig(model=model, dataset=dataset, aggregation=aggregation, n_splits=settings["n_splits"],
-                          dev_size=settings["dev_size"], seed=settings["seed"], max_layers=settings["max_layers"],
-                          head=settings["head"], data_dir=ctx.data_dir, encoder_options=enc)
+    config = SearchConfig(model=model, dataset=dataset, split=split, aggregation=aggregation,
+                          data_dir=ctx.data_dir, encoder_options=enc, **settings)
     result = run_search(config)
     result.seconds["wall"] = time.perf_counter() - t0
     result.environment = environment(list(ctx.command) or None)
     row = result.to_dict()
-    row["params"] = {"model": model, "dataset": dataset, "aggregation": aggregation,
+    row["params"] = {"model": model, "dataset": dataset, "split": split or "default", "aggregation": aggregation,
                      **{k: settings[k] for k in ("n_splits", "dev_size", "seed")}}
-    name = f"{Path(model).name}-{dataset}-{aggregation}"
+    name = sts_part_name(model, dataset, split, aggregation)
     load = [round(x, 2) for x in os.getloadavg()]
     ctx.store.save(Part("lc-sts", name, key, row, True, [run_entry(row["environment"], load)]))
 
@@ -95,7 +104,7 @@ def run_entry(env: dict, load_at_save: list[float] | None = None) -> dict:
             "load_at_start": env["machine"].get("load_average_1_5_15"), "load_at_save": load_at_save}
 
 
-_OPTIONS = {"lc-sts": {"models", "datasets", "settings", "max_length", "dtype"},
+_OPTIONS = {"lc-sts": {"models", "datasets", "settings", "max_length", "dtype", "combined_splits"},
             "transfer": {"skip_mpnet", "skip_check", "jobs"}, "ablations": {"models", "jobs"}}
 
 

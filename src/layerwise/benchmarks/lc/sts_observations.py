@@ -27,6 +27,7 @@ COLUMNS = {
     "all": "all",
     "random": "random",
     "lc": "LC",
+    "lc_max": "LC (max)",
     "lc_mlp": "LC + MLP",
 }
 
@@ -37,7 +38,8 @@ COLUMNS = {
 
 def row_label(row: STSRun) -> str:
     d = row.data.name
-    return f"{DISPLAY[d]} ({row.data.aggregation})" if d in MULTI_SUBSET else DISPLAY[d]
+    name = DISPLAY[d] + (" (all splits)" if row.data.split == "all" else "")
+    return f"{name} ({row.data.aggregation})" if d in MULTI_SUBSET else name
 
 
 def lc_minus_last(row: STSRun) -> np.ndarray:

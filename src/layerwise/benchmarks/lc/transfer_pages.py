@@ -55,9 +55,10 @@ def render_transfer_page(store: ResultsStore, requested: dict[str, list[str]], e
              "- data: SentEval files of ../shared/data, all of each task's files pooled (SST-2 includes its "
              "67,349 phrase-level training rows; CR is 3,771 rows, the 4 empty lines dropped). MPQA is not in the "
              "shared data and is not run.",
-             "- LC + MLP: both checkpoints hold pooler weights (dense + tanh) from their pre-training; the "
-             "sentence-transformers fine-tuning that made these models used mean pooling and never trained that "
-             "head, so LC + MLP here feeds the combination through a stale head.",
+             "- LC + MLP: its head is the checkpoint's pooler (dense + tanh over CLS), whose weights come from "
+             "pre-training; the sentence-transformers fine-tuning that made these models used mean pooling and "
+             "never trained that head, so LC + MLP here feeds the combination through a head never trained for "
+             "these tasks or for sentence similarity (each model's header names it the same way).",
              "- times: wall-clock seconds on the 2-core machine. Each task's table row gives the load average when its "
              "run started and when it last saved; runs made while other jobs shared the cores are slower than an idle "
              "machine would be.", ""]

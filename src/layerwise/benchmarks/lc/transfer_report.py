@@ -21,6 +21,15 @@ TRANSFER_LABELS = {
     "lc_mlp": "LC + MLP (pooler head)",
 }
 
+#: Head statuses as results files recorded them -> what the head is (named once, in each model's header).
+_HEAD_NAMES = {"trained pooler head": "pooler head from pre-training (in the checkpoint)"}
+
+
+def head_name(status: str) -> str:
+    """What LC + MLP's head is, from a stored status (older parts wrote "trained pooler head" for a checkpoint that
+    holds pooler weights; those weights come from pre-training, not from training for this task or similarity)."""
+    return _HEAD_NAMES.get(status, status)
+
 
 def _header(run: TransferRun, title: str | None) -> list[str]:
     m, p, env = run.model, run.protocol, run.environment
@@ -35,6 +44,7 @@ def _header(run: TransferRun, title: str | None) -> list[str]:
             f"tol={p['classifier']['tol']}, max_iter={p['classifier']['max_iter']}, C={p['classifier']['C']:g}); "
             f"{p['classifier']['note']}",
             f"- subset choice: {p['selection']}",
+            "- LC + MLP head: " + "; ".join(sorted({head_name(t.head) for t in run.tasks.values()})),
             f"- command: `{env.get('command', '')}`",
             f"- date: {env.get('date', '')}; machine: {machine.get('platform', '')}, "
             f"{machine.get('cpu_count', '')} CPUs; versions: "
@@ -78,9 +88,8 @@ def render_transfer_markdown(run: TransferRun, title: str | None = None) -> str:
     lines = _header(run, title) + _accuracy_tables(tasks)
     lines += ["", "## Chosen subsets and time", "",
               "| task | examples | classes | subsets searched | outer splits done | chosen hidden states (splits) | "
-              "encode s (first run) | protocol s | run start (UTC), splits: load avg at start → last save | "
-              "LC + MLP head |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+              "encode s (first run) | protocol s | run start (UTC), splits: load avg at start → last save |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for t, task in tasks.items():
         r = task.result
         counts: dict[tuple, int] = {}
@@ -89,7 +98,7 @@ def render_transfer_markdown(run: TransferRun, title: str | None = None) -> str:
         chosen = ", ".join(f"{k} x{v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
         lines.append(f"| {display_name(t)} | {task.n_examples} | {r.n_classes} | {len(r.subsets)} | "
                      f"{len(r.splits)} of {r.n_outer} | {chosen} | {task.first_encode_seconds:.1f} | "
-                     f"{task.protocol_seconds:.1f} | {_history(task)} | {task.head} |")
+                     f"{task.protocol_seconds:.1f} | {_history(task)} |")
     total = sum(t.first_encode_seconds + t.protocol_seconds for t in tasks.values())
     lines += ["", f"Total time: {total / 60:.1f} min (encoding when first run + protocol, summed over tasks; a resumed "
               "task adds up its parts; encoding is ~0 when the layer-stack cache already held the sentences). "

@@ -138,11 +138,11 @@ class TransferResult:
         return list(self.splits[0].test) if self.splits else []
 
     def summary(self) -> dict[str, dict[str, float]]:
-        """method -> mean and std (ddof 0) of test accuracy x100 over outer splits."""
+        """method -> mean and sample std (ddof 1; 0 for one split) of test accuracy x100 over outer splits."""
         out = {}
         for m in self.methods:
             v = np.array([s.test[m] for s in self.splits])
-            out[m] = {"mean": float(v.mean()), "std": float(v.std())}
+            out[m] = {"mean": float(v.mean()), "std": float(v.std(ddof=1)) if len(v) > 1 else 0.0}
         return out
 
     def relative_error_reductions(self, method: str = "lc") -> dict[str, float]:
