@@ -144,7 +144,7 @@ def test_transfer_key_covers_every_protocol_setting_and_a_real_rerun_reuses(tiny
     ident, enc = first.model, {"max_length": 256, "dtype": "float32"}
     base = task_key(ident, enc, "abc", "cr", config.protocol, True)
     other_values = {"n_outer": 3, "n_inner": 3, "max_layers": 2, "shortlist": None, "seed": 1, "ridge_alpha": 1.0,
-                    "screen_dim": 4}
+                    "screen_dim": 4, "inner": "kfold"}
     assert set(other_values) == {f.name for f in fields(TransferProtocol)}
     keys = [task_key(ident, enc, "abc", "cr", replace(config.protocol, **{k: v}), True) for k, v in other_values.items()]
     keys += [task_key(ident, {**enc, "max_length": 8}, "abc", "cr", config.protocol, True),
@@ -288,3 +288,34 @@ def test_shortcut_check_resumes_per_split_and_compares_with_exhaustive(tiny_bert
     assert [r["splits"] for r in store.parts("transfer")[0].runs] == [[0, 1], [1, 2]]
     for s in two.splits:  # the exhaustive choice has the best inner SAGA accuracy of all the choices
         assert s.inner_saga["7"] == max(s.inner_saga.values())
+
+
+def test_transfer_exact_protocol_is_a_part_of_its_own_and_a_section_of_the_page(tiny_bert, home):
+    from dataclasses import replace
+
+    from conftest import write_senteval
+    from layerwise.benchmarks.lc.transfer_pages import render_transfer_page
+    from layerwise.benchmarks.lc.transfer_run import TransferRunConfig, run_transfer_tasks
+    from layerwise.benchmarks.page_parts import prune_superseded
+    from layerwise.methods.lc.transfer import TransferProtocol
+    from layerwise.reports import environment
+
+    data = write_senteval(home / "data", n=40)
+    store = ResultsStore(home / "store")
+    base = TransferRunConfig(model=str(tiny_bert), tasks=("cr",), n_jobs=1, data_dir=str(data),
+                             protocol=TransferProtocol(n_outer=2, n_inner=2))
+    exact = TransferProtocol(n_outer=2, n_inner=3, inner="kfold", shortlist=None)
+    run_transfer_tasks(base, store)
+    run = run_transfer_tasks(replace(base, protocol=exact), store)
+    assert "3-fold inner cross-validation" in run.protocol["name"]
+    assert sorted(p.name for p in store.parts("transfer")) == [f"{tiny_bert.name}-cr", f"{tiny_bert.name}-cr-exact"]
+    assert prune_superseded(store, "transfer", dry_run=True) == []  # neither supersedes the other
+
+    def by(protocol):
+        return lambda part: part.key["protocol"] == protocol.to_dict()
+
+    text, _ = render_transfer_page(store, {}, environment(["test"]), by(base.protocol), by(exact))
+    section = text.split("## The paper's exact protocol", 1)[1]
+    assert "| screen agrees |" in section and f"| {tiny_bert.name} | CR | 2 of 2 | 3 |" in section
+    empty, _ = render_transfer_page(store, {}, environment(["test"]), by(base.protocol), lambda part: False)
+    assert "Not run yet on this machine" in empty

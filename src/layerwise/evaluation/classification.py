@@ -11,7 +11,7 @@ import warnings
 
 import numpy as np
 
-__all__ = ["CLASSIFIER", "fit_logreg", "inner_splits", "logreg_accuracy", "outer_splits", "parallel_map"]
+__all__ = ["CLASSIFIER", "INNER_KINDS", "fit_logreg", "inner_kfold", "inner_splits", "logreg_accuracy", "outer_splits", "parallel_map"]
 
 # scikit-learn LogisticRegression arguments of the paper's classifier. C = 10 is our reading of the
 # paper's "regularization parameter 10" (scikit-learn's C is the inverse of the penalty strength).
@@ -63,6 +63,28 @@ def inner_splits(labels: np.ndarray, *, n_splits: int, dev_fraction: float = 0.1
         splitter = StratifiedShuffleSplit(n_splits=n_splits, test_size=dev_fraction, random_state=seed)
         it = splitter.split(np.zeros(len(labels)), labels)
     return [(np.sort(a), np.sort(b)) for a, b in it]
+
+
+def inner_kfold(labels: np.ndarray, *, n_splits: int, seed: int = 0):
+    """``n_splits``-fold cross-validation of positions ``0 .. len(labels)-1``, shuffled with ``seed`` and stratified
+    where every class has ``n_splits`` members (else plain folds): list of (train, dev); each position is in exactly
+    one dev fold. The BERT-LC paper's "10-fold inner cross-validation"."""
+    from sklearn.model_selection import KFold, StratifiedKFold
+
+    check_n_splits(n_splits, "inner")
+    labels = np.asarray(labels)
+    if n_splits < 2 or n_splits > len(labels):
+        raise ValueError(f"k-fold inner cross-validation needs 2 <= folds <= {len(labels)} rows, got {n_splits}")
+    counts = np.bincount(labels)
+    if counts[counts > 0].min() >= n_splits:
+        it = StratifiedKFold(n_splits=n_splits, shuffle=True, random_state=seed).split(np.zeros(len(labels)), labels)
+    else:
+        it = KFold(n_splits=n_splits, shuffle=True, random_state=seed).split(labels)
+    return [(np.sort(a), np.sort(b)) for a, b in it]
+
+
+#: The inner splits a protocol may use: seeded 82/18 shuffles (the default) or k-fold cross-validation.
+INNER_KINDS = {"shuffle": inner_splits, "kfold": inner_kfold}
 
 
 # ----------------------------------------------------------------------------------------------

@@ -36,6 +36,7 @@ import numpy as np
 
 from layerwise.evaluation.classification import (
     CLASSIFIER,
+    INNER_KINDS,
     fit_logreg,
     inner_splits,
     logreg_accuracy,
@@ -63,6 +64,7 @@ __all__ = [
     "pair_features",
     "relative_error_reduction",
     "run_transfer",
+    "screen_agreement",
     "TransferProtocol",
     "TransferSplit",
     "TransferResult",
@@ -215,15 +217,27 @@ class TransferProtocol:
     """The settings of the transfer protocol that change its numbers (a resume key includes all of them)."""
 
     n_outer: int = 10  # seeded stratified 85/15 outer splits; split k uses seed + k
-    n_inner: int = 10  # seeded stratified 82/18 inner splits that choose the subset
+    n_inner: int = 10  # seeded stratified 82/18 inner splits that choose the subset (or folds, with inner="kfold")
     max_layers: int | None = None  # largest subset (None: default_max_layers)
     shortlist: int | None = 1  # subsets re-scored by SAGA after the ridge screen (None: all, exhaustive)
     seed: int = 0
     ridge_alpha: float = DEFAULT_RIDGE_ALPHA  # ridge screen penalty x mean feature variance
     screen_dim: int | None = None  # project on the top principal directions for the screen only (None: full)
+    # "shuffle": seeded 82/18 inner splits; "kfold": the paper's n_inner-fold inner cross-validation. The paper's
+    # exact protocol is inner="kfold", shortlist=None (exhaustive SAGA over the allowed subsets).
+    inner: str = "shuffle"
+
+    def __post_init__(self) -> None:
+        if self.inner not in INNER_KINDS:
+            raise ValueError(f"unknown inner splits {self.inner!r}; valid: {', '.join(INNER_KINDS)}")
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The settings (a resume key); ``inner`` only where it is not the default, so parts stored before it
+        existed keep their key."""
+        d = asdict(self)
+        if d["inner"] == "shuffle":
+            del d["inner"]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "TransferProtocol":
@@ -259,7 +273,7 @@ def run_transfer(
             continue
         split_seed = p.seed + k
         t0 = time.perf_counter()
-        splits = inner_splits(data.labels[td], n_splits=p.n_inner, seed=split_seed)
+        splits = INNER_KINDS[p.inner](data.labels[td], n_splits=p.n_inner, seed=split_seed)
         layers, inner, screen, short = choose_subset(data, td, splits, subsets, shortlist=p.shortlist, seed=split_seed,
                                                      n_jobs=n_jobs, screen=ridge)
         t1 = time.perf_counter()
@@ -312,6 +326,22 @@ def subset_accuracy(data: TransferFeatures, train, test, layers, *, kind: str = 
     x_tr = data.features(layers, kind, head=head, rows=train)
     x_te = data.features(layers, kind, head=head, rows=test)
     return logreg_accuracy(x_tr, data.labels[train], x_te, data.labels[test], seed=seed)
+
+
+def screen_agreement(result: TransferResult) -> dict | None:
+    """How the ridge screen's choice compares with exhaustive SAGA on the splits of a run that scored every subset
+    with SAGA (``shortlist=None``): ``{"splits", "agree", "saga_gap"}`` = splits compared, splits where the screen's
+    best subset is SAGA's best, and the mean SAGA inner accuracy (x100) lost by taking the screen's choice;
+    ``None`` when no split scored every subset."""
+    full = [s for s in result.splits if len(s.shortlist) == len(result.subsets)]
+    if not full:
+        return None
+    agree, gaps = 0, []
+    for s in full:
+        ridge_choice = _key(result.subsets[int(np.argmax(s.screen))])  # argmax: the first best, as choose_subset
+        agree += ridge_choice == _key(s.layers)
+        gaps.append(s.shortlist[_key(s.layers)] - s.shortlist[ridge_choice])
+    return {"splits": len(full), "agree": agree, "saga_gap": float(np.mean(gaps))}
 
 
 def _same_settings(a: TransferResult, b: TransferResult) -> bool:
