@@ -164,7 +164,7 @@ def test_transfer_end_to_end_and_resume(tiny_bert, env, capsys):
     assert cr["n_examples"] == 60 and summary["tasks"]["mrpc"]["n_examples"] == 90
     # the tiny BERT's checkpoint holds pooler weights, so LC + MLP runs (random weights, but stored ones)
     assert set(cr["result"]["summary"]) == {"cls", "last", "last_four", "random", "lc", "lc_mlp"}
-    assert cr["head"] == "trained pooler head"
+    assert cr["head"] == "pooler head from pre-training (in the checkpoint)"
     assert summary["protocol"]["classifier"]["C"] == 10 and "regularization parameter 10" in summary["protocol"]["classifier"]["note"]
     assert len(cr["result"]["splits"]) == 3 and cr["result"]["splits"][0]["seed"] == 0
     md = (out / "transfer-tiny-bert.md").read_text()

@@ -144,7 +144,7 @@ def test_transfer_key_covers_every_protocol_setting_and_a_real_rerun_reuses(tiny
     ident, enc = first.model, {"max_length": 256, "dtype": "float32"}
     base = task_key(ident, enc, "abc", "cr", config.protocol, True)
     other_values = {"n_outer": 3, "n_inner": 3, "max_layers": 2, "shortlist": None, "seed": 1, "ridge_alpha": 1.0,
-                    "screen_dim": 4, "inner": "kfold"}
+                    "screen_dim": 4, "inner": "kfold", "bootstrap": 100}
     assert set(other_values) == {f.name for f in fields(TransferProtocol)}
     keys = [task_key(ident, enc, "abc", "cr", replace(config.protocol, **{k: v}), True) for k, v in other_values.items()]
     keys += [task_key(ident, {**enc, "max_length": 8}, "abc", "cr", config.protocol, True),

@@ -293,3 +293,30 @@ def test_exact_protocol_chooses_by_kfold_exhaustive_saga_and_reports_the_screens
         gaps.append(want[tuple(split.layers)] - want[ridge])
     assert screen_agreement(result) == {"splits": 2, "agree": agree, "saga_gap": pytest.approx(np.mean(gaps))}
     assert screen_agreement(run_transfer(data, TransferProtocol(n_outer=1, n_inner=2), task="toy")) is None
+
+
+def test_transfer_keeps_per_example_correctness_and_tests_lc_against_each_baseline():
+    from layerwise.methods.lc.transfer import subset_correct
+    from layerwise.methods.lc.transfer_significance import pack_correct, unpack_correct
+
+    bits = np.random.default_rng(0).random(13) < 0.5
+    assert (unpack_correct(pack_correct(bits), 13) == bits).all()
+    with pytest.raises(ValueError, match="does not hold"):
+        unpack_correct(pack_correct(bits), 17)
+    data = _task(n=120, k=3)
+    protocol = TransferProtocol(n_outer=3, n_inner=2, seed=4, bootstrap=60)
+    assert protocol.to_dict()["bootstrap"] == 60 and "bootstrap" not in TransferProtocol().to_dict()
+    result = run_transfer(data, protocol, task="toy")
+    outer = outer_splits(data.labels, n_splits=3, seed=4)
+    td, te = outer[0]
+    split = result.splits[0]
+    want = subset_correct(data, td, te, split.layers, seed=split.seed)  # the stored bits are LC's predictions
+    assert (unpack_correct(split.correct["lc"], len(te)) == want).all()
+    summary = result.summary()
+    assert set(result.significance) == {"cls", "last", "last_four", "random"}
+    for b, test in result.significance.items():
+        assert test["difference"] == pytest.approx(summary["lc"]["mean"] - summary[b]["mean"], abs=1e-9)
+        assert test["n_resamples"] == 60 and test["metric"] == "accuracy" and 0 < test["p_value"] <= 1
+    again = TransferResult.from_dict(result.to_dict())  # kept through the results file
+    assert again.significance == result.significance and again.splits[0].correct == split.correct
+    assert run_transfer(data, TransferProtocol(n_outer=2, n_inner=2), task="toy").significance == {}

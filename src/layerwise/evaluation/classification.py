@@ -11,7 +11,8 @@ import warnings
 
 import numpy as np
 
-__all__ = ["CLASSIFIER", "INNER_KINDS", "fit_logreg", "inner_kfold", "inner_splits", "logreg_accuracy", "outer_splits", "parallel_map"]
+__all__ = ["CLASSIFIER", "INNER_KINDS", "fit_logreg", "inner_kfold", "inner_splits", "logreg_accuracy",
+           "logreg_correct", "outer_splits", "parallel_map"]
 
 # scikit-learn LogisticRegression arguments of the paper's classifier. C = 10 is our reading of the
 # paper's "regularization parameter 10" (scikit-learn's C is the inverse of the penalty strength).
@@ -112,6 +113,12 @@ def fit_logreg(x: np.ndarray, y: np.ndarray, *, seed: int = 0, **overrides):
 def logreg_accuracy(x_train, y_train, x_test, y_test, *, seed: int = 0) -> float:
     """Test accuracy (0..1) of :func:`fit_logreg` trained on the training part."""
     return float(fit_logreg(x_train, y_train, seed=seed).score(x_test, y_test))
+
+
+def logreg_correct(x_train, y_train, x_test, y_test, *, seed: int = 0) -> np.ndarray:
+    """Whether :func:`fit_logreg` trained on the training part classifies each test example correctly: (n_test,)
+    booleans, whose mean is :func:`logreg_accuracy`."""
+    return fit_logreg(x_train, y_train, seed=seed).predict(x_test) == np.asarray(y_test)
 
 
 def parallel_map(jobs: list, n_jobs: int) -> list:

@@ -8,9 +8,13 @@ import numpy as np
 
 from layerwise.benchmarks.lc.transfer_run import TaskRun, TransferRun
 from layerwise.data.senteval import display_name
+from layerwise.evaluation.significance import BOOTSTRAP_TEST
 from layerwise.reports import fmt, write_json, write_text
 
-__all__ = ["TRANSFER_LABELS", "render_transfer_markdown", "write_transfer_outputs"]
+#: The significance level the page reports.
+ALPHA = 0.01
+
+__all__ = ["ALPHA", "TRANSFER_LABELS", "render_transfer_markdown", "write_transfer_outputs"]
 
 TRANSFER_LABELS = {
     "cls": "CLS (last layer)",
@@ -71,6 +75,27 @@ def _accuracy_tables(tasks: dict[str, TaskRun]) -> list[str]:
         vals = [reductions[t].get(b, np.nan) for t in names]
         lines.append(f"| {TRANSFER_LABELS.get(b, b)} | " + " | ".join(f"{v:+.2f}" for v in vals)
                      + f" | {np.nanmean(vals):+.2f} |")
+    return lines + _significance_table(tasks, [x for x in methods if x != "lc"], head, rule)
+
+
+def _significance_table(tasks: dict[str, TaskRun], baselines: list[str], head: str, rule: str) -> list[str]:
+    """p of LC − B by the paired bootstrap over test examples, and whether it is below ALPHA, per task."""
+    tested = [t.result.significance for t in tasks.values() if t.result.significance]
+    resamples = sorted({v["n_resamples"] for s in tested for v in s.values()})
+    lines = ["", f"### Is LC different from B? {BOOTSTRAP_TEST} test over test examples, p (yes: p < {ALPHA})", "",
+             "The statistic is the mean over the outer splits of LC's test accuracy minus B's; one resample draws the "
+             "task's examples with replacement "
+             + (f"({' or '.join(map(str, resamples))} resamples) " if resamples else "")
+             + "and every split keeps the drawn examples of its test part. *not tested*: the task's part was computed "
+             "before per-example predictions were kept; `layerwise results run transfer` recomputes it.", "",
+             "| baseline B " + head, rule]
+    for b in baselines:
+        cells = []
+        for t in tasks.values():
+            test = t.result.significance.get(b)
+            cells.append("not tested" if test is None else
+                         f"{test['p_value']:.4f} ({'yes' if test['p_value'] < ALPHA else 'no'})")
+        lines.append(f"| {TRANSFER_LABELS.get(b, b)} | " + " | ".join(cells) + " | |")
     return lines
 
 

@@ -40,12 +40,14 @@ from layerwise.evaluation.classification import (
     fit_logreg,
     inner_splits,
     logreg_accuracy,
+    logreg_correct,
     outer_splits,
     parallel_map,
 )
 from layerwise.layers import LayerStack
 from layerwise.methods.lc.features import TransferFeatures, pair_features
 from layerwise.methods.lc.screen import DEFAULT_RIDGE_ALPHA, RidgeScreen
+from layerwise.methods.lc.transfer_significance import lc_significance, pack_correct
 from layerwise.pooling import named_selections, random_layers
 
 logger = logging.getLogger(__name__)
@@ -116,6 +118,7 @@ class TransferSplit:
     test: dict[str, float]  # method -> test accuracy x100
     poolings: dict[str, list[int]]  # method -> hidden states used
     seconds: dict[str, float]  # "screen", "shortlist", "test"
+    correct: dict[str, str] = field(default_factory=dict)  # method -> packed correctness of each test example
 
 
 @dataclass
@@ -134,6 +137,7 @@ class TransferResult:
     classifier: dict = field(default_factory=lambda: dict(CLASSIFIER))
     ridge_alpha: float = DEFAULT_RIDGE_ALPHA  # files written before this field existed used the default
     splits: list[TransferSplit] = field(default_factory=list)
+    significance: dict[str, dict] = field(default_factory=dict)  # baseline -> paired bootstrap of LC against it
 
     @property
     def methods(self) -> list[str]:
@@ -226,17 +230,19 @@ class TransferProtocol:
     # "shuffle": seeded 82/18 inner splits; "kfold": the paper's n_inner-fold inner cross-validation. The paper's
     # exact protocol is inner="kfold", shortlist=None (exhaustive SAGA over the allowed subsets).
     inner: str = "shuffle"
+    bootstrap: int = 0  # resamples of the paired bootstrap of LC against each baseline over test examples (0: none)
 
     def __post_init__(self) -> None:
         if self.inner not in INNER_KINDS:
             raise ValueError(f"unknown inner splits {self.inner!r}; valid: {', '.join(INNER_KINDS)}")
 
     def to_dict(self) -> dict:
-        """The settings (a resume key); ``inner`` only where it is not the default, so parts stored before it
-        existed keep their key."""
+        """The settings (a resume key); ``inner`` and ``bootstrap`` only where they are not the default, so parts
+        stored before they existed keep their key."""
         d = asdict(self)
-        if d["inner"] == "shuffle":
-            del d["inner"]
+        for name, default in (("inner", "shuffle"), ("bootstrap", 0)):
+            if d[name] == default:
+                del d[name]
         return d
 
     @classmethod
@@ -281,17 +287,18 @@ def run_transfer(
         jobs, names = [], []
         for name, (kind, ls) in methods.items():
             names.append(name)
-            jobs.append(partial(subset_accuracy, data, td, te, ls, kind=kind, seed=split_seed))
+            jobs.append(partial(subset_correct, data, td, te, ls, kind=kind, seed=split_seed))
         if data.head is not None:
             names.append("lc_mlp")
-            jobs.append(partial(subset_accuracy, data, td, te, tuple(layers), head=True, seed=split_seed))
-        accs = parallel_map(jobs, n_jobs)
+            jobs.append(partial(subset_correct, data, td, te, tuple(layers), head=True, seed=split_seed))
+        correct = parallel_map(jobs, n_jobs)
         poolings = {n: list(methods[n][1]) if n in methods else list(layers) for n in names}
         result.splits.append(TransferSplit(
             seed=split_seed, n_train=len(td), n_test=len(te), layers=tuple(int(x) for x in layers),
             inner_accuracy=inner, screen=[round(float(v), 4) for v in screen], shortlist=short,
-            test={n: 100 * a for n, a in zip(names, accs, strict=True)}, poolings=poolings,
+            test={n: 100 * float(c.mean()) for n, c in zip(names, correct, strict=True)}, poolings=poolings,
             seconds={"screen_and_shortlist": t1 - t0, "test": time.perf_counter() - t1},
+            correct={n: pack_correct(c) for n, c in zip(names, correct, strict=True)},
         ))
         logger.info("%s split %d: chose %s (inner %.2f), test lc %.2f vs last %.2f", task, k, layers, inner,
                     result.splits[-1].test["lc"], result.splits[-1].test["last"])
@@ -299,6 +306,10 @@ def run_transfer(
             on_split(result)
         if progress is not None:
             progress.update(1)
+    if p.bootstrap and len(result.splits) == p.n_outer:
+        rows = [te for _, te in outer_splits(data.labels, n_splits=p.n_outer, seed=p.seed)]
+        result.significance = lc_significance([s.correct for s in result.splits], rows, len(data),
+                                              n_resamples=p.bootstrap, seed=p.seed)
     return result
 
 
@@ -323,9 +334,16 @@ def compare_on_test(train: TransferFeatures, test: TransferFeatures, layers, *, 
 def subset_accuracy(data: TransferFeatures, train, test, layers, *, kind: str = "mean", head: bool = False,
                     seed: int = 0) -> float:
     """Test accuracy (0..1) of the paper's classifier on the combination of ``layers``, trained on rows ``train``."""
+    return float(subset_correct(data, train, test, layers, kind=kind, head=head, seed=seed).mean())
+
+
+def subset_correct(data: TransferFeatures, train, test, layers, *, kind: str = "mean", head: bool = False,
+                   seed: int = 0) -> np.ndarray:
+    """Whether the paper's classifier on the combination of ``layers``, trained on rows ``train``, classifies each
+    test row correctly: (len(test),) booleans."""
     x_tr = data.features(layers, kind, head=head, rows=train)
     x_te = data.features(layers, kind, head=head, rows=test)
-    return logreg_accuracy(x_tr, data.labels[train], x_te, data.labels[test], seed=seed)
+    return logreg_correct(x_tr, data.labels[train], x_te, data.labels[test], seed=seed)
 
 
 def screen_agreement(result: TransferResult) -> dict | None:
