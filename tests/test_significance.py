@@ -23,7 +23,7 @@ def _slow_p(observed, draws):
     return (1 + sum(not abs(d - observed) < abs(observed) for d in draws)) / (len(draws) + 1)
 
 
-def _slow_spearman_test(gold, a, b, rows, groups, aggregation, n_resamples, seed, batch):
+def _slow_spearman_test(gold, a, b, rows, groups, aggregation, n_resamples, seed):
     """The obvious way: per resample, expand every evaluation's drawn rows and call scipy."""
     units = np.unique(np.concatenate(rows))
 
@@ -41,7 +41,7 @@ def _slow_spearman_test(gold, a, b, rows, groups, aggregation, n_resamples, seed
         return 100 * total / len(rows)
 
     observed = stat(dict.fromkeys(units.tolist(), 1))
-    draws = [stat(dict(zip(units.tolist(), row))) for block in bootstrap_counts(len(units), n_resamples, seed, batch)
+    draws = [stat(dict(zip(units.tolist(), row))) for block in bootstrap_counts(len(units), n_resamples, seed)
              for row in block]
     return observed, _slow_p(observed, draws)
 
@@ -88,8 +88,8 @@ def test_spearman_test_matches_its_slow_twin_over_overlapping_splits(aggregation
     rows = [np.sort(rng.choice(n, 24, replace=False)) for _ in range(k)]  # overlapping test parts, some units unused
     groups = np.repeat(["x", "y", "z"], n // 3)
     fast = paired_bootstrap_spearman(gold, a, b, rows=rows, groups=groups, aggregation=aggregation,
-                                     n_resamples=60, seed=7, batch=25)
-    observed, p = _slow_spearman_test(gold, a, b, rows, groups, aggregation, 60, 7, 25)
+                                     n_resamples=300, seed=7)  # more resamples than one block of draws
+    observed, p = _slow_spearman_test(gold, a, b, rows, groups, aggregation, 300, 7)
     assert fast.difference == pytest.approx(observed, abs=1e-9)
     assert fast.p_value == pytest.approx(p, abs=1e-12)
     assert fast.n_units == len(np.unique(np.concatenate(rows)))
@@ -111,7 +111,7 @@ def test_accuracy_test_matches_its_slow_twin():
     n = 50
     ca, cb = rng.random(n) < 0.8, rng.random(n) < 0.6
     folds = np.array_split(rng.permutation(n), 5)  # disjoint test folds, as outer cross-validation
-    fast = paired_bootstrap_accuracy(ca, cb, rows=folds, n_resamples=80, seed=1, batch=30)
+    fast = paired_bootstrap_accuracy(ca, cb, rows=folds, n_resamples=300, seed=1)
 
     def stat(weight_of):
         per = []
@@ -121,7 +121,7 @@ def test_accuracy_test_matches_its_slow_twin():
         return 100 * np.mean(per)
 
     observed = stat(dict.fromkeys(range(n), 1))
-    draws = [stat(dict(enumerate(row))) for block in bootstrap_counts(n, 80, 1, 30) for row in block]
+    draws = [stat(dict(enumerate(row))) for block in bootstrap_counts(n, 300, 1) for row in block]
     assert fast.difference == pytest.approx(observed, abs=1e-9)
     assert fast.difference == pytest.approx(100 * (ca.mean() - cb.mean()), abs=1e-9)
     assert fast.p_value == pytest.approx(_slow_p(observed, draws), abs=1e-12)

@@ -132,11 +132,11 @@ def _cells(rows: list[np.ndarray], groups: np.ndarray | None, aggregation: str) 
     return [[r[groups[r] == g] for g in np.unique(groups[r])] for r in rows]
 
 
-def _run(stat, n: int, n_resamples: int, seed: int, batch: int) -> tuple[float, float]:
+def _run(stat, n: int, n_resamples: int, seed: int) -> tuple[float, float]:
     """(observed statistic, p-value): ``stat(counts (B, n)) -> (B,)`` on all-ones and on the resamples."""
     observed = float(stat(np.ones((1, n), dtype=np.int64))[0])
     far = 0
-    for counts in bootstrap_counts(n, n_resamples, seed, batch):
+    for counts in bootstrap_counts(n, n_resamples, seed):
         d = stat(counts)
         far += int(np.sum(~(np.abs(d - observed) < abs(observed))))  # NaN counts as far (conservative)
     return observed, (1 + far) / (n_resamples + 1)
@@ -144,7 +144,7 @@ def _run(stat, n: int, n_resamples: int, seed: int, batch: int) -> tuple[float, 
 
 def paired_bootstrap_spearman(gold: np.ndarray, a: np.ndarray, b: np.ndarray, *, rows: Sequence | None = None,
                               groups: np.ndarray | None = None, aggregation: str = "all",
-                              n_resamples: int = 10_000, seed: int = 0, batch: int = 256) -> SignificanceResult:
+                              n_resamples: int = 10_000, seed: int = 0) -> SignificanceResult:
     """Test the difference of Spearman correlations (x100) of two systems' scores ``a``, ``b`` with ``gold`` (n,).
 
     ``a``, ``b``: (n,) (the same output in every evaluation), or (K, n) with ``rows`` K index arrays (evaluation k reads ``a[k][rows[k]]``).
@@ -169,12 +169,12 @@ def paired_bootstrap_spearman(gold: np.ndarray, a: np.ndarray, b: np.ndarray, *,
             total += (weights * diff).sum(axis=1)
         return 100.0 * total / len(cells)
 
-    observed, p = _run(stat, len(units), n_resamples, seed, batch)
+    observed, p = _run(stat, len(units), n_resamples, seed)
     return SignificanceResult(BOOTSTRAP_TEST, "spearman", observed, p, n_resamples, seed, len(units))
 
 
 def paired_bootstrap_accuracy(correct_a: np.ndarray, correct_b: np.ndarray, *, rows: Sequence | None = None,
-                              n_resamples: int = 10_000, seed: int = 0, batch: int = 256) -> SignificanceResult:
+                              n_resamples: int = 10_000, seed: int = 0) -> SignificanceResult:
     """Test the difference of accuracies (x100) of two classifiers from their per-example correctness (n,) or
     (K, n) with ``rows`` (e.g. the test examples of each outer split)."""
     n = np.atleast_2d(np.asarray(correct_a)).shape[-1]
@@ -191,5 +191,5 @@ def paired_bootstrap_accuracy(correct_a: np.ndarray, correct_b: np.ndarray, *, r
         with np.errstate(invalid="ignore"):
             return 100.0 * np.mean(per, axis=0)
 
-    observed, p = _run(stat, len(units), n_resamples, seed, batch)
+    observed, p = _run(stat, len(units), n_resamples, seed)
     return SignificanceResult(BOOTSTRAP_TEST, "accuracy", observed, p, n_resamples, seed, len(units))

@@ -307,10 +307,15 @@ def run_transfer(
         if progress is not None:
             progress.update(1)
     if p.bootstrap and len(result.splits) == p.n_outer:
-        rows = [te for _, te in outer_splits(data.labels, n_splits=p.n_outer, seed=p.seed)]
-        result.significance = lc_significance([s.correct for s in result.splits], rows, len(data),
-                                              n_resamples=p.bootstrap, seed=p.seed)
+        result.significance = _significance(result, data.labels, p)
     return result
+
+
+def _significance(result: TransferResult, labels: np.ndarray, p: TransferProtocol) -> dict[str, dict]:
+    """LC against each baseline over the outer splits' test examples (the same splits run_transfer drew)."""
+    rows = [te for _, te in outer_splits(labels, n_splits=p.n_outer, seed=p.seed)]
+    return lc_significance([s.correct for s in result.splits], rows, len(labels), n_resamples=p.bootstrap,
+                           seed=p.seed)
 
 
 def compare_on_test(train: TransferFeatures, test: TransferFeatures, layers, *, kind: str = "mean", seed: int = 0,
