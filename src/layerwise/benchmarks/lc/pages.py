@@ -4,7 +4,7 @@
 so their keys are the same); ``render`` writes the page from the store alone. Page switches (``ctx.options``):
 ``models`` (lc-sts, ablations), ``datasets``, ``combined_splits`` (lc-sts: the data sets also run over all
 their splits combined), ``settings``, ``max_length``, ``dtype`` (lc-sts), ``skip_mpnet`` and
-``skip_check``, ``exact_tasks`` (transfer: tasks also run with the paper's exact protocol, 10-fold inner CV and
+``skip_check``, ``tasks`` (transfer: run only these of the plan's tasks), ``exact_tasks`` (transfer: tasks also run with the paper's exact protocol, 10-fold inner CV and
 exhaustive SAGA, on all-MiniLM-L6-v2), ``jobs``.
 """
 
@@ -109,7 +109,7 @@ def run_entry(env: dict, load_at_save: list[float] | None = None) -> dict:
 
 
 _OPTIONS = {"lc-sts": {"models", "datasets", "settings", "max_length", "dtype", "combined_splits"},
-            "transfer": {"skip_mpnet", "skip_check", "jobs", "exact_tasks"}, "ablations": {"models", "jobs"}}
+            "transfer": {"skip_mpnet", "skip_check", "jobs", "exact_tasks", "tasks"}, "ablations": {"models", "jobs"}}
 
 
 def _check_options(page: str, ctx: PageContext) -> None:
@@ -162,8 +162,10 @@ def _current(parts: list[Part]) -> list[Part]:
 
 def _transfer_run(ctx: PageContext) -> None:
     _check_options("transfer", ctx)
+    only = ctx.options.get("tasks")
     for model, tasks, screen_dim in TRANSFER_PLAN:
-        if ctx.options.get("skip_mpnet") and model == "all-mpnet-base-v2":
+        tasks = tuple(t for t in tasks if only is None or t in only)
+        if (ctx.options.get("skip_mpnet") and model == "all-mpnet-base-v2") or not tasks:
             continue
         protocol = TransferProtocol(screen_dim=screen_dim, bootstrap=TRANSFER_BOOTSTRAP)
         config = TransferRunConfig(model=model, tasks=tasks, protocol=protocol,

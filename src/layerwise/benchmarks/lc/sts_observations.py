@@ -74,9 +74,24 @@ def observations(rows: list[STSRun]) -> list[str]:
     out.append(
         f"- A gain of at least 1 point appears on {len(big)} row(s)" + (f": {', '.join(big)}." if big else ".")
     )
+    out += _significance_observation(rows, labels)
     out += _layers_observations(rows) + _aggregation_observation(rows, means)
     out += _fixed_observations(rows, labels, means)
     return out
+
+
+def _significance_observation(rows: list[STSRun], labels: list[str], alpha: float = 0.01) -> list[str]:
+    """Which rows' LC − last the paired bootstrap finds significant (rows computed before the test are counted)."""
+    tested = [(label, r.lc.significance["lc"]) for label, r in zip(labels, rows) if "lc" in r.lc.significance]
+    untested = len(rows) - len(tested)
+    if not tested:
+        return [f"- No row of this model has the paired bootstrap test yet ({untested} computed before it)."]
+    up = [lab for lab, t in tested if t["p_value"] < alpha and t["difference"] > 0]
+    down = [lab for lab, t in tested if t["p_value"] < alpha and t["difference"] < 0]
+    return [f"- LC − last is significant at p < {alpha} (paired bootstrap over pairs) on {len(up) + len(down)} of "
+            f"{len(tested)} tested rows: LC higher on {len(up)}" + (f" ({', '.join(up)})" if up else "")
+            + f", lower on {len(down)}" + (f" ({', '.join(down)})" if down else "")
+            + (f"; {untested} row(s) were computed before the test." if untested else ".")]
 
 
 def _layers_observations(rows: list[STSRun]) -> list[str]:
