@@ -194,7 +194,7 @@ def run_search(config: SearchConfig, data: STSData | None = None, *,
     if dev_test is None:
         protocol = {
             "name": "BERT-LC (Hosseini et al. 2023): pool all pairs"
-                    + (" of every split (train, dev, test)" if data.split == "all" else f" of the {data.split} split")
+                    + (" of every split of the release" if c.split == "all" else f" of the {data.split} split")
                     + ", shuffle, first dev_size pairs dev, rest test",
             "n_splits": c.n_splits, "dev_size": c.dev_size, "seed": c.seed,
             "split_seeds": [c.seed + k for k in range(c.n_splits)], "max_layers": lc.max_layers,

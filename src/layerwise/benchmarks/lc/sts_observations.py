@@ -8,7 +8,7 @@ import numpy as np
 
 from layerwise.benchmarks.lc.run import STSRun
 
-__all__ = ["AGGREGATION_ORDER", "COLUMNS", "DISPLAY", "MULTI_SUBSET", "ROW_ORDER", "lc_minus_last", "observations",
+__all__ = ["AGGREGATION_ORDER", "COLUMNS", "combined_splits", "DISPLAY", "MULTI_SUBSET", "ROW_ORDER", "lc_minus_last", "observations",
            "row_label", "signed"]
 
 # Reporting order (the paper's): STS12-16, then STS-B and SICK-R.
@@ -36,9 +36,15 @@ COLUMNS = {
 # Numbers derived from the raw results
 
 
+def combined_splits(data) -> bool:
+    """Whether an STSDataInfo pooled every split of its release (STS-B says "all"; SICK-R names its three parts,
+    "SemEval-2014 train+trial+test", or "all" for the full release file)."""
+    return data.split == "all" or "train+" in data.split or data.split.startswith("all ")
+
+
 def row_label(row: STSRun) -> str:
     d = row.data.name
-    name = DISPLAY[d] + (" (all splits)" if row.data.split == "all" else "")
+    name = DISPLAY[d] + (" (all splits)" if combined_splits(row.data) else "")
     return f"{name} ({row.data.aggregation})" if d in MULTI_SUBSET else name
 
 

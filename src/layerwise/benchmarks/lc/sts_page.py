@@ -21,6 +21,7 @@ from layerwise.benchmarks.lc.sts_observations import (
     DISPLAY,
     MULTI_SUBSET,
     ROW_ORDER,
+    combined_splits,
     lc_minus_last,
     observations,
     row_label,
@@ -61,11 +62,11 @@ def rel(path: Path, start: Path) -> str:
 
 def plot_path(paths: dict[str, Path], model: str, data) -> Path:
     """The plot of one data set (``data``: the row's STSDataInfo; the combined-splits rows get their own file)."""
-    return paths["plots"] / f"{Path(model).name}-{data.name}{'-allsplits' if data.split == 'all' else ''}.png"
+    return paths["plots"] / f"{Path(model).name}-{data.name}{'-allsplits' if combined_splits(data) else ''}.png"
 
 
 def _row_order(r: STSRun) -> tuple:
-    return (r.model.name, ROW_ORDER.index(r.data.name), r.data.split == "all",
+    return (r.model.name, ROW_ORDER.index(r.data.name), combined_splits(r.data),
             AGGREGATION_ORDER.index(r.data.aggregation))
 
 
@@ -214,7 +215,11 @@ def _page_header(doc: STSPageDoc, rows: list[STSRun]) -> list[str]:
         "pairs with replacement (seed = the protocol's seed); every split keeps the drawn pairs of its test part, "
         "so the statistic, the mean over the splits of the test-Spearman difference, is resampled with the "
         "splits' overlap kept; p = (1 + #resamples whose difference is at least as far from the observed one as "
-        "the observed one is from 0) / (resamples + 1). `layerwise.evaluation.significance` holds the test.",
+        "the observed one is from 0) / (resamples + 1). `layerwise.evaluation.significance` holds the test. It "
+        "conditions on each split's chosen subset (the dev search is not repeated per resample): it asks whether "
+        "these LC embeddings differ from the last layer's on these test pairs, not how often the selection "
+        "itself would pick a better subset. A row computed before the test existed says *not tested*; "
+        "`layerwise results run lc-sts` recomputes it.",
         "",
         "Both models are sentence-transformers fine-tunes, trained with mean pooling of the last layer for "
         "sentence similarity, unlike the raw pre-trained BERT that is the paper's main subject; the last layer "
@@ -244,7 +249,8 @@ def _data_table(rows: list[STSRun]) -> list[str]:
             continue
         seen.add((d.name, d.split))
         subsets = ", ".join(f"{s} {k}" for s, k in d.subsets.items())
-        split = "all splits combined" if d.split == "all" else d.split
+        split = f"all splits combined ({d.split})" if combined_splits(d) and d.split != "all" else (
+            "all splits combined" if combined_splits(d) else d.split)
         md.append(f"| {DISPLAY[d.name]} | {split} | {d.n_pairs} | {subsets} |")
     return md
 
