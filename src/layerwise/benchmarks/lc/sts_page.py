@@ -199,6 +199,25 @@ def _page_header(doc: STSPageDoc, rows: list[STSRun]) -> list[str]:
         "STS12–16 are reported with three aggregations of their subsets (`all`: one Spearman over all pairs; "
         "`wmean`: size-weighted mean of per-subset Spearman; `mean`: plain mean); the subset is chosen on dev "
         "with the same aggregation. STS-B and SICK-R have one subset, so `all` only.",
+        *_protocol_notes(rows),
+        "",
+        "Both models are sentence-transformers fine-tunes, trained with mean pooling of the last layer for "
+        "sentence similarity, unlike the raw pre-trained BERT that is the paper's main subject; the last layer "
+        "is therefore a strong baseline here. The pooler output is the checkpoint's dense+tanh head over CLS, "
+        "which sentence-transformers does not use. **LC + MLP** feeds LC's chosen combination through that same "
+        "head (dense + tanh), the paper's 'LC + MLP'; both checkpoints hold its weights, but they come from "
+        "pre-training and were never trained for sentence similarity.",
+        "",
+        "## Data",
+        "",
+        "| data set | split | pairs | subsets (pairs) |",
+        "|---|---|---|---|",
+    ]
+
+
+def _protocol_notes(rows: list[STSRun]) -> list[str]:
+    """Which pairs each row pools, what LC (max) is, and the significance test."""
+    return [
         "",
         "**Which pairs.** Rows named *STS-B* and *SICK-R* pool the pairs of their test split only (STS-B test, "
         "SICK-R SemEval-2014 test), as SentEval and SimCSE report them; rows named *(all splits)* follow the "
@@ -220,18 +239,6 @@ def _page_header(doc: STSPageDoc, rows: list[STSRun]) -> list[str]:
         "these LC embeddings differ from the last layer's on these test pairs, not how often the selection "
         "itself would pick a better subset. A row computed before the test existed says *not tested*; "
         "`layerwise results run lc-sts` recomputes it.",
-        "",
-        "Both models are sentence-transformers fine-tunes, trained with mean pooling of the last layer for "
-        "sentence similarity, unlike the raw pre-trained BERT that is the paper's main subject; the last layer "
-        "is therefore a strong baseline here. The pooler output is the checkpoint's dense+tanh head over CLS, "
-        "which sentence-transformers does not use. **LC + MLP** feeds LC's chosen combination through that same "
-        "head (dense + tanh), the paper's 'LC + MLP'; both checkpoints hold its weights, but they come from "
-        "pre-training and were never trained for sentence similarity.",
-        "",
-        "## Data",
-        "",
-        "| data set | split | pairs | subsets (pairs) |",
-        "|---|---|---|---|",
     ]
 
 
