@@ -113,7 +113,7 @@ def render_exact(exact: dict[str, TransferRun], default: dict[str, TransferRun])
     rows = [(model, task, t) for model, run in exact.items() for task, t in run.tasks.items()]
     if not rows:
         n = len(next(iter(default.values())).tasks) if default else 0
-        return lines + [f"Not run yet on this machine: about 10^4 SAGA fits per task and outer split of "
+        return lines + [f"Not run yet on this machine: about 10^3 SAGA fits per outer split and 10^4 per task for "
                         f"all-MiniLM-L6-v2 (98 subsets x 10 folds x 10 outer splits; {n} tasks on the default "
                         "protocol above). `layerwise results run transfer --option exact_tasks='[\"cr\", "
                         "\"trec\"]'` computes it, resumably.", ""]
