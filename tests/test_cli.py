@@ -37,7 +37,7 @@ def test_search_end_to_end_on_tiny_model(tiny_bert, env, capsys):
     assert result["cache"]["computed"] > 0 and again["cache"] == {**result["cache"], "stored": result["cache"]["distinct"], "computed": 0}
     md = next(out.glob("*.md")).read_text()
     assert "aggregation: `all`" in md and "Chosen subsets" in md
-    assert result["lc_mlp"] == "trained pooler head" and "lc_mlp" in result["lc"]["summary"]["spearman"]
+    assert result["lc_mlp"] == "pooler head from pre-training (in the checkpoint)" and "lc_mlp" in result["lc"]["summary"]["spearman"]
     assert "LC + MLP" in md
     # another split, max length or data folder is another file: nothing is overwritten
     assert main(args[:-1] + ["--split", "test", "-q"]) == 0
@@ -164,7 +164,7 @@ def test_transfer_end_to_end_and_resume(tiny_bert, env, capsys):
     assert cr["n_examples"] == 60 and summary["tasks"]["mrpc"]["n_examples"] == 90
     # the tiny BERT's checkpoint holds pooler weights, so LC + MLP runs (random weights, but stored ones)
     assert set(cr["result"]["summary"]) == {"cls", "last", "last_four", "random", "lc", "lc_mlp"}
-    assert cr["head"] == "trained pooler head"
+    assert cr["head"] == "pooler head from pre-training (in the checkpoint)"
     assert summary["protocol"]["classifier"]["C"] == 10 and "regularization parameter 10" in summary["protocol"]["classifier"]["note"]
     assert len(cr["result"]["splits"]) == 3 and cr["result"]["splits"][0]["seed"] == 0
     md = (out / "transfer-tiny-bert.md").read_text()

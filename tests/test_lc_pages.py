@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from layerwise.benchmarks import PageContext, ResultsStore
@@ -63,7 +64,8 @@ def test_lc_sts_page_resumes_and_any_setting_change_computes_afresh(tiny_bert, h
 
     data = write_stsb(home / "data", n_pairs=24)
     store = ResultsStore(home / "store")
-    base = {"models": [str(tiny_bert)], "datasets": ["stsb"], "settings": {"n_splits": 2, "dev_size": 10}}
+    base = {"models": [str(tiny_bert)], "datasets": ["stsb"], "combined_splits": [],
+            "settings": {"n_splits": 2, "dev_size": 10, "bootstrap": 50}}
     page = get_page("lc-sts")
 
     def run(data_dir=data, **options):
@@ -76,7 +78,8 @@ def test_lc_sts_page_resumes_and_any_setting_change_computes_afresh(tiny_bert, h
     assert run() == first  # same key: reused, not recomputed (the payload, times included, is unchanged)
     changes = [dict(settings={**base["settings"], "seed": 1}), dict(settings={**base["settings"], "dev_size": 12}),
                dict(settings={**base["settings"], "n_splits": 3}), dict(settings={**base["settings"], "max_layers": 2}),
-               dict(settings={**base["settings"], "head": False}), dict(max_length=8), dict(dtype="bfloat16")]
+               dict(settings={**base["settings"], "head": False}), dict(settings={**base["settings"], "bootstrap": 0}),
+               dict(settings={**base["settings"], "max_pooling": False}), dict(max_length=8), dict(dtype="bfloat16")]
     seen = dict(first)
     for change in changes:
         got = run(**change)
@@ -86,6 +89,38 @@ def test_lc_sts_page_resumes_and_any_setting_change_computes_afresh(tiny_bert, h
     assert len(run(data_dir=other)) == len(seen) + 1
     page.render(PageContext(store=store, output=home / "out", options=base))
     assert "stsb" in (home / "out" / "lc-sts.md").read_text().lower()
+
+
+def test_lc_sts_combined_splits_rows_and_significance_column(tiny_bert, home):
+    """The paper's protocol over every split combined is a row of its own (its own part and plot) beside the
+    test-split row, and every row's LC − last says whether it is significant by the named test."""
+    from conftest import write_stsb
+    from layerwise.benchmarks.lc.run import STSRun
+    from layerwise.evaluation.significance import BOOTSTRAP_TEST
+
+    data = write_stsb(home / "data", n_pairs=24)
+    store = ResultsStore(home / "store")
+    options = {"models": [str(tiny_bert)], "datasets": ["stsb"], "combined_splits": ["stsb"],
+               "settings": {"n_splits": 2, "dev_size": 10, "bootstrap": 40}}
+    ctx = PageContext(store=store, output=home / "out", data_dir=str(data), options=options)
+    page = get_page("lc-sts")
+    page.run(ctx)
+    parts = {p.name: STSRun.from_dict(p.payload) for p in store.parts("lc-sts")}
+    assert sorted(parts) == [f"{tiny_bert.name}-stsb-all", f"{tiny_bert.name}-stsb-allsplits-all"]
+    test_row, all_row = parts[f"{tiny_bert.name}-stsb-all"], parts[f"{tiny_bert.name}-stsb-allsplits-all"]
+    assert (test_row.data.split, test_row.data.n_pairs) == ("test", 24)
+    assert (all_row.data.split, all_row.data.n_pairs) == ("all", 72)
+    assert "every split" in all_row.protocol["name"]
+    for row in parts.values():
+        assert set(row.lc.significance) >= {"lc", "lc_max", "first0_last"} and "lc_max" in row.lc.summary()
+        lc = row.lc.significance["lc"]
+        assert lc["test"] == BOOTSTRAP_TEST and lc["n_resamples"] == 40 and 0 < lc["p_value"] <= 1
+        diff = np.mean([s.test["lc"]["spearman"] - s.test["last"]["spearman"] for s in row.lc.splits])
+        assert lc["difference"] == pytest.approx(diff, abs=1e-9)  # the tested statistic is the column's mean
+    page.render(ctx)
+    text = (home / "out" / "lc-sts.md").read_text()
+    assert "STS-B (all splits)" in text and BOOTSTRAP_TEST in text and "p, LC vs last (p < 0.01)" in text
+    assert (home / "out" / "lc-sts" / f"{tiny_bert.name}-stsb-allsplits.png").is_file()
 
 
 def test_transfer_key_covers_every_protocol_setting_and_a_real_rerun_reuses(tiny_bert, home):
@@ -109,7 +144,7 @@ def test_transfer_key_covers_every_protocol_setting_and_a_real_rerun_reuses(tiny
     ident, enc = first.model, {"max_length": 256, "dtype": "float32"}
     base = task_key(ident, enc, "abc", "cr", config.protocol, True)
     other_values = {"n_outer": 3, "n_inner": 3, "max_layers": 2, "shortlist": None, "seed": 1, "ridge_alpha": 1.0,
-                    "screen_dim": 4}
+                    "screen_dim": 4, "inner": "kfold", "bootstrap": 100}
     assert set(other_values) == {f.name for f in fields(TransferProtocol)}
     keys = [task_key(ident, enc, "abc", "cr", replace(config.protocol, **{k: v}), True) for k, v in other_values.items()]
     keys += [task_key(ident, {**enc, "max_length": 8}, "abc", "cr", config.protocol, True),
@@ -162,7 +197,10 @@ def test_committed_parts_load_as_typed_results_and_round_trip():
     store = ResultsStore(RESULTS / "state")
     row = store.parts("lc-sts")[0].payload
     run = STSRun.from_dict(row)
-    assert run.lc.summary("spearman") == row["lc"]["summary"]["spearman"]
+    for method, s in run.lc.summary("spearman").items():  # the summary is recomputed: means as stored, sample std
+        vals = [split.test[method]["spearman"] for split in run.lc.splits]
+        assert s == pytest.approx({"mean": row["lc"]["summary"]["spearman"][method]["mean"],
+                                   "std": np.std(vals, ddof=1)})
     assert STSRun.from_dict(run.to_dict()).to_dict() == run.to_dict()
     with pytest.raises(ValueError, match="schema 7"):
         STSRun.from_dict({**row, "schema": 7})
@@ -182,7 +220,8 @@ def test_committed_parts_load_as_typed_results_and_round_trip():
     assert set(runs) == {"all-MiniLM-L6-v2", "all-mpnet-base-v2"}
     mini = runs["all-MiniLM-L6-v2"]
     assert TransferRun.from_dict(mini.to_dict()).to_dict() == mini.to_dict()
-    assert all(t.migrated_from and t.runs for t in mini.tasks.values())  # provenance and history kept
+    # provenance and history kept: a converted part says where it came from, a computed one when and how it ran
+    assert all(t.runs and (t.migrated_from or t.environment.get("date")) for t in mini.tasks.values())
 
 
 @pytest.mark.slow
@@ -250,3 +289,34 @@ def test_shortcut_check_resumes_per_split_and_compares_with_exhaustive(tiny_bert
     assert [r["splits"] for r in store.parts("transfer")[0].runs] == [[0, 1], [1, 2]]
     for s in two.splits:  # the exhaustive choice has the best inner SAGA accuracy of all the choices
         assert s.inner_saga["7"] == max(s.inner_saga.values())
+
+
+def test_transfer_exact_protocol_is_a_part_of_its_own_and_a_section_of_the_page(tiny_bert, home):
+    from dataclasses import replace
+
+    from conftest import write_senteval
+    from layerwise.benchmarks.lc.transfer_pages import render_transfer_page
+    from layerwise.benchmarks.lc.transfer_run import TransferRunConfig, run_transfer_tasks
+    from layerwise.benchmarks.page_parts import prune_superseded
+    from layerwise.methods.lc.transfer import TransferProtocol
+    from layerwise.reports import environment
+
+    data = write_senteval(home / "data", n=40)
+    store = ResultsStore(home / "store")
+    base = TransferRunConfig(model=str(tiny_bert), tasks=("cr",), n_jobs=1, data_dir=str(data),
+                             protocol=TransferProtocol(n_outer=2, n_inner=2))
+    exact = TransferProtocol(n_outer=2, n_inner=3, inner="kfold", shortlist=None)
+    run_transfer_tasks(base, store)
+    run = run_transfer_tasks(replace(base, protocol=exact), store)
+    assert "3-fold inner cross-validation" in run.protocol["name"]
+    assert sorted(p.name for p in store.parts("transfer")) == [f"{tiny_bert.name}-cr", f"{tiny_bert.name}-cr-exact"]
+    assert prune_superseded(store, "transfer", dry_run=True) == []  # neither supersedes the other
+
+    def by(protocol):
+        return lambda part: part.key["protocol"] == protocol.to_dict()
+
+    text, _ = render_transfer_page(store, {}, environment(["test"]), by(base.protocol), by(exact))
+    section = text.split("## The paper's exact protocol", 1)[1]
+    assert "| screen agrees |" in section and f"| {tiny_bert.name} | CR | 2 of 2 | 3 |" in section
+    empty, _ = render_transfer_page(store, {}, environment(["test"]), by(base.protocol), lambda part: False)
+    assert "Not run yet on this machine" in empty

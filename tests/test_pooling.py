@@ -92,3 +92,18 @@ def test_results_json_is_strict_and_readable(tmp_path):
     umask = os.umask(0)
     os.umask(umask)
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o666 & ~umask  # not mkstemp's private 0600
+
+
+def test_max_pooling_of_a_subset_is_the_elementwise_max_of_the_states_means():
+    from layerwise.pooling import layer_max
+
+    rng = np.random.default_rng(3)
+    stack = LayerStack(mean=rng.normal(size=(5, 4, 3)).astype(np.float32), cls=np.zeros((5, 4, 3), np.float32))
+    got = layer_max(stack, (0, 2, 3))
+    for i in range(5):  # slow twin: per sentence and dimension, the largest of the chosen states' values
+        for j in range(3):
+            assert got[i, j] == max(stack.mean[i, l, j] for l in (0, 2, 3))
+    assert np.array_equal(layer_max(stack, (2,)), layer_mean(stack, (2,)))  # one state: its mean vector
+    assert np.array_equal(Pooling("m", "max", (0, 2, 3))(stack), got)
+    with pytest.raises(ValueError):
+        layer_max(stack, (7,))

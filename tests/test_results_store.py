@@ -94,3 +94,52 @@ def test_redo_is_refused_outside_run(tmp_path, capsys):
 
     assert main(["results", "render", "tmft", "--redo", "x", "--store", str(tmp_path)]) == EXIT_USAGE
     assert "--redo goes with `run` only" in capsys.readouterr().err
+
+
+def _run(started: str) -> list[dict]:
+    return [{"started": started, "command": "test"}]
+
+
+def test_prune_moves_superseded_parts_aside_and_they_can_be_restored(tmp_path):
+    import os
+
+    from layerwise.benchmarks.page_parts import SUPERSEDED, latest_by_name, prune_superseded
+
+    store = ResultsStore(tmp_path)
+    old = store.save(Part("page", "a", _key(), {"v": 1}, runs=_run("2026-01-01 00:00:00 UTC")))
+    new = store.save(Part("page", "a", _key(max_length=8), {"v": 2}, runs=_run("2026-02-01 00:00:00 UTC")))
+    alone = store.save(Part("page", "b", _key(), {"v": 3}, runs=_run("2025-01-01 00:00:00 UTC")))
+    before = {n: p.payload for n, p in latest_by_name(store.parts("page")).items()}
+    assert prune_superseded(store, "page", dry_run=True) == [old.parent / SUPERSEDED / old.name]
+    assert old.is_file()  # a dry run moves nothing
+    moved = prune_superseded(store, "page")
+    assert moved == [old.parent / SUPERSEDED / old.name] and moved[0].is_file() and not old.exists()
+    assert new.is_file() and alone.is_file()
+    assert {n: p.payload for n, p in latest_by_name(store.parts("page")).items()} == before  # the page is unchanged
+    assert len(store.parts("page")) == 2 and prune_superseded(store, "page") == []  # nothing left to prune
+    os.replace(moved[0], old)  # recoverable: moving the file back restores the part
+    assert store.load("page", "a", _key()).payload == {"v": 1}
+
+
+def test_results_prune_command_and_every_rendered_page_ends_with_the_conventions(tmp_path, capsys):
+    from layerwise.benchmarks.registry import FOOTER
+    from layerwise.cli import main
+
+    store = ResultsStore(tmp_path / "store")
+    store.save(Part("layer-attention", "x", _key(), {}, runs=_run("2026-01-01 00:00:00 UTC")))
+    store.save(Part("layer-attention", "x", _key(dtype="bfloat16"), {}, runs=_run("2026-01-02 00:00:00 UTC")))
+    assert main(["results", "prune", "layer-attention", "--store", str(tmp_path / "store")]) == 0
+    assert "moved 1 superseded part(s)" in capsys.readouterr().out
+    assert len(list((tmp_path / "store" / "layer-attention" / "superseded").glob("*.json"))) == 1
+    from layerwise.benchmarks.registry import PageContext, ResultsPage, render_page
+
+    def render(ctx):
+        return [ctx.output / "p.md", ctx.output / "p.json"]
+
+    (tmp_path / "p.md").write_text("# page\n\n| a | 1 |\n")
+    (tmp_path / "p.json").write_text("{}")
+    page = ResultsPage("p", "lc", "t", (), (), {}, {}, run=lambda ctx: None, render=render)
+    render_page(page, PageContext(store=store, output=tmp_path))
+    text = (tmp_path / "p.md").read_text()
+    assert text.startswith("# page\n\n| a | 1 |\n\n---") and text.endswith("\n".join(FOOTER) + "\n")
+    assert "ddof = 1" in text and (tmp_path / "p.json").read_text() == "{}"  # only markdown gets the footer

@@ -24,6 +24,7 @@ from layerwise.methods.lc.transfer import (
     pair_features,
     relative_error_reduction,
     run_transfer,
+    screen_agreement,
 )
 from layerwise.pooling import head_pooling
 
@@ -246,3 +247,76 @@ def test_a_reused_screen_equals_fresh_screens_on_each_part(pair):
     assert reused._full  # the full-data sums were kept and used
     small = RidgeScreen(data, alpha=0.05, cache_bytes=0)
     assert not small._full
+
+
+def test_inner_kfold_puts_every_row_in_one_dev_fold_stratified_and_seeded():
+    from layerwise.evaluation.classification import inner_kfold
+
+    labels = np.arange(60) % 3
+    folds = inner_kfold(labels, n_splits=10, seed=1)
+    dev = np.concatenate([d for _, d in folds])
+    assert len(folds) == 10 and sorted(dev.tolist()) == list(range(60))  # a partition of the rows
+    for tr, d in folds:
+        assert len(np.intersect1d(tr, d)) == 0 and len(tr) + len(d) == 60
+        assert np.bincount(labels[d]).tolist() == [2, 2, 2]  # stratified
+    assert all((a[1] == b[1]).all() for a, b in zip(folds, inner_kfold(labels, n_splits=10, seed=1)))
+    assert not all((a[1] == b[1]).all() for a, b in zip(folds, inner_kfold(labels, n_splits=10, seed=2)))
+    with pytest.raises(ValueError, match="2 <= folds"):
+        inner_kfold(labels, n_splits=1)
+    with pytest.raises(ValueError, match="unknown inner splits"):
+        TransferProtocol(inner="loo")
+
+
+def test_exact_protocol_chooses_by_kfold_exhaustive_saga_and_reports_the_screens_agreement():
+    """The paper's protocol (k-fold inner cross-validation, SAGA over every allowed subset) against a plain loop of
+    scikit-learn's StratifiedKFold and LogisticRegression; the screen's agreement counted by hand."""
+    from sklearn.model_selection import StratifiedKFold
+
+    data = _task(n=90, k=3)
+    exact = TransferProtocol(n_outer=2, n_inner=3, seed=1, shortlist=None, inner="kfold")
+    assert exact.to_dict()["inner"] == "kfold" and "inner" not in TransferProtocol().to_dict()  # old keys unchanged
+    result = run_transfer(data, exact, task="toy")
+    agree, gaps = 0, []
+    for k, ((td, _), split) in enumerate(zip(outer_splits(data.labels, n_splits=2, seed=1), result.splits)):
+        y = data.labels[td]
+        folds = StratifiedKFold(n_splits=3, shuffle=True, random_state=1 + k).split(np.zeros(len(td)), y)
+        folds = list(folds)
+        want = {}
+        for s in result.subsets:  # slow twin: every subset, every fold, the paper's classifier
+            x = data.first.mean[td][:, list(s)].mean(1)
+            want[s] = 100 * np.mean([LogisticRegression(random_state=1 + k, **CLASSIFIER).fit(x[tr], y[tr])
+                                     .score(x[dev], y[dev]) for tr, dev in folds])
+        assert len(split.shortlist) == len(result.subsets)
+        assert want[tuple(split.layers)] == pytest.approx(max(want.values()), abs=1e-9)
+        ridge = result.subsets[int(np.argmax(split.screen))]
+        agree += ridge == tuple(split.layers)
+        gaps.append(want[tuple(split.layers)] - want[ridge])
+    assert screen_agreement(result) == {"splits": 2, "agree": agree, "saga_gap": pytest.approx(np.mean(gaps))}
+    assert screen_agreement(run_transfer(data, TransferProtocol(n_outer=1, n_inner=2), task="toy")) is None
+
+
+def test_transfer_keeps_per_example_correctness_and_tests_lc_against_each_baseline():
+    from layerwise.methods.lc.transfer import subset_correct
+    from layerwise.methods.lc.transfer_significance import pack_correct, unpack_correct
+
+    bits = np.random.default_rng(0).random(13) < 0.5
+    assert (unpack_correct(pack_correct(bits), 13) == bits).all()
+    with pytest.raises(ValueError, match="does not hold"):
+        unpack_correct(pack_correct(bits), 17)
+    data = _task(n=120, k=3)
+    protocol = TransferProtocol(n_outer=3, n_inner=2, seed=4, bootstrap=60)
+    assert protocol.to_dict()["bootstrap"] == 60 and "bootstrap" not in TransferProtocol().to_dict()
+    result = run_transfer(data, protocol, task="toy")
+    outer = outer_splits(data.labels, n_splits=3, seed=4)
+    td, te = outer[0]
+    split = result.splits[0]
+    want = subset_correct(data, td, te, split.layers, seed=split.seed)  # the stored bits are LC's predictions
+    assert (unpack_correct(split.correct["lc"], len(te)) == want).all()
+    summary = result.summary()
+    assert set(result.significance) == {"cls", "last", "last_four", "random"}
+    for b, test in result.significance.items():
+        assert test["difference"] == pytest.approx(summary["lc"]["mean"] - summary[b]["mean"], abs=1e-9)
+        assert test["n_resamples"] == 60 and test["metric"] == "accuracy" and 0 < test["p_value"] <= 1
+    again = TransferResult.from_dict(result.to_dict())  # kept through the results file
+    assert again.significance == result.significance and again.splits[0].correct == split.correct
+    assert run_transfer(data, TransferProtocol(n_outer=2, n_inner=2), task="toy").significance == {}

@@ -19,6 +19,7 @@ __all__ = [
     "baseline_poolings",
     "cls_pooling",
     "head_pooling",
+    "layer_max",
     "layer_mean",
     "named_selections",
     "pooler_output",
@@ -52,6 +53,17 @@ def layer_mean(stack: LayerStack, layers, *, kind: str = "mean") -> np.ndarray:
     idx = list(validate_layers(layers, stack.n_states))
     src = _source(stack, kind)
     return src[:, idx, :].mean(axis=1)
+
+
+def layer_max(stack: LayerStack, layers) -> np.ndarray:
+    """Max pooling of a subset: the elementwise maximum over the chosen hidden states' token-mean vectors: (n, d).
+
+    BERT-LC offers max pooling beside averaging the chosen layers; the layer stack keeps one token-mean vector per
+    hidden state (no token vectors), so the maximum is taken across the chosen states, per dimension. A one-state
+    subset gives that state's mean vector, as :func:`layer_mean` does.
+    """
+    idx = list(validate_layers(layers, stack.n_states))
+    return stack.mean[:, idx, :].max(axis=1)
 
 
 def head_pooling(stack: LayerStack, layers, weight: np.ndarray, bias: np.ndarray, *, kind: str = "mean") -> np.ndarray:
@@ -132,7 +144,8 @@ class Pooling:
     """A named pooling of a layer stack, serialisable into results files.
 
     kind: ``"mean"`` (mean of the layers' token means), ``"cls"`` (mean of the layers' CLS vectors),
-    ``"pooler"`` (the model's pooler output; ``layers`` unused).
+    ``"max"`` (elementwise max over the layers' token means, :func:`layer_max`), ``"pooler"`` (the model's
+    pooler output; ``layers`` unused).
     """
 
     name: str
@@ -142,6 +155,8 @@ class Pooling:
     def __call__(self, stack: LayerStack) -> np.ndarray:
         if self.kind == "pooler":
             return pooler_output(stack)
+        if self.kind == "max":
+            return layer_max(stack, self.layers)
         return layer_mean(stack, self.layers, kind=self.kind)
 
     def to_dict(self) -> dict:

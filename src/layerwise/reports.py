@@ -18,7 +18,7 @@ import numpy as np
 from layerwise._version import __version__
 
 __all__ = ["command_line", "environment", "fmt", "fmt_git", "git_state", "plot_lines", "plot_per_layer", "run_section",
-           "save_figure", "source_revision", "write_bytes", "write_json", "write_text"]
+           "sample_std", "save_figure", "source_revision", "write_bytes", "write_json", "write_text"]
 
 
 def environment(command: list[str] | None = None) -> dict:
@@ -194,6 +194,14 @@ def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     path = Path(path)
     _atomic_write(path, data)
     return path
+
+
+def sample_std(values) -> float | None:
+    """The spread every results page prints: the sample standard deviation (ddof 1) of the finite ``values``;
+    ``None`` (no spread) for fewer than two."""
+    v = np.asarray(values, dtype=np.float64)
+    v = v[np.isfinite(v)]
+    return float(v.std(ddof=1)) if len(v) > 1 else None
 
 
 def fmt(mean: float, std: float | None = None) -> str:

@@ -14,13 +14,13 @@ import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from layerwise.benchmarks.store import Part
+from layerwise.benchmarks.store import Part, ResultsStore
 from layerwise.data.checksum import content_checksum
 from layerwise.reports import environment, save_figure
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["RunTimer", "latest_by_name", "provenance_lines", "run_record", "run_time_row", "run_time_table",
+__all__ = ["SUPERSEDED", "RunTimer", "latest_by_name", "provenance_lines", "prune_superseded", "run_record", "run_time_row", "run_time_table",
            "save_png", "sts_checksum"]
 
 
@@ -94,6 +94,33 @@ def latest_by_name(parts: Iterable[Part]) -> dict[str, Part]:
                         _started(part)[0])
         out[part.name] = part
     return out
+
+
+#: The folder, under a page's store folder, that superseded parts are moved to (``parts`` does not read it).
+SUPERSEDED = "superseded"
+
+
+def prune_superseded(store: ResultsStore, page: str, *, dry_run: bool = False) -> list[Path]:
+    """Move every part of ``page`` that a newer part of the same name supersedes (the one :func:`latest_by_name`
+    does not keep) into ``<store>/<page>/superseded/``; nothing is deleted, and moving a file back restores it.
+    Returns the files' new paths (where they would go, with ``dry_run``)."""
+    parts = store.parts(page)
+    kept = {id(p) for p in latest_by_name(parts).values()}
+    moved = []
+    for part in parts:
+        if id(part) in kept:
+            continue
+        source = store.path(page, part.name, part.key)
+        target = source.parent / SUPERSEDED / source.name
+        if target.exists():
+            raise FileExistsError(f"{target} exists already; move it away before pruning {page} again")
+        if not dry_run:
+            target.parent.mkdir(exist_ok=True)
+            os.replace(source, target)
+        moved.append(target)
+    logger.info("%s: %d superseded part(s) %s %s", page, len(moved), "would move to" if dry_run else "moved to",
+                store.root / page / SUPERSEDED)
+    return moved
 
 
 def provenance_lines(parts: Iterable[Part]) -> list[str]:

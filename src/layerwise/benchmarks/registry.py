@@ -14,8 +14,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from layerwise.benchmarks.store import ResultsStore
+from layerwise.reports import write_text
 
-__all__ = ["PAGES", "PageContext", "ResultsPage", "register"]
+__all__ = ["FOOTER", "PAGES", "PageContext", "ResultsPage", "register", "render_page"]
+
+#: The conventions every results page shares, stated once at the foot of each page by :func:`render_page`.
+FOOTER = (
+    "---",
+    "",
+    "*Conventions of every results page.* A spread written ± is the sample standard deviation (ddof = 1) of the "
+    "runs the table names (seeds, dev/test splits or outer folds); a single run has no spread. Where a page tests "
+    "a difference, it names the test and the level beside the table.",
+)
 
 
 @dataclass(frozen=True)
@@ -43,6 +53,16 @@ class ResultsPage:
 
 
 PAGES: dict[str, ResultsPage] = {}
+
+
+def render_page(page: ResultsPage, ctx: PageContext) -> list[Path]:
+    """``page.render(ctx)``, then the shared :data:`FOOTER` appended to each markdown page it wrote."""
+    paths = page.render(ctx)
+    for path in paths:
+        if Path(path).suffix == ".md":
+            text = Path(path).read_text(encoding="utf-8").rstrip("\n")
+            write_text(path, text + "\n\n" + "\n".join(FOOTER) + "\n")
+    return paths
 
 
 def register(page: ResultsPage) -> ResultsPage:

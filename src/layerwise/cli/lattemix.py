@@ -185,12 +185,12 @@ def _score_pairs(est, pairs: dict, scores: dict, baseline: dict) -> None:
 
 
 def _print_table(args, layer, trained_on: str, labels: list[str], rows: dict) -> None:
-    from layerwise.reports import fmt
+    from layerwise.reports import fmt, sample_std
 
     print(f"model {args.model} | hidden state {layer} | trained on {trained_on} | "
           f"Spearman x100, mean ± std over {len(args.seeds)} seed(s)")
     print(f"  {'method':34s} " + " ".join(f"{label:>16s}" for label in labels))
     for method, per in rows.items():
-        cells = [fmt(float(np.mean(per[label])), float(np.std(per[label])) if len(per[label]) > 1 else None)
+        cells = [fmt(float(np.mean(per[label])), sample_std(per[label]))
                  for label in labels]
         print(f"  {method:34s} " + " ".join(f"{c:>16s}" for c in cells))

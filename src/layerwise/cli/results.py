@@ -1,4 +1,4 @@
-"""``layerwise results list | run NAME | render NAME``: the results pages of docs/results, declared in the library."""
+"""``layerwise results list | run NAME | render NAME | prune NAME``: the results pages of docs/results, declared in the library."""
 
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ __all__ = ["add_parsers"]
 
 def add_parsers(sub) -> None:
     p = sub.add_parser("results", help="results pages: list them, run what their store lacks, render them")
-    p.add_argument("action", choices=["list", "run", "render"],
+    p.add_argument("action", choices=["list", "run", "render", "prune"],
                    help="list: the declared pages; run: compute the missing parts, then render; render: write the "
-                        "page from the store only")
+                        "page from the store only; prune: move the parts a newer part of the same name supersedes "
+                        "to <store>/<page>/superseded/ (nothing is deleted)")
     p.add_argument("name", nargs="?", default=None, help="page name (see `layerwise results list`)")
-    p.add_argument("--all", action="store_true", help="render: every page (nothing is computed)")
+    p.add_argument("--all", action="store_true", help="render or prune: every page (nothing is computed)")
     p.add_argument("--data-dir", default=None, help="data folder (default: $LAYERWISE_DATA)")
     p.add_argument("--store", default="docs/results/state", help="results store folder (default: docs/results/state)")
     p.add_argument("--output", default="docs/results", help="folder the page is written to (default: docs/results)")
@@ -45,6 +46,8 @@ def parse_options(pairs: list[str]) -> dict:
 def run(args, command) -> int:
     from layerwise.benchmarks import PageContext, ResultsStore
     from layerwise.benchmarks.catalog import all_pages, get_page
+    from layerwise.benchmarks.page_parts import prune_superseded
+    from layerwise.benchmarks.registry import render_page
 
     if args.action == "list":
         for page in all_pages():
@@ -53,17 +56,22 @@ def run(args, command) -> int:
     if args.redo and args.action != "run":
         raise ValueError("--redo goes with `run` only (render never computes); e.g. layerwise results run tmft "
                          "--redo 'throughput-*'")
-    if args.all and args.action != "render":
-        raise ValueError("--all goes with `render` only (a run of every page takes many hours); name one page to run")
+    if args.all and args.action == "run":
+        raise ValueError("--all goes with `render` or `prune` only (a run of every page takes many hours); name one page to run")
     if args.name is None and not args.all:
         raise ValueError(f"`layerwise results {args.action}` needs a page name or --all; see `layerwise results list`")
     pages = all_pages() if args.all else [get_page(args.name)]
     store = ResultsStore(args.store, redo=tuple(args.redo))
+    if args.action == "prune":
+        for page in pages:
+            moved = prune_superseded(store, page.name)
+            print(f"{page.name}: moved {len(moved)} superseded part(s) to {store.root / page.name / 'superseded'}")
+        return 0
     for page in pages:
         ctx = PageContext(store=store, output=Path(args.output), data_dir=args.data_dir,
                           command=tuple(command), options=parse_options(args.option))
         if args.action == "run":
             page.run(ctx)
-        for path in page.render(ctx):
+        for path in render_page(page, ctx):
             print(f"wrote {path}")
     return 0

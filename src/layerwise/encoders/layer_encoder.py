@@ -253,7 +253,7 @@ class LayerEncoder:
             return "absent: the model has no pooler head, LC + MLP not run"
         if not self.identity.pooler_trained:
             return "untrained: the checkpoint holds no pooler weights, LC + MLP not run"
-        return "trained pooler head"
+        return "pooler head from pre-training (in the checkpoint)"
 
     @property
     def n_states(self) -> int:

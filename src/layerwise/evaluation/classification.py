@@ -11,7 +11,8 @@ import warnings
 
 import numpy as np
 
-__all__ = ["CLASSIFIER", "fit_logreg", "inner_splits", "logreg_accuracy", "outer_splits", "parallel_map"]
+__all__ = ["CLASSIFIER", "INNER_KINDS", "fit_logreg", "inner_kfold", "inner_splits", "logreg_accuracy",
+           "logreg_correct", "outer_splits", "parallel_map"]
 
 # scikit-learn LogisticRegression arguments of the paper's classifier. C = 10 is our reading of the
 # paper's "regularization parameter 10" (scikit-learn's C is the inverse of the penalty strength).
@@ -65,6 +66,28 @@ def inner_splits(labels: np.ndarray, *, n_splits: int, dev_fraction: float = 0.1
     return [(np.sort(a), np.sort(b)) for a, b in it]
 
 
+def inner_kfold(labels: np.ndarray, *, n_splits: int, seed: int = 0):
+    """``n_splits``-fold cross-validation of positions ``0 .. len(labels)-1``, shuffled with ``seed`` and stratified
+    where every class has ``n_splits`` members (else plain folds): list of (train, dev); each position is in exactly
+    one dev fold. The BERT-LC paper's "10-fold inner cross-validation"."""
+    from sklearn.model_selection import KFold, StratifiedKFold
+
+    check_n_splits(n_splits, "inner")
+    labels = np.asarray(labels)
+    if n_splits < 2 or n_splits > len(labels):
+        raise ValueError(f"k-fold inner cross-validation needs 2 <= folds <= {len(labels)} rows, got {n_splits}")
+    counts = np.bincount(labels)
+    if counts[counts > 0].min() >= n_splits:
+        it = StratifiedKFold(n_splits=n_splits, shuffle=True, random_state=seed).split(np.zeros(len(labels)), labels)
+    else:
+        it = KFold(n_splits=n_splits, shuffle=True, random_state=seed).split(labels)
+    return [(np.sort(a), np.sort(b)) for a, b in it]
+
+
+#: The inner splits a protocol may use: seeded 82/18 shuffles (the default) or k-fold cross-validation.
+INNER_KINDS = {"shuffle": inner_splits, "kfold": inner_kfold}
+
+
 # ----------------------------------------------------------------------------------------------
 # The classifier
 
@@ -90,6 +113,12 @@ def fit_logreg(x: np.ndarray, y: np.ndarray, *, seed: int = 0, **overrides):
 def logreg_accuracy(x_train, y_train, x_test, y_test, *, seed: int = 0) -> float:
     """Test accuracy (0..1) of :func:`fit_logreg` trained on the training part."""
     return float(fit_logreg(x_train, y_train, seed=seed).score(x_test, y_test))
+
+
+def logreg_correct(x_train, y_train, x_test, y_test, *, seed: int = 0) -> np.ndarray:
+    """Whether :func:`fit_logreg` trained on the training part classifies each test example correctly: (n_test,)
+    booleans, whose mean is :func:`logreg_accuracy`."""
+    return fit_logreg(x_train, y_train, seed=seed).predict(x_test) == np.asarray(y_test)
 
 
 def parallel_map(jobs: list, n_jobs: int) -> list:

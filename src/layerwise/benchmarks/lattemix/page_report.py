@@ -8,7 +8,7 @@ import numpy as np
 
 from layerwise.benchmarks.lattemix.grid import LayerPoint, MainResult, SweepRow
 from layerwise.benchmarks.lattemix.report import METHOD_NAMES
-from layerwise.reports import fmt
+from layerwise.reports import fmt, sample_std
 
 __all__ = ["PageParts", "draw_layers", "render_markdown", "summary"]
 
@@ -44,7 +44,7 @@ def _main_section(main: MainResult) -> list[str]:
     for kind, run in main.runs.items():
         for metric, per in run.scores.items():
             key = f"{kind}/{metric}"
-            lines.append(f"| {METHOD_NAMES[key]} | " + " | ".join(fmt(float(np.mean(per[d])), float(np.std(per[d])))
+            lines.append(f"| {METHOD_NAMES[key]} | " + " | ".join(fmt(float(np.mean(per[d])), sample_std(per[d]))
                                                                 for d in sets) + f" | {avgs[key]:.2f} |")
     lines += ["", "| model | train seconds per seed | final loss | final KL |", "|---|---|---|---|"]
     for kind, run in main.runs.items():

@@ -8,7 +8,7 @@ import numpy as np
 
 from layerwise.benchmarks.lattemix.results import LatteMixResult
 from layerwise.methods.lattemix.config import LatteMixConfig
-from layerwise.reports import fmt, save_figure, write_json, write_text
+from layerwise.reports import fmt, sample_std, save_figure, write_json, write_text
 
 __all__ = ["METHOD_NAMES", "format_cell", "method_table", "render_markdown", "write_outputs"]
 
@@ -27,7 +27,7 @@ def method_table(result: LatteMixResult) -> dict[str, dict[str, tuple[float, flo
         rows[method] = {d: (v, None) for d, v in per.items()}
     for kind, run in result.runs.items():
         for metric, per in run.scores.items():
-            rows[f"{kind}/{metric}"] = {d: (float(np.mean(v)), float(np.std(v))) for d, v in per.items()}
+            rows[f"{kind}/{metric}"] = {d: (float(np.mean(v)), sample_std(v)) for d, v in per.items()}
     return rows
 
 

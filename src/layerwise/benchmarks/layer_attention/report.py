@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from layerwise.benchmarks.layer_attention.grid import GridConfig, RunResult
-from layerwise.reports import fmt
+from layerwise.reports import fmt, sample_std
 
 __all__ = ["PageRuns", "draw_figure", "render_markdown", "summary"]
 
@@ -39,7 +39,7 @@ def pooler_means(runs: list[RunResult], sets, obj, pooler) -> dict | None:
     rs = _select(runs, obj, pooler)
     if not rs:
         return None
-    return {"seeds": len(rs), "sts": {d: (float(np.mean([r.sts[d] for r in rs])), float(np.std([r.sts[d] for r in rs])))
+    return {"seeds": len(rs), "sts": {d: (float(np.mean([r.sts[d] for r in rs])), sample_std([r.sts[d] for r in rs]))
                                       for d in sets},
             "avg": float(np.mean([np.mean([r.sts[d] for d in sets]) for r in rs])),
             "steps_per_second": float(np.mean([r.steps_per_second for r in rs]))}
@@ -178,7 +178,7 @@ def draw_figure(page: PageRuns):
             rs = _select(frozen, obj, p)
             if rs:
                 per_seed = [np.mean([r.sts[d] for d in page.sets]) for r in rs]
-                names.append(p), means.append(np.mean(per_seed)), stds.append(np.std(per_seed))
+                names.append(p), means.append(np.mean(per_seed)), stds.append(sample_std(per_seed) or 0.0)
         ax.barh(np.arange(len(names)), means, xerr=stds, color=["C3" if n == "layer_attention" else "C0" for n in names])
         ax.set_yticks(np.arange(len(names)), labels=names, fontsize=8)
         ax.invert_yaxis()

@@ -9,14 +9,15 @@ import numpy as np
 from layerwise.benchmarks.lc.ablation_run import AblationResult
 from layerwise.data.senteval import display_name
 from layerwise.data.sts import sts_display_name
-from layerwise.reports import fmt, plot_lines, write_json, write_text
+from layerwise.reports import fmt, plot_lines, sample_std, write_json, write_text
 
 __all__ = ["render_ablation_markdown", "write_ablation_outputs"]
 
 
-def _ms(values) -> tuple[float, float]:
+def _ms(values) -> tuple[float, float | None]:
+    """Mean and sample std (ddof 1; None for one value) of the finite values."""
     v = np.asarray(values, dtype=float)
-    return float(np.nanmean(v)), float(np.nanstd(v))
+    return float(np.nanmean(v)), sample_std(v)
 
 
 def _label(name: str) -> str:
@@ -132,7 +133,7 @@ def write_ablation_outputs(result: AblationResult, output: str | Path, *, data_n
         for n, p in block.items():
             sizes = sorted(p.result.by_size)
             ms = [_ms(p.result.by_size[s]) for s in sizes]
-            series[_label(n)] = (sizes, [a for a, _ in ms], [b for _, b in ms])
+            series[_label(n)] = (sizes, [a for a, _ in ms], [b or 0.0 for _, b in ms])
         name = f"n_layers_{kind}"
         paths[name] = plot_lines(series, out / f"{stem}-{name}.png", title=f"{result.model.name}: best subset "
                                  f"of N hidden states chosen on dev, test score ({kind})", xlabel="N",
@@ -142,7 +143,7 @@ def write_ablation_outputs(result: AblationResult, output: str | Path, *, data_n
             layers = sorted(p.result.without)
             best = np.asarray(p.result.best)
             d = [np.asarray(p.result.without[l]) - best for l in layers]
-            series[_label(n)] = (layers, [x.mean() for x in d], [x.std() for x in d])
+            series[_label(n)] = (layers, [x.mean() for x in d], [sample_std(x) or 0.0 for x in d])
         name = f"exclude_{kind}"
         paths[name] = plot_lines(series, out / f"{stem}-{name}.png", title=f"{result.model.name}: excluding one "
                                  f"hidden state, change of the test score ({kind})", xlabel="hidden state excluded "
@@ -155,7 +156,7 @@ def write_ablation_outputs(result: AblationResult, output: str | Path, *, data_n
             x = [float(f) for f in fr]
             for method in ("lc", "last"):
                 ms = [_ms(getattr(p.result.cells[f], method)) for f in fr]
-                series[f"{_label(n)} {'LC' if method == 'lc' else 'last-layer mean'}"] = (x, [a for a, _ in ms], [b for _, b in ms])
+                series[f"{_label(n)} {'LC' if method == 'lc' else 'last-layer mean'}"] = (x, [a for a, _ in ms], [b or 0.0 for _, b in ms])
         paths["limited"] = plot_lines(series, out / f"{stem}-limited.png", title=f"{result.model.name}: limited "
                                       "training data, test accuracy", xlabel="fraction of the train-dev part kept",
                                       ylabel="test accuracy x100", log2_x=True,

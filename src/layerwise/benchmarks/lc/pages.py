@@ -2,8 +2,10 @@
 
 ``run`` computes the parts the store lacks (through the same code as ``layerwise search``/``transfer``/``ablate``,
 so their keys are the same); ``render`` writes the page from the store alone. Page switches (``ctx.options``):
-``models`` (lc-sts, ablations), ``datasets``, ``settings``, ``max_length``, ``dtype`` (lc-sts), ``skip_mpnet`` and
-``skip_check`` (transfer), ``jobs``.
+``models`` (lc-sts, ablations), ``datasets``, ``combined_splits`` (lc-sts: the data sets also run over all
+their splits combined), ``settings``, ``max_length``, ``dtype`` (lc-sts), ``skip_mpnet`` and
+``skip_check``, ``tasks`` (transfer: run only these of the plan's tasks), ``exact_tasks`` (transfer: tasks also run with the paper's exact protocol, 10-fold inner CV and
+exhaustive SAGA, on all-MiniLM-L6-v2), ``jobs``.
 """
 
 from __future__ import annotations
@@ -33,8 +35,15 @@ logger = logging.getLogger(__name__)
 __all__ = ["LC_STS", "SEARCH_SETTINGS", "sts_part_key", "ABLATIONS", "TRANSFER"]
 
 MODELS = ("all-MiniLM-L6-v2", "all-mpnet-base-v2")
-SEARCH_SETTINGS = {"n_splits": 5, "dev_size": 350, "seed": 0, "max_layers": None, "head": True}
+SEARCH_SETTINGS = {"n_splits": 5, "dev_size": 350, "seed": 0, "max_layers": None, "head": True, "bootstrap": 2000,
+                   "max_pooling": True}
+#: Data sets also run with the paper's protocol over every split combined ("we first combine all of its data
+#: subsets, shuffle it"): STS-B train+dev+test, SICK-R train+trial+test; the default rows use the test split.
+COMBINED_SPLITS = ("stsb", "sickr")
+#: The paper's exact transfer protocol: 10-fold inner cross-validation, SAGA over every allowed subset.
+EXACT_TRANSFER = TransferProtocol(inner="kfold", shortlist=None)
 TRANSFER_PLAN = (("all-MiniLM-L6-v2", DEFAULT_TASKS, None), ("all-mpnet-base-v2", ("cr", "trec", "subj"), 128))
+TRANSFER_BOOTSTRAP = 2000  # resamples of the paired bootstrap of LC against each baseline
 ABLATION_STS = ("stsb", "sickr", "sts12", "sts13", "sts14", "sts15", "sts16")
 
 
@@ -60,31 +69,35 @@ def _lc_sts_run(ctx: PageContext) -> None:
     _check_options("lc-sts", ctx)
     settings, enc = _sts_settings(ctx)
     datasets = ctx.options.get("datasets") or [d for d in sts_page.ROW_ORDER if d in available_sts(ctx.data_dir)]
+    combined = ctx.options.get("combined_splits", list(COMBINED_SPLITS))
     for model in ctx.options.get("models") or MODELS:
         identity = LayerEncoder(model, **enc).identity
-        for dataset in datasets:
-            data = load_sts(dataset, data_dir=ctx.data_dir)
+        for dataset, split in [(d, s) for d in datasets for s in (None, "all") if s is None or d in combined]:
+            data = load_sts(dataset, data_dir=ctx.data_dir, split=split)
             info = {"name": data.name, "split": data.split, "checksum": content_checksum(data)}
             for aggregation in sts_page.aggregations_for(dataset):
                 key = sts_part_key(identity, enc, info, aggregation, settings)
-                name = f"{Path(model).name}-{dataset}-{aggregation}"
-                if ctx.store.load("lc-sts", name, key) is None:
-                    _lc_sts_row(ctx, (model, dataset, aggregation), settings, enc, key)
+                if ctx.store.load("lc-sts", sts_part_name(model, dataset, split, aggregation), key) is None:
+                    _lc_sts_row(ctx, (model, dataset, split, aggregation), settings, enc, key)
 
 
-def _lc_sts_row(ctx: PageContext, which: tuple[str, str, str], settings: dict, enc: dict, key: dict) -> None:
-    model, dataset, aggregation = which
+def sts_part_name(model: str, dataset: str, split: str | None, aggregation: str) -> str:
+    """An lc-sts part's name: model, data set (``-allsplits`` for the combined-splits protocol), aggregation."""
+    return f"{Path(model).name}-{dataset}{'-allsplits' if split == 'all' else ''}-{aggregation}"
+
+
+def _lc_sts_row(ctx: PageContext, which: tuple, settings: dict, enc: dict, key: dict) -> None:
+    model, dataset, split, aggregation = which
     t0 = time.perf_counter()
-    config = SearchConfig(model=model, dataset=dataset, aggregation=aggregation, n_splits=settings["n_splits"],
-                          dev_size=settings["dev_size"], seed=settings["seed"], max_layers=settings["max_layers"],
-                          head=settings["head"], data_dir=ctx.data_dir, encoder_options=enc)
+    config = SearchConfig(model=model, dataset=dataset, split=split, aggregation=aggregation,
+                          data_dir=ctx.data_dir, encoder_options=enc, **settings)
     result = run_search(config)
     result.seconds["wall"] = time.perf_counter() - t0
     result.environment = environment(list(ctx.command) or None)
     row = result.to_dict()
-    row["params"] = {"model": model, "dataset": dataset, "aggregation": aggregation,
+    row["params"] = {"model": model, "dataset": dataset, "split": split or "default", "aggregation": aggregation,
                      **{k: settings[k] for k in ("n_splits", "dev_size", "seed")}}
-    name = f"{Path(model).name}-{dataset}-{aggregation}"
+    name = sts_part_name(model, dataset, split, aggregation)
     load = [round(x, 2) for x in os.getloadavg()]
     ctx.store.save(Part("lc-sts", name, key, row, True, [run_entry(row["environment"], load)]))
 
@@ -95,8 +108,8 @@ def run_entry(env: dict, load_at_save: list[float] | None = None) -> dict:
             "load_at_start": env["machine"].get("load_average_1_5_15"), "load_at_save": load_at_save}
 
 
-_OPTIONS = {"lc-sts": {"models", "datasets", "settings", "max_length", "dtype"},
-            "transfer": {"skip_mpnet", "skip_check", "jobs"}, "ablations": {"models", "jobs"}}
+_OPTIONS = {"lc-sts": {"models", "datasets", "settings", "max_length", "dtype", "combined_splits"},
+            "transfer": {"skip_mpnet", "skip_check", "jobs", "exact_tasks", "tasks"}, "ablations": {"models", "jobs"}}
 
 
 def _check_options(page: str, ctx: PageContext) -> None:
@@ -110,7 +123,7 @@ def _lc_sts_render(ctx: PageContext) -> list[Path]:
     settings, enc = _sts_settings(ctx)
     rows = [STSRun.from_dict(p.payload) for p in _current(
         [p for p in ctx.store.parts("lc-sts")
-         if p.key["protocol"] == settings and all(p.key[k] == v for k, v in enc.items())])]
+         if _same_rows(p.key["protocol"], settings) and all(p.key[k] == v for k, v in enc.items())])]
     if not rows:
         raise FileNotFoundError(f"no lc-sts parts in {ctx.store.root}; run `layerwise results run lc-sts` first")
     md = ctx.output / "lc-sts.md"
@@ -122,6 +135,16 @@ def _lc_sts_render(ctx: PageContext) -> list[Path]:
     sts_page.write_outputs(doc, paths)
     write_json(paths["json"], doc.to_dict())
     return [md, paths["json"], paths["plots"]]
+
+
+#: Settings that only add to a row (the significance test, the LC (max) column): a part computed before they existed
+#: still shows its numbers, its test cells saying "not tested"; a part computed with them is newer and wins.
+_ADDED_ONLY = ("bootstrap", "max_pooling")
+
+
+def _same_rows(stored: dict, settings: dict) -> bool:
+    return ({k: v for k, v in stored.items() if k not in _ADDED_ONLY}
+            == {k: v for k, v in settings.items() if k not in _ADDED_ONLY})
 
 
 def _current(parts: list[Part]) -> list[Part]:
@@ -139,14 +162,21 @@ def _current(parts: list[Part]) -> list[Part]:
 
 def _transfer_run(ctx: PageContext) -> None:
     _check_options("transfer", ctx)
+    only = ctx.options.get("tasks")
     for model, tasks, screen_dim in TRANSFER_PLAN:
-        if ctx.options.get("skip_mpnet") and model == "all-mpnet-base-v2":
+        tasks = tuple(t for t in tasks if only is None or t in only)
+        if (ctx.options.get("skip_mpnet") and model == "all-mpnet-base-v2") or not tasks:
             continue
-        config = TransferRunConfig(model=model, tasks=tasks, protocol=TransferProtocol(screen_dim=screen_dim),
+        protocol = TransferProtocol(screen_dim=screen_dim, bootstrap=TRANSFER_BOOTSTRAP)
+        config = TransferRunConfig(model=model, tasks=tasks, protocol=protocol,
                                    n_jobs=int(ctx.options.get("jobs", 2)), data_dir=ctx.data_dir)
         t0 = time.perf_counter()
         run = run_transfer_tasks(config, ctx.store, command=list(ctx.command) or None)
         _save_last_run(ctx.store, run, time.perf_counter() - t0)
+    for task in ctx.options.get("exact_tasks", []):  # the paper's exact protocol, heavy: only where asked
+        config = TransferRunConfig(model=TRANSFER_PLAN[0][0], tasks=(task,), protocol=EXACT_TRANSFER,
+                                   n_jobs=int(ctx.options.get("jobs", 2)), data_dir=ctx.data_dir)
+        run_transfer_tasks(config, ctx.store, command=list(ctx.command) or None)
     if not ctx.options.get("skip_check"):
         check = ShortcutCheck(n_jobs=int(ctx.options.get("jobs", 2)), data_dir=ctx.data_dir)
         run_shortcut_check(check, ctx.store, environment(list(ctx.command) or None))
@@ -169,9 +199,13 @@ def _transfer_render(ctx: PageContext) -> list[Path]:
 
     def keep(part: Part) -> bool:  # the page's settings; a folder model is kept under the default protocol
         want = protocols.get(part.key["model"]["name"], TransferProtocol().to_dict())
-        return part.key["protocol"] == want and part.key["max_length"] == 256 and part.key["dtype"] == "float32"
+        stored = {k: v for k, v in part.key["protocol"].items() if k != "bootstrap"}  # the test only adds a table
+        return stored == want and part.key["max_length"] == 256 and part.key["dtype"] == "float32"
 
-    text, doc = render_transfer_page(ctx.store, requested, environment(list(ctx.command) or None), keep)
+    def exact(part: Part) -> bool:
+        return part.key["protocol"] == EXACT_TRANSFER.to_dict()
+
+    text, doc = render_transfer_page(ctx.store, requested, environment(list(ctx.command) or None), keep, exact)
     return [write_text(ctx.output / "transfer.md", text), write_json(ctx.output / "transfer.json", doc)]
 
 

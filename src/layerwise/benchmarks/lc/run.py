@@ -98,6 +98,8 @@ class SearchConfig:
     seed: int = 0
     max_layers: int | None = None  # largest subset searched (None: see LayerSubsetSearch)
     head: bool = True  # also LC + MLP where the checkpoint has a trained pooler head
+    bootstrap: int = 0  # resamples of the paired bootstrap of LC (and the other compared columns) vs last; 0: none
+    max_pooling: bool = False  # also LC's subset with max pooling ("lc_max")
     data_dir: str | None = None  # None: $LAYERWISE_DATA (STS-B is built in)
     encoder_options: dict = field(default_factory=dict)  # LayerEncoder keywords (max_length, dtype, ...)
 
@@ -186,12 +188,15 @@ def run_search(config: SearchConfig, data: STSData | None = None, *,
                                  aggregation=c.aggregation)
     t0 = time.perf_counter()
     lc = run_bert_lc(
-        s1, s2, data.scores, LCProtocol(c.aggregation, c.n_splits, c.dev_size, c.seed, c.max_layers), groups=groups,
+        s1, s2, data.scores, LCProtocol(c.aggregation, c.n_splits, c.dev_size, c.seed, c.max_layers, c.bootstrap,
+                                        c.max_pooling), groups=groups,
         head=encoder.pooler_head()[:2] if c.head and encoder.identity.pooler_trained else None, dev_test=dev_test,
     )
     if dev_test is None:
         protocol = {
-            "name": "BERT-LC (Hosseini et al. 2023): pool all pairs, shuffle, first dev_size pairs dev, rest test",
+            "name": "BERT-LC (Hosseini et al. 2023): pool all pairs"
+                    + (" of every split of the release" if c.split == "all" else f" of the {data.split} split")
+                    + ", shuffle, first dev_size pairs dev, rest test",
             "n_splits": c.n_splits, "dev_size": c.dev_size, "seed": c.seed,
             "split_seeds": [c.seed + k for k in range(c.n_splits)], "max_layers": lc.max_layers,
             "selection_metric": f"Spearman on dev ({c.aggregation})",

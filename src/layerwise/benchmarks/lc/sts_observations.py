@@ -8,7 +8,7 @@ import numpy as np
 
 from layerwise.benchmarks.lc.run import STSRun
 
-__all__ = ["AGGREGATION_ORDER", "COLUMNS", "DISPLAY", "MULTI_SUBSET", "ROW_ORDER", "lc_minus_last", "observations",
+__all__ = ["AGGREGATION_ORDER", "COLUMNS", "combined_splits", "DISPLAY", "MULTI_SUBSET", "ROW_ORDER", "lc_minus_last", "observations",
            "row_label", "signed"]
 
 # Reporting order (the paper's): STS12-16, then STS-B and SICK-R.
@@ -27,6 +27,7 @@ COLUMNS = {
     "all": "all",
     "random": "random",
     "lc": "LC",
+    "lc_max": "LC (max)",
     "lc_mlp": "LC + MLP",
 }
 
@@ -35,9 +36,16 @@ COLUMNS = {
 # Numbers derived from the raw results
 
 
+def combined_splits(data) -> bool:
+    """Whether an STSDataInfo pooled every split of its release (STS-B says "all"; SICK-R names its three parts,
+    "SemEval-2014 train+trial+test", or "all" for the full release file)."""
+    return data.split == "all" or "train+" in data.split or data.split.startswith("all ")
+
+
 def row_label(row: STSRun) -> str:
     d = row.data.name
-    return f"{DISPLAY[d]} ({row.data.aggregation})" if d in MULTI_SUBSET else DISPLAY[d]
+    name = DISPLAY[d] + (" (all splits)" if combined_splits(row.data) else "")
+    return f"{name} ({row.data.aggregation})" if d in MULTI_SUBSET else name
 
 
 def lc_minus_last(row: STSRun) -> np.ndarray:
@@ -72,9 +80,24 @@ def observations(rows: list[STSRun]) -> list[str]:
     out.append(
         f"- A gain of at least 1 point appears on {len(big)} row(s)" + (f": {', '.join(big)}." if big else ".")
     )
+    out += _significance_observation(rows, labels)
     out += _layers_observations(rows) + _aggregation_observation(rows, means)
     out += _fixed_observations(rows, labels, means)
     return out
+
+
+def _significance_observation(rows: list[STSRun], labels: list[str], alpha: float = 0.01) -> list[str]:
+    """Which rows' LC − last the paired bootstrap finds significant (rows computed before the test are counted)."""
+    tested = [(label, r.lc.significance["lc"]) for label, r in zip(labels, rows) if "lc" in r.lc.significance]
+    untested = len(rows) - len(tested)
+    if not tested:
+        return [f"- No row of this model has the paired bootstrap test yet ({untested} computed before it)."]
+    up = [lab for lab, t in tested if t["p_value"] < alpha and t["difference"] > 0]
+    down = [lab for lab, t in tested if t["p_value"] < alpha and t["difference"] < 0]
+    return [f"- LC − last is significant at p < {alpha} (paired bootstrap over pairs) on {len(up) + len(down)} of "
+            f"{len(tested)} tested rows: LC higher on {len(up)}" + (f" ({', '.join(up)})" if up else "")
+            + f", lower on {len(down)}" + (f" ({', '.join(down)})" if down else "")
+            + (f"; {untested} row(s) were computed before the test." if untested else ".")]
 
 
 def _layers_observations(rows: list[STSRun]) -> list[str]:

@@ -21,14 +21,19 @@ from layerwise.benchmarks.lc.sts_observations import (
     DISPLAY,
     MULTI_SUBSET,
     ROW_ORDER,
+    combined_splits,
     lc_minus_last,
     observations,
     row_label,
     signed,
 )
+from layerwise.evaluation.significance import BOOTSTRAP_TEST
 from layerwise.reports import fmt, plot_per_layer, write_text
 
-__all__ = ["AGGREGATION_ORDER", "ROW_ORDER", "STSPageDoc", "aggregations_for", "render", "write_outputs",
+#: The significance level the page reports.
+ALPHA = 0.01
+
+__all__ = ["ALPHA", "AGGREGATION_ORDER", "ROW_ORDER", "STSPageDoc", "aggregations_for", "render", "write_outputs",
            "write_plots"]
 
 
@@ -55,8 +60,14 @@ def rel(path: Path, start: Path) -> str:
     return Path(os.path.relpath(path, start)).as_posix()
 
 
-def plot_path(paths: dict[str, Path], model: str, dataset: str) -> Path:
-    return paths["plots"] / f"{Path(model).name}-{dataset}.png"
+def plot_path(paths: dict[str, Path], model: str, data) -> Path:
+    """The plot of one data set (``data``: the row's STSDataInfo; the combined-splits rows get their own file)."""
+    return paths["plots"] / f"{Path(model).name}-{data.name}{'-allsplits' if combined_splits(data) else ''}.png"
+
+
+def _row_order(r: STSRun) -> tuple:
+    return (r.model.name, ROW_ORDER.index(r.data.name), combined_splits(r.data),
+            AGGREGATION_ORDER.index(r.data.aggregation))
 
 
 def aggregations_for(dataset: str) -> tuple[str, ...]:
@@ -67,8 +78,21 @@ def aggregations_for(dataset: str) -> tuple[str, ...]:
 # Markdown
 
 
+def _p_cell(row: STSRun, method: str = "lc") -> str:
+    test = row.lc.significance.get(method)
+    if test is None:
+        return "not tested"
+    return f"{test['p_value']:.4f} ({'yes' if test['p_value'] < ALPHA else 'no'})"
+
+
+def _mark(row: STSRun, method: str, cell: str) -> str:
+    """A compared column's cell, starred where its difference from the last layer is significant."""
+    test = row.lc.significance.get(method)
+    return cell + "\\*" if test is not None and test["p_value"] < ALPHA else cell
+
+
 def results_table(rows: list[STSRun]) -> list[str]:
-    head = list(COLUMNS.values()) + ["LC − last (splits LC > last)"]
+    head = list(COLUMNS.values()) + ["LC − last (splits LC > last)", f"p, LC vs last (p < {ALPHA})"]
     lines = ["| data set | " + " | ".join(head) + " |", "|---|" + "---|" * len(head)]
     for row in rows:
         summ = row.lc.summary("spearman")
@@ -79,9 +103,11 @@ def results_table(rows: list[STSRun]) -> list[str]:
                 cells.append("n/a")
                 continue
             cell = fmt(summ[method]["mean"], summ[method]["std"])
-            cells.append(f"**{cell}**" if method == best else cell)
+            cells.append(_mark(row, method, f"**{cell}**" if method == best else cell))
         diff = lc_minus_last(row)
-        cells.append(f"{signed(diff.mean(), diff.std())} ({int((diff > 0).sum())}/{len(diff)})")
+        spread = diff.std(ddof=1) if len(diff) > 1 else None
+        cells.append(f"{signed(diff.mean(), spread)} ({int((diff > 0).sum())}/{len(diff)})")
+        cells.append(_p_cell(row))
         lines.append(f"| {row_label(row)} | " + " | ".join(cells) + " |")
     return lines
 
@@ -134,8 +160,7 @@ def model_line(row: STSRun) -> str:
 
 def render(doc: STSPageDoc, paths: dict[str, Path]) -> str:
     """The page's markdown: header and protocol, data, one section per model, observations."""
-    rows = sorted(doc.rows, key=lambda r: (r.model.name, ROW_ORDER.index(r.data.name),
-                                           AGGREGATION_ORDER.index(r.data.aggregation)))
+    rows = sorted(doc.rows, key=_row_order)
     models = list(dict.fromkeys(r.model.name for r in doc.rows))
     groups = by_model(rows)
     md = _page_header(doc, rows) + _data_table(rows)
@@ -170,10 +195,11 @@ def _page_header(doc: STSPageDoc, rows: list[STSRun]) -> list[str]:
         "it is scored on the test pairs together with fixed baselines on the *same* test pairs: CLS of the last "
         "layer, the model's pooler output, and mean pooling over the hidden states last {L}, first+last {0, L}, "
         "first+last {1, L}, last four {L-3..L}, all {0..L}, and a random subset drawn with the split's seed. "
-        f"Scores are Spearman x100 of cosine similarity, mean ± std (ddof 0) over the {p['n_splits']} splits. "
+        f"Scores are Spearman x100 of cosine similarity, mean ± std over the {p['n_splits']} splits. "
         "STS12–16 are reported with three aggregations of their subsets (`all`: one Spearman over all pairs; "
         "`wmean`: size-weighted mean of per-subset Spearman; `mean`: plain mean); the subset is chosen on dev "
         "with the same aggregation. STS-B and SICK-R have one subset, so `all` only.",
+        *_protocol_notes(rows),
         "",
         "Both models are sentence-transformers fine-tunes, trained with mean pooling of the last layer for "
         "sentence similarity, unlike the raw pre-trained BERT that is the paper's main subject; the last layer "
@@ -189,16 +215,50 @@ def _page_header(doc: STSPageDoc, rows: list[STSRun]) -> list[str]:
     ]
 
 
+def _protocol_notes(rows: list[STSRun]) -> list[str]:
+    """Which pairs each row pools, what LC (max) is, and the significance test."""
+    return [
+        "",
+        "**Which pairs.** Rows named *STS-B* and *SICK-R* pool the pairs of their test split only (STS-B test, "
+        "SICK-R SemEval-2014 test), as SentEval and SimCSE report them; rows named *(all splits)* follow the "
+        "paper's wording, \"we first combine all of its data subsets, shuffle it\": every split of the release "
+        "(STS-B train + dev + test, SICK-R train + trial + test) is pooled before the same seeded dev/test splits. "
+        "STS12–16 are test-only releases, so the two readings coincide for them.",
+        "",
+        "**LC (max)** pools LC's chosen hidden states by the elementwise maximum of their token-mean vectors "
+        "instead of their average (the paper's max pooling of a subset; the subset is the one chosen for mean "
+        "pooling, so a one-state choice gives the same number as LC).",
+        "",
+        f"**Significance.** Each compared column (LC, LC (max), LC + MLP, first+last {{0,L}}) is tested against "
+        f"the last layer by a {BOOTSTRAP_TEST} test over pairs: {_resamples(rows)} resamples of the data set's "
+        "pairs with replacement (seed = the protocol's seed); every split keeps the drawn pairs of its test part, "
+        "so the statistic, the mean over the splits of the test-Spearman difference, is resampled with the "
+        "splits' overlap kept; p = (1 + #resamples whose difference is at least as far from the observed one as "
+        "the observed one is from 0) / (resamples + 1). `layerwise.evaluation.significance` holds the test. It "
+        "conditions on each split's chosen subset (the dev search is not repeated per resample): it asks whether "
+        "these LC embeddings differ from the last layer's on these test pairs, not how often the selection "
+        "itself would pick a better subset. A row computed before the test existed says *not tested*; "
+        "`layerwise results run lc-sts` recomputes it.",
+    ]
+
+
+def _resamples(rows: list[STSRun]) -> str:
+    counts = sorted({t["n_resamples"] for r in rows for t in r.lc.significance.values()})
+    return " or ".join(str(c) for c in counts) or "(no row tested)"
+
+
 def _data_table(rows: list[STSRun]) -> list[str]:
     md = []
     seen = set()
     for r in rows:
         d = r.data
-        if d.name in seen:
+        if (d.name, d.split) in seen:
             continue
-        seen.add(d.name)
+        seen.add((d.name, d.split))
         subsets = ", ".join(f"{s} {k}" for s, k in d.subsets.items())
-        md.append(f"| {DISPLAY[d.name]} | {d.split} | {d.n_pairs} | {subsets} |")
+        split = f"all splits combined ({d.split})" if combined_splits(d) and d.split != "all" else (
+            "all splits combined" if combined_splits(d) else d.split)
+        md.append(f"| {DISPLAY[d.name]} | {split} | {d.n_pairs} | {subsets} |")
     return md
 
 
@@ -214,7 +274,9 @@ def _model_section(model: str, mrows: list[STSRun], p: dict, paths: dict[str, Pa
         "",
         f"Columns are hidden-state selections with mean pooling unless named otherwise (L = {L}). "
         "LC − last is the mean ± std of the per-split difference on the same test pairs; in brackets the "
-        "number of splits where LC is higher.",
+        "number of splits where LC is higher. *p, LC vs last* is the paired bootstrap test of that mean difference "
+        f"(see the protocol); a star (\\*) on LC, LC (max), LC + MLP or first+last {{0,L}} marks a difference from "
+        f"the last layer significant at p < {ALPHA} by the same test.",
         "",
         *results_table(mrows),
         "",
@@ -243,8 +305,8 @@ def _model_section(model: str, mrows: list[STSRun], p: dict, paths: dict[str, Pa
     ]
     for r in mrows:
         if r.data.aggregation == "all":
-            png = plot_path(paths, model, r.data.name)
-            md.append(f"- [{DISPLAY[r.data.name]}]({rel(png, paths['markdown'].parent)})")
+            png = plot_path(paths, model, r.data)
+            md.append(f"- [{row_label(r)}]({rel(png, paths['markdown'].parent)})")
     return md
 
 
@@ -255,7 +317,7 @@ def write_plots(doc: STSPageDoc, paths: dict[str, Path]) -> None:
         summ = r.lc.summary("spearman")
         chosen = Counter(l for s in r.lc.splits for l in s.layers)
         plot_per_layer(
-            r.per_layer, plot_path(paths, r.model.name, r.data.name),
+            r.per_layer, plot_path(paths, r.model.name, r.data),
             title=f"{r.model.name} on {DISPLAY[r.data.name]} ({r.data.split}, "
                   f"{r.data.n_pairs} pairs)\ncircles: hidden states chosen by LC (count of "
                   f"{len(r.lc.splits)} splits); dashed: test means",

@@ -8,9 +8,13 @@ import numpy as np
 
 from layerwise.benchmarks.lc.transfer_run import TaskRun, TransferRun
 from layerwise.data.senteval import display_name
+from layerwise.evaluation.significance import BOOTSTRAP_TEST
 from layerwise.reports import fmt, write_json, write_text
 
-__all__ = ["TRANSFER_LABELS", "render_transfer_markdown", "write_transfer_outputs"]
+#: The significance level the page reports.
+ALPHA = 0.01
+
+__all__ = ["ALPHA", "TRANSFER_LABELS", "render_transfer_markdown", "write_transfer_outputs"]
 
 TRANSFER_LABELS = {
     "cls": "CLS (last layer)",
@@ -20,6 +24,15 @@ TRANSFER_LABELS = {
     "lc": "**LC**",
     "lc_mlp": "LC + MLP (pooler head)",
 }
+
+#: Head statuses as results files recorded them -> what the head is (named once, in each model's header).
+_HEAD_NAMES = {"trained pooler head": "pooler head from pre-training (in the checkpoint)"}
+
+
+def head_name(status: str) -> str:
+    """What LC + MLP's head is, from a stored status (older parts wrote "trained pooler head" for a checkpoint that
+    holds pooler weights; those weights come from pre-training, not from training for this task or similarity)."""
+    return _HEAD_NAMES.get(status, status)
 
 
 def _header(run: TransferRun, title: str | None) -> list[str]:
@@ -35,6 +48,7 @@ def _header(run: TransferRun, title: str | None) -> list[str]:
             f"tol={p['classifier']['tol']}, max_iter={p['classifier']['max_iter']}, C={p['classifier']['C']:g}); "
             f"{p['classifier']['note']}",
             f"- subset choice: {p['selection']}",
+            "- LC + MLP head: " + "; ".join(sorted({head_name(t.head) for t in run.tasks.values()})),
             f"- command: `{env.get('command', '')}`",
             f"- date: {env.get('date', '')}; machine: {machine.get('platform', '')}, "
             f"{machine.get('cpu_count', '')} CPUs; versions: "
@@ -61,6 +75,27 @@ def _accuracy_tables(tasks: dict[str, TaskRun]) -> list[str]:
         vals = [reductions[t].get(b, np.nan) for t in names]
         lines.append(f"| {TRANSFER_LABELS.get(b, b)} | " + " | ".join(f"{v:+.2f}" for v in vals)
                      + f" | {np.nanmean(vals):+.2f} |")
+    return lines + _significance_table(tasks, [x for x in methods if x != "lc"], head, rule)
+
+
+def _significance_table(tasks: dict[str, TaskRun], baselines: list[str], head: str, rule: str) -> list[str]:
+    """p of LC − B by the paired bootstrap over test examples, and whether it is below ALPHA, per task."""
+    tested = [t.result.significance for t in tasks.values() if t.result.significance]
+    resamples = sorted({v["n_resamples"] for s in tested for v in s.values()})
+    lines = ["", f"### Is LC different from B? {BOOTSTRAP_TEST} test over test examples, p (yes: p < {ALPHA})", "",
+             "The statistic is the mean over the outer splits of LC's test accuracy minus B's; one resample draws the "
+             "task's examples with replacement "
+             + (f"({' or '.join(map(str, resamples))} resamples) " if resamples else "")
+             + "and every split keeps the drawn examples of its test part. *not tested*: the task's part was computed "
+             "before per-example predictions were kept; `layerwise results run transfer` recomputes it.", "",
+             "| baseline B " + head, rule]
+    for b in baselines:
+        cells = []
+        for t in tasks.values():
+            test = t.result.significance.get(b)
+            cells.append("not tested" if test is None else
+                         f"{test['p_value']:.4f} ({'yes' if test['p_value'] < ALPHA else 'no'})")
+        lines.append(f"| {TRANSFER_LABELS.get(b, b)} | " + " | ".join(cells) + " | |")
     return lines
 
 
@@ -78,9 +113,8 @@ def render_transfer_markdown(run: TransferRun, title: str | None = None) -> str:
     lines = _header(run, title) + _accuracy_tables(tasks)
     lines += ["", "## Chosen subsets and time", "",
               "| task | examples | classes | subsets searched | outer splits done | chosen hidden states (splits) | "
-              "encode s (first run) | protocol s | run start (UTC), splits: load avg at start → last save | "
-              "LC + MLP head |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+              "encode s (first run) | protocol s | run start (UTC), splits: load avg at start → last save |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for t, task in tasks.items():
         r = task.result
         counts: dict[tuple, int] = {}
@@ -89,7 +123,7 @@ def render_transfer_markdown(run: TransferRun, title: str | None = None) -> str:
         chosen = ", ".join(f"{k} x{v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
         lines.append(f"| {display_name(t)} | {task.n_examples} | {r.n_classes} | {len(r.subsets)} | "
                      f"{len(r.splits)} of {r.n_outer} | {chosen} | {task.first_encode_seconds:.1f} | "
-                     f"{task.protocol_seconds:.1f} | {_history(task)} | {task.head} |")
+                     f"{task.protocol_seconds:.1f} | {_history(task)} |")
     total = sum(t.first_encode_seconds + t.protocol_seconds for t in tasks.values())
     lines += ["", f"Total time: {total / 60:.1f} min (encoding when first run + protocol, summed over tasks; a resumed "
               "task adds up its parts; encoding is ~0 when the layer-stack cache already held the sentences). "

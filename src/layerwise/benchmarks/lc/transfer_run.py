@@ -137,7 +137,9 @@ def describe_protocol(protocol: TransferProtocol) -> dict:
                  if p.screen_dim else "")
     return {
         "name": "BERT-LC transfer (Hosseini et al. 2023): all splits pooled; stratified outer 85/15 splits; "
-                "inner stratified 82/18 splits choose the subset; logistic regression",
+                + ("inner stratified 82/18 splits" if p.inner == "shuffle" else f"{p.n_inner}-fold inner "
+                   "cross-validation") + " choose the subset; logistic regression",
+        "inner": p.inner,
         "n_outer": p.n_outer, "n_inner": p.n_inner, "seed": p.seed,
         "outer_seeds": [p.seed + k for k in range(p.n_outer)],
         "classifier": {"sklearn": "LogisticRegression", **CLASSIFIER,
@@ -156,8 +158,11 @@ def task_key(identity: ModelIdentity, encoder: dict, data_checksum: str, task: s
             "classifier": dict(CLASSIFIER), "head": bool(head)}
 
 
-def part_name(identity: ModelIdentity, task: str) -> str:
-    return f"{Path(identity.name).name}-{task}"
+def part_name(identity: ModelIdentity, task: str, protocol: TransferProtocol | None = None) -> str:
+    """A task part's name; the paper's exact protocol (k-fold inner CV, exhaustive SAGA) is a part of its own beside
+    the default one, so neither supersedes the other."""
+    exact = protocol is not None and protocol.inner == "kfold" and protocol.shortlist is None
+    return f"{Path(identity.name).name}-{task}" + ("-exact" if exact else "")
 
 
 def encode_task(encoder: LayerEncoder, data: TransferData, *, head: bool = True) -> tuple[TransferFeatures, float]:
@@ -208,7 +213,7 @@ def _run_task(encoder: LayerEncoder, data: TransferData, config: TransferRunConf
 
     checksum = content_checksum(data)
     key = task_key(encoder.identity, encoder_settings(encoder), checksum, data.name, config.protocol, config.head)
-    name = part_name(encoder.identity, data.name)
+    name = part_name(encoder.identity, data.name, config.protocol)
     stored = store.load(PAGE, name, key)
     previous = TaskRun.from_part(stored) if stored is not None else None
     if previous is not None and previous.complete:

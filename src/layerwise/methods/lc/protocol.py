@@ -3,7 +3,12 @@
 All of a data set's pairs are pooled and shuffled with a seed; the first ``dev_size`` pairs are dev, the
 rest test. The subset of hidden states with the best dev score is chosen by exact search, and its test
 score is reported next to fixed baselines on the *same* test pairs; this is repeated for ``n_splits``
-seeds and summarised as mean and standard deviation.
+seeds and summarised as mean and sample standard deviation (ddof 1).
+
+With ``bootstrap`` resamples, each compared column's difference from the last layer (mean over the splits of the
+test-Spearman differences) is tested by a paired bootstrap over pairs (:mod:`layerwise.evaluation.significance`):
+one resample draws the data set's pairs with replacement and every split keeps the drawn pairs of its test part,
+so the splits' overlap is kept. ``max_pooling`` adds "lc_max": the elementwise max over LC's chosen states.
 """
 
 from __future__ import annotations
@@ -14,7 +19,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from layerwise.evaluation.metrics import AGGREGATIONS
+from layerwise.evaluation.metrics import AGGREGATIONS, cosine_rows
+from layerwise.evaluation.significance import paired_bootstrap_spearman
 from layerwise.evaluation.sts import check_gold, sts_scores
 from layerwise.layers import LayerStack
 from layerwise.methods.lc.search import LayerSubsetSearch
@@ -22,7 +28,11 @@ from layerwise.pooling import Pooling, baseline_poolings, head_pooling
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LCProtocol", "LCSplit", "LCResult", "run_bert_lc", "split_indices"]
+__all__ = ["COMPARED", "LCProtocol", "LCSplit", "LCResult", "run_bert_lc", "split_indices"]
+
+#: The baseline every compared column is tested against, and the columns tested (where the run has them).
+BASELINE = "last"
+COMPARED = ("lc", "lc_mlp", "lc_max", "first0_last")
 
 
 def split_indices(n: int, *, dev_size: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -56,17 +66,18 @@ class LCResult:
     n_states: int
     max_layers: int
     splits: list[LCSplit] = field(default_factory=list)
+    significance: dict[str, dict] = field(default_factory=dict)  # column -> SignificanceResult dict, against "last"
 
     @property
     def methods(self) -> list[str]:
         return list(self.splits[0].test) if self.splits else []
 
     def summary(self, metric: str = "spearman") -> dict[str, dict[str, float]]:
-        """method -> {"mean", "std"} of the test score over splits (x100; std with ddof=0)."""
+        """method -> {"mean", "std"} of the test score over splits (x100; sample std, ddof 1; 0 for one split)."""
         out = {}
         for m in self.methods:
             vals = np.array([s.test[m][metric] for s in self.splits])
-            out[m] = {"mean": float(vals.mean()), "std": float(vals.std())}
+            out[m] = {"mean": float(vals.mean()), "std": float(vals.std(ddof=1)) if len(vals) > 1 else 0.0}
         return out
 
     def to_dict(self) -> dict:
@@ -80,7 +91,8 @@ class LCResult:
         splits = [LCSplit(**{**s, "layers": tuple(s["layers"]),
                              "best_by_size": {int(k): v for k, v in s["best_by_size"].items()}})
                   for s in d["splits"]]
-        return cls(d["aggregation"], d["dev_size"], d["n_states"], d["max_layers"], splits)
+        return cls(d["aggregation"], d["dev_size"], d["n_states"], d["max_layers"], splits,
+                   dict(d.get("significance") or {}))
 
 
 @dataclass(frozen=True)
@@ -92,12 +104,16 @@ class LCProtocol:
     dev_size: int = 350  # dev pairs per split
     seed: int = 0
     max_layers: int | None = None  # largest subset searched (None: LayerSubsetSearch's default)
+    bootstrap: int = 0  # resamples of the paired bootstrap of each COMPARED column against "last" (0: no test)
+    max_pooling: bool = False  # also "lc_max": max pooling over LC's chosen hidden states (pooling.layer_max)
 
     def __post_init__(self) -> None:
         if self.aggregation not in AGGREGATIONS:
             raise ValueError(f"unknown aggregation {self.aggregation!r}; valid: {', '.join(AGGREGATIONS)}")
         if self.n_splits < 1:
             raise ValueError(f"n_splits must be at least 1, got {self.n_splits}")
+        if self.bootstrap < 0:
+            raise ValueError(f"bootstrap must be 0 (no test) or a number of resamples, got {self.bootstrap}")
 
 
 def run_bert_lc(
@@ -134,20 +150,37 @@ def run_bert_lc(
             raise ValueError(f"dev_test must be two disjoint sets of at least 2 of the {n} pair rows, got "
                              f"{len(dev)} dev and {len(test)} test rows")
         result.dev_size = len(dev)
+    cosines: list[dict[str, np.ndarray]] = []  # per split: column -> (n,) cosines, NaN off its test rows
     for k in range(1 if dev_test is not None else protocol.n_splits):
         rows = None if dev_test is None else (dev, test)
-        split, result.max_layers = _one_split(pairs, protocol, protocol.seed + k, head, show_progress, rows)
+        split, result.max_layers, cos = _one_split(pairs, protocol, protocol.seed + k, head, show_progress, rows)
         result.splits.append(split)
+        cosines.append(cos)
         logger.info("split %d (seed %d): chose %s, dev %.2f, test %.2f (last %.2f) in %.2fs", k, split.seed,
                     split.layers, split.dev_spearman, split.test["lc"]["spearman"], split.test["last"]["spearman"],
                     split.search_seconds)
+    if protocol.bootstrap:
+        result.significance = _significance(gold, pairs[3], cosines, protocol)
     return result
 
 
+def _significance(gold: np.ndarray, groups, cosines: list[dict[str, np.ndarray]], protocol: LCProtocol) -> dict:
+    """Each compared column against the last layer, by the paired bootstrap over pairs across the splits."""
+    rows = [np.flatnonzero(np.isfinite(c[BASELINE])) for c in cosines]
+    base = np.nan_to_num(np.stack([c[BASELINE] for c in cosines]))
+    out = {}
+    for name in (m for m in COMPARED if m in cosines[0]):
+        test = paired_bootstrap_spearman(gold, np.nan_to_num(np.stack([c[name] for c in cosines])), base, rows=rows,
+                                         groups=groups, aggregation=protocol.aggregation,
+                                         n_resamples=protocol.bootstrap, seed=protocol.seed)
+        out[name] = test.to_dict()
+    return out
+
+
 def _one_split(pairs: tuple, protocol: LCProtocol, split_seed: int, head, show_progress,
-               rows: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[LCSplit, int]:
+               rows: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[LCSplit, int, dict[str, np.ndarray]]:
     """One dev/test split (``rows``, or drawn with ``split_seed``): the exact search on dev, LC and the baselines on
-    test. Returns (split, max_layers)."""
+    test. Returns (split, max_layers, the compared columns' cosines on the test rows, NaN elsewhere)."""
     stack1, stack2, gold, groups = pairs
     agg = protocol.aggregation
     dev, test = rows if rows is not None else split_indices(len(gold), dev_size=protocol.dev_size, seed=split_seed)
@@ -159,17 +192,24 @@ def _one_split(pairs: tuple, protocol: LCProtocol, split_seed: int, head, show_p
     seconds = time.perf_counter() - t0
     methods: list[Pooling] = baseline_poolings(stack1.n_states, seed=split_seed, has_pooler=stack1.pooler is not None)
     methods.append(Pooling("lc", "mean", search.best_layers_))
+    if protocol.max_pooling:
+        methods.append(Pooling("lc_max", "max", search.best_layers_))
     s1, s2 = stack1.take(test), stack2.take(test)
-    test_scores = {p.name: sts_scores(p(s1), p(s2), gold[test], groups=g_test, aggregation=agg) for p in methods}
+    embedded = {p.name: (p(s1), p(s2)) for p in methods}
     poolings = {p.name: p.to_dict() for p in methods}
     if head is not None:
         layers = search.best_layers_
-        test_scores["lc_mlp"] = sts_scores(head_pooling(s1, layers, *head), head_pooling(s2, layers, *head),
-                                           gold[test], groups=g_test, aggregation=agg)
+        embedded["lc_mlp"] = (head_pooling(s1, layers, *head), head_pooling(s2, layers, *head))
         poolings["lc_mlp"] = {"name": "lc_mlp", "kind": "head", "layers": list(layers)}
+    test_scores = {m: sts_scores(e1, e2, gold[test], groups=g_test, aggregation=agg) for m, (e1, e2) in embedded.items()}
+    cosines = {}
+    for m in (BASELINE, *COMPARED) if protocol.bootstrap else ():
+        if m in embedded:
+            cosines[m] = np.full(len(gold), np.nan)
+            cosines[m][test] = cosine_rows(*embedded[m])
     split = LCSplit(seed=split_seed, n_dev=len(dev), n_test=len(test), layers=search.best_layers_,
                     dev_spearman=search.best_score_, test=test_scores, poolings=poolings,
                     best_by_size={s: {"layers": list(ls), "dev_spearman": v}
                                   for s, (ls, v) in search.best_by_size().items()},
                     search_seconds=seconds, n_subsets=len(search.scores_))
-    return split, search.max_layers_
+    return split, search.max_layers_, cosines

@@ -36,15 +36,18 @@ import numpy as np
 
 from layerwise.evaluation.classification import (
     CLASSIFIER,
+    INNER_KINDS,
     fit_logreg,
     inner_splits,
     logreg_accuracy,
+    logreg_correct,
     outer_splits,
     parallel_map,
 )
 from layerwise.layers import LayerStack
 from layerwise.methods.lc.features import TransferFeatures, pair_features
 from layerwise.methods.lc.screen import DEFAULT_RIDGE_ALPHA, RidgeScreen
+from layerwise.methods.lc.transfer_significance import lc_significance, pack_correct
 from layerwise.pooling import named_selections, random_layers
 
 logger = logging.getLogger(__name__)
@@ -63,6 +66,7 @@ __all__ = [
     "pair_features",
     "relative_error_reduction",
     "run_transfer",
+    "screen_agreement",
     "TransferProtocol",
     "TransferSplit",
     "TransferResult",
@@ -114,6 +118,7 @@ class TransferSplit:
     test: dict[str, float]  # method -> test accuracy x100
     poolings: dict[str, list[int]]  # method -> hidden states used
     seconds: dict[str, float]  # "screen", "shortlist", "test"
+    correct: dict[str, str] = field(default_factory=dict)  # method -> packed correctness of each test example
 
 
 @dataclass
@@ -132,17 +137,18 @@ class TransferResult:
     classifier: dict = field(default_factory=lambda: dict(CLASSIFIER))
     ridge_alpha: float = DEFAULT_RIDGE_ALPHA  # files written before this field existed used the default
     splits: list[TransferSplit] = field(default_factory=list)
+    significance: dict[str, dict] = field(default_factory=dict)  # baseline -> paired bootstrap of LC against it
 
     @property
     def methods(self) -> list[str]:
         return list(self.splits[0].test) if self.splits else []
 
     def summary(self) -> dict[str, dict[str, float]]:
-        """method -> mean and std (ddof 0) of test accuracy x100 over outer splits."""
+        """method -> mean and sample std (ddof 1; 0 for one split) of test accuracy x100 over outer splits."""
         out = {}
         for m in self.methods:
             v = np.array([s.test[m] for s in self.splits])
-            out[m] = {"mean": float(v.mean()), "std": float(v.std())}
+            out[m] = {"mean": float(v.mean()), "std": float(v.std(ddof=1)) if len(v) > 1 else 0.0}
         return out
 
     def relative_error_reductions(self, method: str = "lc") -> dict[str, float]:
@@ -215,15 +221,29 @@ class TransferProtocol:
     """The settings of the transfer protocol that change its numbers (a resume key includes all of them)."""
 
     n_outer: int = 10  # seeded stratified 85/15 outer splits; split k uses seed + k
-    n_inner: int = 10  # seeded stratified 82/18 inner splits that choose the subset
+    n_inner: int = 10  # seeded stratified 82/18 inner splits that choose the subset (or folds, with inner="kfold")
     max_layers: int | None = None  # largest subset (None: default_max_layers)
     shortlist: int | None = 1  # subsets re-scored by SAGA after the ridge screen (None: all, exhaustive)
     seed: int = 0
     ridge_alpha: float = DEFAULT_RIDGE_ALPHA  # ridge screen penalty x mean feature variance
     screen_dim: int | None = None  # project on the top principal directions for the screen only (None: full)
+    # "shuffle": seeded 82/18 inner splits; "kfold": the paper's n_inner-fold inner cross-validation. The paper's
+    # exact protocol is inner="kfold", shortlist=None (exhaustive SAGA over the allowed subsets).
+    inner: str = "shuffle"
+    bootstrap: int = 0  # resamples of the paired bootstrap of LC against each baseline over test examples (0: none)
+
+    def __post_init__(self) -> None:
+        if self.inner not in INNER_KINDS:
+            raise ValueError(f"unknown inner splits {self.inner!r}; valid: {', '.join(INNER_KINDS)}")
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The settings (a resume key); ``inner`` and ``bootstrap`` only where they are not the default, so parts
+        stored before they existed keep their key."""
+        d = asdict(self)
+        for name, default in (("inner", "shuffle"), ("bootstrap", 0)):
+            if d[name] == default:
+                del d[name]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "TransferProtocol":
@@ -259,7 +279,7 @@ def run_transfer(
             continue
         split_seed = p.seed + k
         t0 = time.perf_counter()
-        splits = inner_splits(data.labels[td], n_splits=p.n_inner, seed=split_seed)
+        splits = INNER_KINDS[p.inner](data.labels[td], n_splits=p.n_inner, seed=split_seed)
         layers, inner, screen, short = choose_subset(data, td, splits, subsets, shortlist=p.shortlist, seed=split_seed,
                                                      n_jobs=n_jobs, screen=ridge)
         t1 = time.perf_counter()
@@ -267,17 +287,18 @@ def run_transfer(
         jobs, names = [], []
         for name, (kind, ls) in methods.items():
             names.append(name)
-            jobs.append(partial(subset_accuracy, data, td, te, ls, kind=kind, seed=split_seed))
+            jobs.append(partial(subset_correct, data, td, te, ls, kind=kind, seed=split_seed))
         if data.head is not None:
             names.append("lc_mlp")
-            jobs.append(partial(subset_accuracy, data, td, te, tuple(layers), head=True, seed=split_seed))
-        accs = parallel_map(jobs, n_jobs)
+            jobs.append(partial(subset_correct, data, td, te, tuple(layers), head=True, seed=split_seed))
+        correct = parallel_map(jobs, n_jobs)
         poolings = {n: list(methods[n][1]) if n in methods else list(layers) for n in names}
         result.splits.append(TransferSplit(
             seed=split_seed, n_train=len(td), n_test=len(te), layers=tuple(int(x) for x in layers),
             inner_accuracy=inner, screen=[round(float(v), 4) for v in screen], shortlist=short,
-            test={n: 100 * a for n, a in zip(names, accs, strict=True)}, poolings=poolings,
+            test={n: 100 * float(c.mean()) for n, c in zip(names, correct, strict=True)}, poolings=poolings,
             seconds={"screen_and_shortlist": t1 - t0, "test": time.perf_counter() - t1},
+            correct={n: pack_correct(c) for n, c in zip(names, correct, strict=True)},
         ))
         logger.info("%s split %d: chose %s (inner %.2f), test lc %.2f vs last %.2f", task, k, layers, inner,
                     result.splits[-1].test["lc"], result.splits[-1].test["last"])
@@ -285,7 +306,16 @@ def run_transfer(
             on_split(result)
         if progress is not None:
             progress.update(1)
+    if p.bootstrap and len(result.splits) == p.n_outer:
+        result.significance = _significance(result, data.labels, p)
     return result
+
+
+def _significance(result: TransferResult, labels: np.ndarray, p: TransferProtocol) -> dict[str, dict]:
+    """LC against each baseline over the outer splits' test examples (the same splits run_transfer drew)."""
+    rows = [te for _, te in outer_splits(labels, n_splits=p.n_outer, seed=p.seed)]
+    return lc_significance([s.correct for s in result.splits], rows, len(labels), n_resamples=p.bootstrap,
+                           seed=p.seed)
 
 
 def compare_on_test(train: TransferFeatures, test: TransferFeatures, layers, *, kind: str = "mean", seed: int = 0,
@@ -309,9 +339,32 @@ def compare_on_test(train: TransferFeatures, test: TransferFeatures, layers, *, 
 def subset_accuracy(data: TransferFeatures, train, test, layers, *, kind: str = "mean", head: bool = False,
                     seed: int = 0) -> float:
     """Test accuracy (0..1) of the paper's classifier on the combination of ``layers``, trained on rows ``train``."""
+    return float(subset_correct(data, train, test, layers, kind=kind, head=head, seed=seed).mean())
+
+
+def subset_correct(data: TransferFeatures, train, test, layers, *, kind: str = "mean", head: bool = False,
+                   seed: int = 0) -> np.ndarray:
+    """Whether the paper's classifier on the combination of ``layers``, trained on rows ``train``, classifies each
+    test row correctly: (len(test),) booleans."""
     x_tr = data.features(layers, kind, head=head, rows=train)
     x_te = data.features(layers, kind, head=head, rows=test)
-    return logreg_accuracy(x_tr, data.labels[train], x_te, data.labels[test], seed=seed)
+    return logreg_correct(x_tr, data.labels[train], x_te, data.labels[test], seed=seed)
+
+
+def screen_agreement(result: TransferResult) -> dict | None:
+    """How the ridge screen's choice compares with exhaustive SAGA on the splits of a run that scored every subset
+    with SAGA (``shortlist=None``): ``{"splits", "agree", "saga_gap"}`` = splits compared, splits where the screen's
+    best subset is SAGA's best, and the mean SAGA inner accuracy (x100) lost by taking the screen's choice;
+    ``None`` when no split scored every subset."""
+    full = [s for s in result.splits if len(s.shortlist) == len(result.subsets)]
+    if not full:
+        return None
+    agree, gaps = 0, []
+    for s in full:
+        ridge_choice = _key(result.subsets[int(np.argmax(s.screen))])  # argmax: the first best, as choose_subset
+        agree += ridge_choice == _key(s.layers)
+        gaps.append(s.shortlist[_key(s.layers)] - s.shortlist[ridge_choice])
+    return {"splits": len(full), "agree": agree, "saga_gap": float(np.mean(gaps))}
 
 
 def _same_settings(a: TransferResult, b: TransferResult) -> bool:

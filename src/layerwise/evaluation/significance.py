@@ -1,0 +1,195 @@
+"""Paired significance tests: is system A's score different from system B's on the same units?
+
+Both tests resample the *units* that the two systems share (sentence pairs for a Spearman correlation with the same
+gold scores, examples for an accuracy), so each resample keeps the pairing of A and B on a unit
+(Efron & Tibshirani 1993; Koehn 2004; Berg-Kirkpatrick et al. 2012).
+
+The statistic may span several evaluations of the same data (the dev/test splits of a protocol): ``rows[k]`` are
+the units scored in evaluation ``k`` and ``a[k]``, ``b[k]`` the systems' outputs there (a system may differ per
+split, e.g. a subset chosen on that split's dev part); the statistic is the mean over evaluations of
+``score(a[k]) - score(b[k])`` on ``rows[k]``. One resample draws, with replacement, as many units as there are in
+the union of the ``rows`` and every evaluation keeps the drawn units of its own rows with their multiplicities, so
+the overlap between evaluations is kept as it is.
+
+p-value (two-sided): under the null hypothesis the difference is 0; the bootstrap distribution of ``d*`` is
+centred on the observed difference ``d``, so the test counts resamples that move as far from ``d`` as ``d`` is from 0:
+``p = (1 + #{|d*_b - d| >= |d|}) / (B + 1)``.
+
+Fast path: a resample is a (B, n) matrix of multiplicities ``c``; the Spearman correlation of the expanded sample
+(each unit repeated ``c_i`` times) is the weighted Pearson correlation of *average ranks of the expanded sample*,
+and the average rank of a tie group of values with total multiplicity ``W`` after ``W_before`` smaller values is
+``W_before + (W + 1) / 2``. Sorting each score vector once gives every resample's ranks with one cumulative sum,
+so no resample is sorted. The slow twin in the tests repeats the units and calls :func:`scipy.stats.spearmanr`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+__all__ = [
+    "BOOTSTRAP_TEST",
+    "SignificanceResult",
+    "bootstrap_counts",
+    "paired_bootstrap_accuracy",
+    "paired_bootstrap_spearman",
+    "resampled_spearman",
+]
+
+#: The test's name as pages print it.
+BOOTSTRAP_TEST = "paired bootstrap (two-sided)"
+
+
+@dataclass(frozen=True)
+class SignificanceResult:
+    """One paired test of ``a`` against ``b``."""
+
+    test: str  # BOOTSTRAP_TEST
+    metric: str  # "spearman" or "accuracy"
+    difference: float  # observed statistic: mean over evaluations of score(a) - score(b) (x100 for Spearman)
+    p_value: float
+    n_resamples: int
+    seed: int
+    n_units: int  # units resampled (pairs or examples): the union of the evaluations' rows
+
+    def significant(self, alpha: float = 0.01) -> bool:
+        return self.p_value < alpha
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "SignificanceResult":
+        return cls(**d)
+
+
+def bootstrap_counts(n: int, n_resamples: int, seed: int, batch: int = 256) -> Iterator[np.ndarray]:
+    """Multiplicities of ``n`` units in ``n_resamples`` resamples with replacement, in (<= batch, n) int64 blocks.
+
+    The draws depend only on ``(n, n_resamples, seed, batch)``; the fast tests and their slow twins share them."""
+    if n < 2 or n_resamples < 1:
+        raise ValueError(f"a bootstrap needs at least 2 units and 1 resample, got {n} units, {n_resamples} resamples")
+    rng = np.random.default_rng(seed)
+    done = 0
+    while done < n_resamples:
+        b = min(batch, n_resamples - done)
+        idx = rng.integers(0, n, size=(b, n)) + (np.arange(b) * n)[:, None]
+        yield np.bincount(idx.ravel(), minlength=b * n).reshape(b, n)
+        done += b
+
+
+def _expanded_ranks(x: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Average rank of each unit in the sample where unit i appears ``counts[:, i]`` times: (B, n) for x (n,)."""
+    order = np.argsort(x, kind="stable")
+    xs = x[order]
+    starts = np.flatnonzero(np.r_[True, xs[1:] != xs[:-1]])
+    group = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(xs)]))
+    w = np.add.reduceat(counts[:, order], starts, axis=1).astype(np.float64)  # (B, G) multiplicity per tie group
+    rank_of_group = np.cumsum(w, axis=1) - w + (w + 1.0) / 2.0
+    ranks = np.empty(counts.shape, dtype=np.float64)
+    ranks[:, order] = rank_of_group[:, group]
+    return ranks
+
+
+def resampled_spearman(x: np.ndarray, gold: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Spearman's rho of ``x`` with ``gold`` (both (n,)) in each resample of ``counts`` (B, n) -> (B,).
+
+    Equal to :func:`scipy.stats.spearmanr` of ``np.repeat(x, c)`` and ``np.repeat(gold, c)`` for each row ``c``
+    (NaN where a resample holds one distinct value)."""
+    c = counts.astype(np.float64)
+    rx, ry = _expanded_ranks(x, counts), _expanded_ranks(gold, counts)
+    total = c.sum(axis=1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rx -= (c * rx).sum(axis=1, keepdims=True) / total
+        ry -= (c * ry).sum(axis=1, keepdims=True) / total
+        return (c * rx * ry).sum(axis=1) / np.sqrt((c * rx * rx).sum(axis=1) * (c * ry * ry).sum(axis=1))
+
+
+def _evaluations(a, b, rows, n: int) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    """(a (K, n), b (K, n), rows: K index arrays) with shapes checked; ``rows=None`` is one evaluation of all."""
+    a, b = np.atleast_2d(np.asarray(a, dtype=np.float64)), np.atleast_2d(np.asarray(b, dtype=np.float64))
+    rows = [np.arange(n)] if rows is None else [np.asarray(r, dtype=np.int64) for r in rows]
+    if len(a) == 1 and len(b) == 1:  # one system output (n,) read by every evaluation
+        a, b = np.repeat(a, len(rows), axis=0), np.repeat(b, len(rows), axis=0)
+    if a.shape != (len(rows), n) or b.shape != (len(rows), n):
+        raise ValueError(f"a and b must have shape ({n},) or (len(rows), {n}) = ({len(rows)}, {n}); "
+                         f"got {a.shape} and {b.shape}")
+    for r in rows:
+        if len(r) < 2 or r.min() < 0 or r.max() >= n:
+            raise ValueError(f"every evaluation needs at least 2 row indices in 0..{n - 1}")
+    return a, b, rows
+
+
+def _cells(rows: list[np.ndarray], groups: np.ndarray | None, aggregation: str) -> list[list[np.ndarray]]:
+    """Per evaluation, the row sets whose Spearman is aggregated (one set for ``all``, one per group otherwise)."""
+    if aggregation == "all" or groups is None:
+        return [[r] for r in rows]
+    if aggregation not in ("wmean", "mean"):
+        raise ValueError(f"unknown aggregation {aggregation!r}; valid: all, wmean, mean")
+    groups = np.asarray(groups)
+    return [[r[groups[r] == g] for g in np.unique(groups[r])] for r in rows]
+
+
+def _run(stat, n: int, n_resamples: int, seed: int) -> tuple[float, float]:
+    """(observed statistic, p-value): ``stat(counts (B, n)) -> (B,)`` on all-ones and on the resamples."""
+    observed = float(stat(np.ones((1, n), dtype=np.int64))[0])
+    far = 0
+    for counts in bootstrap_counts(n, n_resamples, seed):
+        d = stat(counts)
+        far += int(np.sum(~(np.abs(d - observed) < abs(observed))))  # NaN counts as far (conservative)
+    return observed, (1 + far) / (n_resamples + 1)
+
+
+def paired_bootstrap_spearman(gold: np.ndarray, a: np.ndarray, b: np.ndarray, *, rows: Sequence | None = None,
+                              groups: np.ndarray | None = None, aggregation: str = "all",
+                              n_resamples: int = 10_000, seed: int = 0) -> SignificanceResult:
+    """Test the difference of Spearman correlations (x100) of two systems' scores ``a``, ``b`` with ``gold`` (n,).
+
+    ``a``, ``b``: (n,) (the same output in every evaluation), or (K, n) with ``rows`` K index arrays (evaluation k reads ``a[k][rows[k]]``).
+    ``groups`` (n,) with ``aggregation`` ``wmean``/``mean`` aggregates per-group correlations as
+    ``evaluation.metrics`` does (``wmean`` weights by each group's units in the resample)."""
+    gold = np.asarray(gold, dtype=np.float64)
+    a, b, rows = _evaluations(a, b, rows, len(gold))
+    units = np.unique(np.concatenate(rows))
+    where = np.full(len(gold), -1)
+    where[units] = np.arange(len(units))
+    cells = [[where[c] for c in cs] for cs in _cells(rows, groups, aggregation)]
+    g, a, b = gold[units], a[:, units], b[:, units]
+
+    def stat(counts: np.ndarray) -> np.ndarray:
+        total = np.zeros(len(counts))
+        for k, cs in enumerate(cells):
+            sizes = np.stack([counts[:, c].sum(axis=1) for c in cs], axis=1).astype(np.float64)  # (B, groups)
+            weights = sizes / sizes.sum(axis=1, keepdims=True) if aggregation == "wmean" else np.full(
+                sizes.shape, 1.0 / len(cs))
+            diff = np.stack([resampled_spearman(a[k, c], g[c], counts[:, c])
+                             - resampled_spearman(b[k, c], g[c], counts[:, c]) for c in cs], axis=1)
+            total += (weights * diff).sum(axis=1)
+        return 100.0 * total / len(cells)
+
+    observed, p = _run(stat, len(units), n_resamples, seed)
+    return SignificanceResult(BOOTSTRAP_TEST, "spearman", observed, p, n_resamples, seed, len(units))
+
+
+def paired_bootstrap_accuracy(correct_a: np.ndarray, correct_b: np.ndarray, *, rows: Sequence | None = None,
+                              n_resamples: int = 10_000, seed: int = 0) -> SignificanceResult:
+    """Test the difference of accuracies (x100) of two classifiers from their per-example correctness (n,) or
+    (K, n) with ``rows`` (e.g. the test examples of each outer split)."""
+    n = np.atleast_2d(np.asarray(correct_a)).shape[-1]
+    a, b, rows = _evaluations(correct_a, correct_b, rows, n)
+    units = np.unique(np.concatenate(rows))
+    where = np.full(n, -1)
+    where[units] = np.arange(len(units))
+    cells = [where[r] for r in rows]
+    diff = (a - b)[:, units]
+
+    def stat(counts: np.ndarray) -> np.ndarray:
+        c = counts.astype(np.float64)
+        per = [(c[:, r] * diff[k, r]).sum(axis=1) / c[:, r].sum(axis=1) for k, r in enumerate(cells)]
+        with np.errstate(invalid="ignore"):
+            return 100.0 * np.mean(per, axis=0)
+
+    observed, p = _run(stat, len(units), n_resamples, seed)
+    return SignificanceResult(BOOTSTRAP_TEST, "accuracy", observed, p, n_resamples, seed, len(units))

@@ -1,0 +1,136 @@
+"""Paired bootstrap tests: the fast path against a slow obvious twin (repeat the units, scipy's spearmanr)."""
+
+import numpy as np
+import pytest
+from scipy.stats import spearmanr
+
+from layerwise.evaluation.significance import (
+    BOOTSTRAP_TEST,
+    SignificanceResult,
+    bootstrap_counts,
+    paired_bootstrap_accuracy,
+    paired_bootstrap_spearman,
+    resampled_spearman,
+)
+
+
+def _slow_spearman(x, gold, c):
+    return spearmanr(np.repeat(x, c), np.repeat(gold, c)).statistic
+
+
+def _slow_p(observed, draws):
+    draws = np.asarray(draws)
+    return (1 + sum(not abs(d - observed) < abs(observed) for d in draws)) / (len(draws) + 1)
+
+
+def _slow_spearman_test(gold, a, b, rows, groups, aggregation, n_resamples, seed):
+    """The obvious way: per resample, expand every evaluation's drawn rows and call scipy."""
+    units = np.unique(np.concatenate(rows))
+
+    def stat(weight_of):  # weight_of: unit -> multiplicity
+        total = 0.0
+        for k, r in enumerate(rows):
+            cells = [r] if aggregation == "all" else [r[groups[r] == g] for g in np.unique(groups[r])]
+            parts, sizes = [], []
+            for cell in cells:
+                c = np.array([weight_of[i] for i in cell])
+                parts.append(_slow_spearman(a[k][cell], gold[cell], c) - _slow_spearman(b[k][cell], gold[cell], c))
+                sizes.append(c.sum())
+            w = np.array(sizes) / sum(sizes) if aggregation == "wmean" else np.full(len(cells), 1 / len(cells))
+            total += float(np.dot(w, parts))
+        return 100 * total / len(rows)
+
+    observed = stat(dict.fromkeys(units.tolist(), 1))
+    draws = [stat(dict(zip(units.tolist(), row))) for block in bootstrap_counts(len(units), n_resamples, seed)
+             for row in block]
+    return observed, _slow_p(observed, draws)
+
+
+def _systems(rng, n, ties=True):
+    gold = rng.integers(0, 6, n).astype(float) if ties else rng.normal(size=n)
+    a = gold + rng.normal(scale=1.0, size=n)
+    b = gold + rng.normal(scale=1.5, size=n)
+    return gold, np.round(a, 1), np.round(b, 1)  # rounding makes ties in the systems too
+
+
+def test_resampled_spearman_matches_scipy_on_expanded_samples():
+    rng = np.random.default_rng(0)
+    gold, a, _ = _systems(rng, 40)
+    counts = next(bootstrap_counts(40, 30, seed=3, batch=30))
+    fast = resampled_spearman(a, gold, counts)
+    slow = [_slow_spearman(a, gold, c) for c in counts]
+    np.testing.assert_allclose(fast, slow, rtol=0, atol=1e-12)
+
+
+def test_all_ones_counts_give_the_plain_spearman():
+    rng = np.random.default_rng(1)
+    gold, a, _ = _systems(rng, 25)
+    fast = resampled_spearman(a, gold, np.ones((1, 25), dtype=np.int64))[0]
+    assert fast == pytest.approx(spearmanr(a, gold).statistic, abs=1e-12)
+
+
+def test_bootstrap_counts_are_seeded_and_sum_to_n():
+    blocks = list(bootstrap_counts(10, 7, seed=5, batch=3))
+    assert [len(b) for b in blocks] == [3, 3, 1]
+    assert all((b.sum(axis=1) == 10).all() for b in blocks)
+    again = list(bootstrap_counts(10, 7, seed=5, batch=3))
+    assert all((x == y).all() for x, y in zip(blocks, again))
+    assert not all((x == y).all() for x, y in zip(blocks, bootstrap_counts(10, 7, seed=6, batch=3)))
+
+
+@pytest.mark.parametrize("aggregation", ["all", "wmean", "mean"])
+def test_spearman_test_matches_its_slow_twin_over_overlapping_splits(aggregation):
+    rng = np.random.default_rng(2)
+    n, k = 36, 3
+    gold, _, _ = _systems(rng, n)
+    a = np.stack([np.round(gold + rng.normal(scale=1.0, size=n), 1) for _ in range(k)])  # a system per split
+    b = np.stack([np.round(gold + rng.normal(scale=1.4, size=n), 1) for _ in range(k)])
+    rows = [np.sort(rng.choice(n, 24, replace=False)) for _ in range(k)]  # overlapping test parts, some units unused
+    groups = np.repeat(["x", "y", "z"], n // 3)
+    fast = paired_bootstrap_spearman(gold, a, b, rows=rows, groups=groups, aggregation=aggregation,
+                                     n_resamples=300, seed=7)  # more resamples than one block of draws
+    observed, p = _slow_spearman_test(gold, a, b, rows, groups, aggregation, 300, 7)
+    assert fast.difference == pytest.approx(observed, abs=1e-9)
+    assert fast.p_value == pytest.approx(p, abs=1e-12)
+    assert fast.n_units == len(np.unique(np.concatenate(rows)))
+    assert fast.test == BOOTSTRAP_TEST and fast.metric == "spearman"
+
+
+def test_a_clearly_better_system_is_significant_and_a_copy_is_not():
+    rng = np.random.default_rng(4)
+    gold = rng.normal(size=400)
+    good, bad = gold + rng.normal(scale=0.3, size=400), gold + rng.normal(scale=2.0, size=400)
+    better = paired_bootstrap_spearman(gold, good, bad, n_resamples=500, seed=0)
+    assert better.difference > 0 and better.significant(0.01)
+    same = paired_bootstrap_spearman(gold, good, good + 1e-3 * rng.normal(size=400), n_resamples=500, seed=0)
+    assert not same.significant(0.01)
+
+
+def test_accuracy_test_matches_its_slow_twin():
+    rng = np.random.default_rng(5)
+    n = 50
+    ca, cb = rng.random(n) < 0.8, rng.random(n) < 0.6
+    folds = np.array_split(rng.permutation(n), 5)  # disjoint test folds, as outer cross-validation
+    fast = paired_bootstrap_accuracy(ca, cb, rows=folds, n_resamples=300, seed=1)
+
+    def stat(weight_of):
+        per = []
+        for r in folds:
+            w = np.array([weight_of[i] for i in r], dtype=float)
+            per.append(np.dot(w, ca[r].astype(float) - cb[r]) / w.sum() if w.sum() else np.nan)
+        return 100 * np.mean(per)
+
+    observed = stat(dict.fromkeys(range(n), 1))
+    draws = [stat(dict(enumerate(row))) for block in bootstrap_counts(n, 300, 1) for row in block]
+    assert fast.difference == pytest.approx(observed, abs=1e-9)
+    assert fast.difference == pytest.approx(100 * (ca.mean() - cb.mean()), abs=1e-9)
+    assert fast.p_value == pytest.approx(_slow_p(observed, draws), abs=1e-12)
+
+
+def test_result_round_trip_and_shape_errors():
+    r = SignificanceResult(BOOTSTRAP_TEST, "spearman", 1.5, 0.004, 100, 0, 30)
+    assert SignificanceResult.from_dict(r.to_dict()) == r and r.significant() and not r.significant(0.001)
+    with pytest.raises(ValueError, match="shape"):
+        paired_bootstrap_spearman(np.arange(5.0), np.arange(5.0), np.arange(4.0))
+    with pytest.raises(ValueError, match="at least 2 row"):
+        paired_bootstrap_spearman(np.arange(5.0), np.arange(5.0), np.arange(5.0)[::-1], rows=[[0]])
