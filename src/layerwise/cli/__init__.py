@@ -17,6 +17,7 @@ import sys
 from layerwise.cache import CacheCorruptError
 from layerwise.cli import export, lattemix, layer_attention, lc, models, multitask, results, truncated
 from layerwise.cli._checks import preflight
+from layerwise.cli._outputs import check_output_names, guard_output
 from layerwise.errors import LayerwiseError
 
 __all__ = ["EXIT_BUG", "EXIT_INTERRUPTED", "EXIT_USAGE", "USER_ERRORS", "build_parser", "main"]
@@ -88,7 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     command = ["layerwise", *(sys.argv[1:] if argv is None else argv)]
     try:
         preflight(args)
+        check_output_names(args)  # a file of --output the command would replace and did not write: refused now
         with contextlib.ExitStack() as stack:
+            stack.enter_context(guard_output(args))
             if _join_processes(args):  # under torchrun, rank > 0: no output but warnings and errors
                 stack.enter_context(contextlib.redirect_stdout(stack.enter_context(open(os.devnull, "w"))))
             code = args.handler(args, command)
