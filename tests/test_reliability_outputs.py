@@ -224,7 +224,7 @@ def test_a_killed_write_leaves_no_partial_file_and_the_next_run_replaces_it(step
     with guarded(env):
         write_json(path, {"run": 1})
     run = subprocess.run([sys.executable, "-c", KILLED_WRITE, str(env), step], capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+                         env={**os.environ, "PYTHONPATH": _src_path()})
     assert run.returncode == -signal.SIGKILL, run.stderr
     doc = json.loads(path.read_text())  # whole: the old file, or the new one
     assert doc["run"] == (1 if step == "before-rename" else 2)
@@ -235,3 +235,13 @@ def test_a_killed_write_leaves_no_partial_file_and_the_next_run_replaces_it(step
     case.record(f"SIGKILL during an output write ({step.replace('-', ' ')})", "write_json inside outputs.guarded",
                 "recovery", f"the {'old' if doc['run'] == 1 else 'new'} file whole and listed; the next write "
                 "replaced it and removed the dead writer's temporary file", code=run.returncode)
+
+
+def _src_path() -> str:
+    """PYTHONPATH for a child process: this checkout's sources first (as the tests import them)."""
+    from pathlib import Path
+
+    import layerwise
+
+    return os.pathsep.join(p for p in (str(Path(layerwise.__file__).resolve().parents[1]),
+                                       os.environ.get("PYTHONPATH", "")) if p)
