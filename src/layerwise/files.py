@@ -7,6 +7,7 @@ between them leaves the old one as ``.NAME.old-*``, which :func:`recover_folder`
 
 from __future__ import annotations
 
+import errno
 import glob
 import logging
 import os
@@ -88,11 +89,21 @@ def write_atomic(path: str | os.PathLike, data: bytes) -> Path:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+            raise _write_failed(exc, path) from None
         raise
     return path
+
+
+def _write_failed(exc: OSError, path: Path) -> OSError:
+    """A full disk (or quota, or file-size limit) as one line naming the file, what was kept and the fix."""
+    error = OSError(f"writing {path} failed ({exc.strerror or exc}); the previous file is unchanged and no temporary "
+                    "file is left: free some space or choose another folder, then run the same command again")
+    error.errno = exc.errno  # (set after: OSError(errno, text) would print as "[Errno 28] text")
+    return error
 
 
 def _umask() -> int:
