@@ -134,6 +134,14 @@ def no_bars():
     hf_logging.enable_progress_bar()
 
 
+def child_env() -> dict:
+    """The environment of a child process that runs this checkout's layerwise (its sources first on PYTHONPATH)."""
+    import layerwise
+
+    src = str(Path(layerwise.__file__).resolve().parents[1])
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH", "")) if p)}
+
+
 def no_model_load(monkeypatch):
     """Make any model load fail the test: what is checked must be checked before a model loads."""
     from layerwise.encoders import layer_encoder

@@ -13,19 +13,13 @@ import resource
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from reliability_cases import child_env
+
 RELIABILITY_GROUP = "Internal errors"
-
-
-def _src_path() -> str:
-    import layerwise
-
-    return os.pathsep.join(p for p in (str(Path(layerwise.__file__).resolve().parents[1]),
-                                       os.environ.get("PYTHONPATH", "")) if p)
 
 
 def _layerwise(argv, *, limit: int | None = None) -> subprocess.CompletedProcess:
@@ -35,8 +29,7 @@ def _layerwise(argv, *, limit: int | None = None) -> subprocess.CompletedProcess
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
     return subprocess.run([sys.executable, "-m", "layerwise.cli", *map(str, argv)], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": _src_path()}, preexec_fn=cap if limit else None,
-                          timeout=300)
+                          env=child_env(), preexec_fn=cap if limit else None, timeout=300)
 
 
 def _one_error(run: subprocess.CompletedProcess) -> str:

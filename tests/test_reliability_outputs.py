@@ -9,7 +9,6 @@ replaced by a second run; a write killed at any point leaves every file whole an
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -17,6 +16,7 @@ import textwrap
 
 import pytest
 
+from reliability_cases import child_env
 from reliability_cases import no_model_load as _no_model_load
 
 RELIABILITY_GROUP = "Data loss"
@@ -224,7 +224,7 @@ def test_a_killed_write_leaves_no_partial_file_and_the_next_run_replaces_it(step
     with guarded(env):
         write_json(path, {"run": 1})
     run = subprocess.run([sys.executable, "-c", KILLED_WRITE, str(env), step], capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": _src_path()})
+                         env=child_env())
     assert run.returncode == -signal.SIGKILL, run.stderr
     doc = json.loads(path.read_text())  # whole: the old file, or the new one
     assert doc["run"] == (1 if step == "before-rename" else 2)
@@ -237,11 +237,35 @@ def test_a_killed_write_leaves_no_partial_file_and_the_next_run_replaces_it(step
                 "replaced it and removed the dead writer's temporary file", code=run.returncode)
 
 
-def _src_path() -> str:
-    """PYTHONPATH for a child process: this checkout's sources first (as the tests import them)."""
+
+@pytest.mark.reliability("Data loss")
+def test_a_speed_benchmark_refuses_an_output_of_the_users_before_measuring(env, case):
+    from layerwise.benchmarks.speed._bench import check_output, write_outputs
+    from layerwise.outputs import ForeignFileError
+
+    (env / "speed.json").write_bytes(MINE)  # the JSON a benchmark writes beside its markdown
+    with pytest.raises(ForeignFileError, match="speed.json exists and was not written by layerwise") as info:
+        check_output(env / "speed.md")
+    assert (env / "speed.json").read_bytes() == MINE and not (env / "speed.md").exists()
+    case.record("a speed benchmark's --output whose JSON sibling is the user's (was: replaced after the run)",
+                "python -m layerwise.benchmarks.speed.bench_encode --output OUT/speed.md", "refusal", str(info.value))
+    (env / "speed.json").unlink()
+    result = {"environment": {"machine": {}}}
+    write_outputs(result, env / "speed.md", lambda r: "# speed\n")
+    write_outputs(result, env / "speed.md", lambda r: "# speed again\n")  # its own outputs: replaced
+    assert (env / "speed.md").read_text() == "# speed again\n"
+
+
+def test_every_page_of_docs_results_is_listed_with_its_bytes():
+    """`layerwise results render` replaces only listed pages: the committed pages must be listed as committed."""
     from pathlib import Path
 
-    import layerwise
+    from layerwise.outputs import MANIFEST, OutputManifest
 
-    return os.pathsep.join(p for p in (str(Path(layerwise.__file__).resolve().parents[1]),
-                                       os.environ.get("PYTHONPATH", "")) if p)
+    results = Path(__file__).resolve().parents[1] / "docs" / "results"
+    manifest = OutputManifest(results)
+    unlisted = [p.name for p in sorted(results.iterdir())
+                if p.is_file() and p.name != MANIFEST and manifest.foreign(p.name)]
+    assert not unlisted, (f"{unlisted} in docs/results are not listed with their bytes in {MANIFEST}; pages written "
+                          "by an older layerwise: check them, then list them with `cd docs/results && sha256sum "
+                          f"*.md *.json *.png > {MANIFEST}`")

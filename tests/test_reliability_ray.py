@@ -3,10 +3,9 @@ Ray actor said in one line (exit 2, no traceback). Ray starts in one test only (
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
+from reliability_cases import child_env
 from reliability_cases import no_model_load as _no_model_load
 
 RELIABILITY_GROUP = "Unclear errors"
@@ -69,7 +68,6 @@ def exploding_model(env):
 @pytest.mark.reliability("Silently wrong")
 def test_nan_vectors_inside_a_ray_actor_are_one_line(exploding_model, corpus, env, case):
     """Run as the user runs it (a process of its own: Ray's log handlers hold the real stderr)."""
-    import os
     import subprocess
     import sys
 
@@ -77,7 +75,7 @@ def test_nan_vectors_inside_a_ray_actor_are_one_line(exploding_model, corpus, en
     out = env / "shards"
     argv = ["encode", corpus, out, "--engine", "ray", "--model", exploding_model, "--actors", "1", "--no-cache", "-q"]
     run = subprocess.run([sys.executable, "-m", "layerwise.cli", *map(str, argv)], capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": _src_path()}, timeout=300)
+                         env=child_env(), timeout=300)
     errors = [ln for ln in run.stderr.splitlines() if ln.startswith("layerwise")]
     assert run.returncode == 2 and "Traceback" not in run.stderr + run.stdout, run.stderr
     assert len(errors) == 1 and "NaN or inf" in errors[0] and "Ray block" in errors[0], run.stderr
@@ -85,12 +83,3 @@ def test_nan_vectors_inside_a_ray_actor_are_one_line(exploding_model, corpus, en
     case.record("NaN vectors computed inside a Ray actor (was: Ray's traceback)", "layerwise " + " ".join(map(str, argv)),
                 "clear error", errors[0], code=run.returncode)
 
-
-def _src_path() -> str:
-    """PYTHONPATH for a child process: this checkout's sources first (as the tests import them)."""
-    from pathlib import Path
-
-    import layerwise
-
-    return os.pathsep.join(p for p in (str(Path(layerwise.__file__).resolve().parents[1]),
-                                       os.environ.get("PYTHONPATH", "")) if p)
