@@ -29,7 +29,8 @@ def _layerwise(argv, *, limit: int | None = None) -> subprocess.CompletedProcess
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
     return subprocess.run([sys.executable, "-m", "layerwise.cli", *map(str, argv)], capture_output=True, text=True,
-                          env=child_env(), preexec_fn=cap if limit else None, timeout=300)
+                          env={**child_env(), "HF_HUB_DISABLE_PROGRESS_BARS": "1"},  # transformers' save bars off
+                          preexec_fn=cap if limit else None, timeout=300)
 
 
 def _one_error(run: subprocess.CompletedProcess) -> str:
@@ -58,6 +59,23 @@ def test_an_npy_larger_than_the_disk_allows_fails_before_encoding(tiny_bert, env
     case.record("a .npy output larger than the disk allows (a real file-size limit, EFBIG)",
                 "layerwise " + " ".join(map(str, argv)) + "  # RLIMIT_FSIZE 16 kB", "clear error", line,
                 code=run.returncode)
+
+
+@pytest.mark.reliability("Internal errors")
+def test_a_layer_cache_shard_on_a_full_disk_is_one_line(tiny_bert, env, case):
+    corpus = env / "corpus.txt"
+    corpus.write_text("".join(f"{t}\n" for t in _texts(8)), encoding="utf-8")
+    out = env / "v.npy"  # 8 x 32 float32 fits; the cache shard of 8 texts (their 3 hidden states x 2 poolings) does not
+    argv = ["encode", corpus, out, "--model", tiny_bert, "-q"]
+    run = _layerwise(argv, limit=4_000)
+    line = _one_error(run)
+    assert "layer cache shard" in line and "File too large" in line and "was: internal error" not in line
+    cache = env / "home" / "cache"
+    assert not [p for p in cache.rglob("*") if p.is_file() and p.name != "key.json"], list(cache.rglob("*"))
+    assert not out.exists() and not list(env.glob(".v.npy.tmp-*"))
+    case.record("the disk fills while the layer cache writes a shard (a real file-size limit; was: internal error, "
+                "SafetensorError)", "layerwise " + " ".join(map(str, argv)) + "  # RLIMIT_FSIZE 4 kB", "clear error",
+                line, code=run.returncode)
 
 
 @pytest.mark.reliability("Internal errors")
@@ -108,6 +126,19 @@ def test_a_full_disk_while_writing_results_keeps_every_file_whole(tiny_bert, env
                 "layerwise " + " ".join(map(str, argv)) + "  # RLIMIT_FSIZE 12 kB, then again without",
                 "recovery", f"{line} -- the files written before were whole and listed; the same command then "
                 "finished", code=run.returncode)
+
+
+@pytest.mark.reliability("Internal errors")
+def test_an_export_on_a_full_disk_is_one_line_and_leaves_nothing(tiny_bert, env, case):
+    dest = env / "exported"
+    argv = ["export", tiny_bert, dest, "--layers", "0,2"]
+    run = _layerwise(argv, limit=40_000)  # the weights (about 78 kB) do not fit
+    line = _one_error(run)
+    assert "writing" in line and "File too large" in line and "free some space" in line
+    assert sorted(p.name for p in env.iterdir() if p.name != "home") == [], list(env.iterdir())
+    case.record("the disk fills while `export` writes the weights (a real file-size limit; was: internal error, "
+                "SafetensorError)", "layerwise " + " ".join(map(str, argv)) + "  # RLIMIT_FSIZE 40 kB", "clear error",
+                line, code=run.returncode)
 
 
 def test_reserve_allocates_or_writes_zeros(env, monkeypatch):

@@ -110,6 +110,10 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - the last line of defence: a bug, reported as one
         if args.debug:
             raise
+        if _write_failure(exc):  # a full disk met inside a library that reports it as its own error type
+            print(f"layerwise: error: writing failed ({_one_line(exc)}); free some space or write to another disk, "
+                  "then run the same command again", file=sys.stderr)
+            return EXIT_USAGE
         print(f"layerwise: internal error ({type(exc).__name__}: {_one_line(exc)}); this is a bug, "
               "rerun with --debug for the traceback", file=sys.stderr)
         return EXIT_BUG
@@ -137,6 +141,11 @@ def _leave_processes() -> None:
     from layerwise.training import distributed
 
     distributed.teardown()
+
+
+def _write_failure(exc: BaseException) -> bool:
+    """safetensors (under ``save_pretrained`` too) reports a failed write (ENOSPC, EFBIG) as ``SafetensorError``."""
+    return type(exc).__name__ == "SafetensorError" and "I/O error" in str(exc)
 
 
 def _one_line(exc: BaseException) -> str:
