@@ -269,3 +269,16 @@ def test_every_page_of_docs_results_is_listed_with_its_bytes():
     assert not unlisted, (f"{unlisted} in docs/results are not listed with their bytes in {MANIFEST}; pages written "
                           "by an older layerwise: check them, then list them with `cd docs/results && sha256sum "
                           f"*.md *.json *.png > {MANIFEST}`")
+
+
+def test_a_link_of_an_output_name_is_never_followed_or_replaced(env):
+    from layerwise.outputs import ForeignFileError, guarded
+    from layerwise.reports import write_json
+
+    target = env / "elsewhere.json"
+    target.write_bytes(MINE)
+    (env / "out").mkdir()
+    (env / "out" / "train.json").symlink_to(target)
+    with guarded(env / "out"), pytest.raises(ForeignFileError):
+        write_json(env / "out" / "train.json", {"a": 1})
+    assert (env / "out" / "train.json").is_symlink() and target.read_bytes() == MINE

@@ -162,7 +162,7 @@ def guarded(folder: str | os.PathLike) -> Iterator[Path]:
 
 def guarded_folder(path: str | os.PathLike) -> Path | None:
     """The guarded folder ``path`` is a file of (directly), or None."""
-    parent = Path(path).expanduser().resolve().parent
+    parent = Path(path).expanduser().parent.resolve()  # the file itself may be a link: not followed
     with _GUARD_LOCK:
         return parent if parent in _GUARDED else None
 
