@@ -93,7 +93,8 @@ def test_layers_replaces_its_own_outputs_and_refuses_an_edited_one(tiny_bert, da
     second = case.run(argv, capsys)
     assert second.code == 0, second.err
     assert sorted(p.name for p in out.iterdir()) == sorted([*written, MANIFEST, "notes.md"])  # no temp file left
-    case.record("layers run twice into one --output (its own outputs, listed in the manifest)", " ".join(map(str, argv)),
+    case.record("layers run twice into one --output (its own outputs, listed in the manifest)",
+                "layerwise " + " ".join(map(str, argv)),
                 "correct result", "the second run replaced its three files; notes.md of the user's kept; no temp "
                 "file", code=second.code)
     md = next(out / n for n in written if n.endswith(".md"))
@@ -112,8 +113,9 @@ def test_train_overwrite_replaces_only_its_own_run(tiny_bert, data, env, case, c
     assert case.run(argv, capsys).code == 0
     seen = case.run([*argv, "--overwrite"], capsys)
     assert seen.code == 0, seen.err
-    case.record("train --overwrite over its own run (train.json listed in the manifest)", " ".join(map(str, argv)) +
-                " --overwrite", "correct result", "the run's train.json, last/ and best/ replaced", code=seen.code)
+    case.record("train --overwrite over its own run (train.json listed in the manifest)",
+                "layerwise " + " ".join(map(str, argv)) + " --overwrite", "correct result",
+                "the run's train.json, last/ and best/ replaced", code=seen.code)
     (out / "train.json").write_bytes(MINE)
     best = sorted(p.name for p in (out / "best").iterdir())
     case.cli_error([*argv, "--overwrite"], capsys, outcome="refusal", match=("train.json", "not written by layerwise"),

@@ -20,7 +20,7 @@ from typing import Iterator
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["atomic_folder", "recover_folder", "remove_stale", "write_atomic"]
+__all__ = ["atomic_folder", "recover_folder", "remove_stale", "write_atomic", "write_failure"]
 
 
 def remove_stale(dest: str | Path) -> None:
@@ -61,8 +61,10 @@ def atomic_folder(dest: str | Path, *, replaceable=None) -> Iterator[Path]:
     tmp.mkdir()
     try:
         yield tmp
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
+        if write_failure(exc):
+            raise _write_failed(exc, dest, kept="the previous folder is unchanged") from None
         raise
     old = dest.parent / f".{dest.name}.old-{tag}"
     if dest.exists():
@@ -92,17 +94,26 @@ def write_atomic(path: str | os.PathLike, data: bytes) -> Path:
     except BaseException as exc:
         if os.path.exists(tmp):
             os.unlink(tmp)
-        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
-            raise _write_failed(exc, path) from None
+        if write_failure(exc):
+            raise _write_failed(exc, path, kept="the previous file is unchanged") from None
         raise
     return path
 
 
-def _write_failed(exc: OSError, path: Path) -> OSError:
+def write_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` is a write that failed for want of room: a full disk, a quota, a file-size limit; also as
+    safetensors reports it (``SafetensorError: ... I/O error``, under ``save_pretrained`` too)."""
+    if isinstance(exc, OSError):
+        return exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+    return type(exc).__name__ == "SafetensorError" and "I/O error" in str(exc)
+
+
+def _write_failed(exc: BaseException, path: Path, *, kept: str) -> OSError:
     """A full disk (or quota, or file-size limit) as one line naming the file, what was kept and the fix."""
-    error = OSError(f"writing {path} failed ({exc.strerror or exc}); the previous file is unchanged and no temporary "
-                    "file is left: free some space or choose another folder, then run the same command again")
-    error.errno = exc.errno  # (set after: OSError(errno, text) would print as "[Errno 28] text")
+    reason = " ".join(str(getattr(exc, "strerror", None) or exc).split())
+    error = OSError(f"writing {path} failed ({reason}); {kept} and no temporary file is left: free some space or "
+                    "choose another folder, then run the same command again")
+    error.errno = getattr(exc, "errno", None)  # (set after: OSError(errno, text) would print as "[Errno 28] text")
     return error
 
 

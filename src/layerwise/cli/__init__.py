@@ -19,6 +19,7 @@ from layerwise.cli import export, lattemix, layer_attention, lc, models, multita
 from layerwise.cli._checks import preflight
 from layerwise.cli._outputs import check_output_names, guard_output
 from layerwise.errors import LayerwiseError
+from layerwise.files import write_failure
 
 __all__ = ["EXIT_BUG", "EXIT_INTERRUPTED", "EXIT_USAGE", "USER_ERRORS", "build_parser", "main"]
 
@@ -110,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - the last line of defence: a bug, reported as one
         if args.debug:
             raise
-        if _write_failure(exc):  # a full disk met inside a library that reports it as its own error type
+        if write_failure(exc):  # a full disk met inside a library that reports it as its own error type
             print(f"layerwise: error: writing failed ({_one_line(exc)}); free some space or write to another disk, "
                   "then run the same command again", file=sys.stderr)
             return EXIT_USAGE
@@ -141,11 +142,6 @@ def _leave_processes() -> None:
     from layerwise.training import distributed
 
     distributed.teardown()
-
-
-def _write_failure(exc: BaseException) -> bool:
-    """safetensors (under ``save_pretrained`` too) reports a failed write (ENOSPC, EFBIG) as ``SafetensorError``."""
-    return type(exc).__name__ == "SafetensorError" and "I/O error" in str(exc)
 
 
 def _one_line(exc: BaseException) -> str:
