@@ -78,9 +78,13 @@ class Case:
 _TMP = re.compile(r"/(?:private/)?(?:var/folders/[^\s']+?/T|tmp)/pytest-of-[^/]+/pytest-\d+/[^/\s']+")
 
 
+_DIGEST = re.compile(r"((?:search|layers)-[^\s/]*-)[0-9a-f]{8}(\.(?:md|png|json))")
+
+
 def _scrub(text: str) -> str:
-    """Temporary test folders as ``$TMP`` (the page should not change with every run's folder names)."""
-    return _TMP.sub("$TMP", text)
+    """Temporary test folders as ``$TMP``, and the digest of a keyed output name (it covers the data folder's path)
+    as ``<digest>``: the page should not change with every run's folder names."""
+    return _DIGEST.sub(r"\1<digest>\2", _TMP.sub("$TMP", text))
 
 
 def _command(argv) -> str:
