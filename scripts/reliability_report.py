@@ -22,7 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ["tests/test_reliability.py", "tests/test_reliability_models.py", "tests/test_faults.py",
          "tests/test_reliability_runs.py", "tests/test_reliability_scale.py", "tests/test_reliability_round3.py",
-         "tests/test_reliability_files.py", "tests/test_reliability_code.py"]
+         "tests/test_reliability_files.py", "tests/test_reliability_code.py", "tests/test_reliability_outputs.py",
+         "tests/test_reliability_ray.py", "tests/test_reliability_disk.py"]
 OUTCOMES = ("clear error", "refusal", "recovery", "correct result")
 
 RESUME = """## How an interrupted long run continues
@@ -47,6 +48,14 @@ file, see *Faults during writes*). Run the same command again and it continues w
   evaluation; `layerwise train --resume` continues from the last one and ends equal to an uninterrupted run. A
   resume with another model, training data or setting is refused, naming what differs; an output folder that
   holds a run needs `--resume` or `--overwrite`.
+
+## Output folders
+
+Every command that writes results into an `--output` folder lists the files it wrote there, with their sha256, in
+`.layerwise-outputs.sha256` (the format of `sha256sum`). A file of one of the command's output names that is not
+listed with its current bytes (yours, or one of the tool's that you edited) is never replaced: the command stops in
+one line before any model loads, and `--overwrite` replaces only listed files. A write lists the new bytes before
+the file is renamed into place, so a kill at any moment leaves every file whole and listed.
 """
 
 

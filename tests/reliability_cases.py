@@ -78,9 +78,13 @@ class Case:
 _TMP = re.compile(r"/(?:private/)?(?:var/folders/[^\s']+?/T|tmp)/pytest-of-[^/]+/pytest-\d+/[^/\s']+")
 
 
+_DIGEST = re.compile(r"((?:search|layers)-[^\s/]*-)[0-9a-f]{8}(\.(?:md|png|json))")
+
+
 def _scrub(text: str) -> str:
-    """Temporary test folders as ``$TMP`` (the page should not change with every run's folder names)."""
-    return _TMP.sub("$TMP", text)
+    """Temporary test folders as ``$TMP``, and the digest of a keyed output name (it covers the data folder's path)
+    as ``<digest>``: the page should not change with every run's folder names."""
+    return _DIGEST.sub(r"\1<digest>\2", _TMP.sub("$TMP", text))
 
 
 def _command(argv) -> str:
@@ -132,6 +136,14 @@ def no_bars():
     hf_logging.disable_progress_bar()
     yield
     hf_logging.enable_progress_bar()
+
+
+def child_env() -> dict:
+    """The environment of a child process that runs this checkout's layerwise (its sources first on PYTHONPATH)."""
+    import layerwise
+
+    src = str(Path(layerwise.__file__).resolve().parents[1])
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH", "")) if p)}
 
 
 def no_model_load(monkeypatch):

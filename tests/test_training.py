@@ -138,8 +138,18 @@ def test_a_resume_with_another_model_data_or_setting_is_refused(method, env, tmp
 def test_existing_output_needs_resume_or_overwrite_and_overwrite_keeps_other_files(env, tmp_path):
     out = tmp_path / "run"
     loss, state = _lattemix(env, out)
+    from layerwise.outputs import guarded
+    from layerwise.reports import write_json
+
     (out / "notes.txt").write_text("mine")
-    (out / "train.json").write_text("{}")
+    (out / "train.json").write_text("{}")  # a file of the user's under the tool's name: never removed
+    for overwrite in (False, True):
+        with pytest.raises(FileExistsError, match="train.json was not written by layerwise"):
+            _lattemix(env, out, overwrite=overwrite)
+    assert (out / "train.json").read_text() == "{}"
+    (out / "train.json").unlink()
+    with guarded(out):
+        write_json(out / "train.json", {})  # the tool's own (listed in the folder's manifest)
     with pytest.raises(FileExistsError, match="already holds last, train.json: pass resume=True"):
         _lattemix(env, out)
     again, again_state = _lattemix(env, out, overwrite=True)

@@ -9,13 +9,14 @@ import platform
 import shlex
 import subprocess
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from layerwise._version import __version__
+from layerwise.files import write_atomic
+from layerwise.outputs import claim
 
 __all__ = ["command_line", "environment", "fmt", "fmt_git", "git_state", "plot_lines", "plot_per_layer", "run_section",
            "sample_std", "save_figure", "source_revision", "write_bytes", "write_json", "write_text"]
@@ -141,25 +142,10 @@ def run_section(env: dict, params: dict, total_seconds: float, extra: Sequence[s
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; results are for everyone to read
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+    """Every results write: atomic (``files.write_atomic``), and claimed in the output folder's manifest when the
+    command guards that folder (``outputs.guarded``: a file the tool did not write there is never replaced)."""
+    with claim(path, data):
+        write_atomic(path, data)
 
 
 def _jsonable(obj):

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save_file
 
 from layerwise.cache._format import (
@@ -163,12 +163,22 @@ def write_shard(directory: Path, hashes: list[str], stack: LayerStack) -> Path:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, final)
-    except BaseException:
+    except BaseException as exc:
         unlink_quietly(Path(tmp))
+        if isinstance(exc, (OSError, SafetensorError)):  # a full disk: safetensors reports it as its own error
+            raise _write_failed(exc, final) from None
         raise
     fsync_dir(directory)
     logger.debug("layer cache: wrote %d rows to %s", len(hashes), final)
     return final
+
+
+def _write_failed(exc: BaseException, path: Path) -> OSError:
+    """A shard that could not be written (a full disk, a file-size limit, a read-only cache) in one line."""
+    reason = " ".join((getattr(exc, "strerror", None) or str(exc)).split())
+    return OSError(f"writing the layer cache shard {path} failed ({reason}); nothing was left behind and the shards "
+                   "written before are kept: free some space or put the layer cache on another disk (cache_dir, "
+                   "--cache-dir), then run the same command again")
 
 
 def quarantine(path: Path, reason: str, *, n_texts: int | None = None) -> None:

@@ -17,7 +17,9 @@ import sys
 from layerwise.cache import CacheCorruptError
 from layerwise.cli import compress, export, lattemix, layer_attention, lc, models, multitask, results, truncated
 from layerwise.cli._checks import preflight
+from layerwise.cli._outputs import check_output_names, guard_output
 from layerwise.errors import LayerwiseError
+from layerwise.files import write_failure
 
 __all__ = ["EXIT_BUG", "EXIT_INTERRUPTED", "EXIT_USAGE", "USER_ERRORS", "build_parser", "main"]
 
@@ -88,7 +90,9 @@ def main(argv: list[str] | None = None) -> int:
     command = ["layerwise", *(sys.argv[1:] if argv is None else argv)]
     try:
         preflight(args)
+        check_output_names(args)  # a file of --output the command would replace and did not write: refused now
         with contextlib.ExitStack() as stack:
+            stack.enter_context(guard_output(args))
             if _join_processes(args):  # under torchrun, rank > 0: no output but warnings and errors
                 stack.enter_context(contextlib.redirect_stdout(stack.enter_context(open(os.devnull, "w"))))
             code = args.handler(args, command)
@@ -107,6 +111,10 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - the last line of defence: a bug, reported as one
         if args.debug:
             raise
+        if write_failure(exc):  # a full disk met inside a library that reports it as its own error type
+            print(f"layerwise: error: writing failed ({_one_line(exc)}); free some space or write to another disk, "
+                  "then run the same command again", file=sys.stderr)
+            return EXIT_USAGE
         print(f"layerwise: internal error ({type(exc).__name__}: {_one_line(exc)}); this is a bug, "
               "rerun with --debug for the traceback", file=sys.stderr)
         return EXIT_BUG

@@ -197,12 +197,14 @@ def _flags_named():
 def _run_encode_ray(args, command) -> int:
     from layerwise.encode.ray_engine import RayEncodeConfig, encode_corpus_ray, require_ray
     from layerwise.encode.shards import check_output_folder
+    from layerwise.encode.writers import check_unlocked
 
     if args.device != "cpu":
         raise UsageError(f"with --engine ray the actors' device follows --gpus-per-actor (cuda when above 0), not "
                          f"--device {args.device}: leave --device out")
     source = _corpus_source(args)
     check_output_folder(args.out, overwrite=args.overwrite)
+    check_unlocked(args.out)  # another encode writing OUT: refused now, before Ray starts or a model loads
     require_ray()
     config = RayEncodeConfig(address=args.address, actors=args.actors, cpus_per_actor=args.cpus_per_actor,
                              gpus_per_actor=args.gpus_per_actor, rows_per_block=args.chunk_size)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -31,13 +32,14 @@ from layerwise.encode.corpus import EncodeResult
 from layerwise.encode.embedders import EmbedderConfig
 from layerwise.encode.readers import CorpusSource, iter_corpus, scan_corpus
 from layerwise.encode.shards import check_output_folder, is_shard_folder, write_manifest
-from layerwise.errors import UsageError
+from layerwise.encode.writers import output_lock
+from layerwise.errors import LayerwiseError, UsageError
 from layerwise.files import atomic_folder
 from layerwise.finite import check_finite
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["MAX_ROWS_PER_BLOCK", "RayEncodeConfig", "encode_corpus_ray", "require_ray"]
+__all__ = ["MAX_ROWS_PER_BLOCK", "RayEncodeConfig", "encode_corpus_ray", "require_ray", "user_error_in"]
 
 MAX_ROWS_PER_BLOCK = 4096  # the local path's default chunk: what one process holds of the corpus at a time
 
@@ -163,28 +165,70 @@ def encode_corpus_ray(source: CorpusSource, output_dir: str | os.PathLike, embed
     """
     config = RayEncodeConfig() if config is None else config
     output = check_output_folder(output_dir, overwrite=overwrite)
-    n = scan_corpus(source)  # a bad file stops here, before Ray starts or a model loads
-    ray = require_ray()
-    local = EmbedderConfig.from_dict({**embedder.to_dict(), "device": "cpu"}).build()  # checks the options once
-    identity = local.describe()
-    dim = int(local.dim)
-    del local
-    t0 = time.perf_counter()
-    started = _start(ray, config.address)
-    try:
-        with _data_context(ray, logger.isEnabledFor(logging.INFO) if show_progress is None else show_progress), \
-                atomic_folder(output, replaceable=is_shard_folder) as tmp:
-            actors = _run(ray, source, n, tmp, embedder, config)
-            written = _count_rows(tmp)
-            if written != n:
-                raise RuntimeError(f"Ray wrote {written} rows into {tmp}, expected {n}")
-            write_manifest(tmp, {"n": n, "dim": dim, "embedder": embedder.to_dict(), "identity": identity,
-                                 "engine": {"name": "ray", "actors": actors, "ray": ray.__version__},
-                                 "command": command})
-    finally:
-        if started:
-            ray.shutdown()
+    with output_lock(output):  # a second encode of this output is refused while this one runs (as the local path)
+        n = scan_corpus(source)  # a bad file stops here, before Ray starts or a model loads
+        ray = require_ray()
+        local = EmbedderConfig.from_dict({**embedder.to_dict(), "device": "cpu"}).build()  # checks the options once
+        identity, dim = local.describe(), int(local.dim)
+        del local
+        t0 = time.perf_counter()
+        started = _start(ray, config.address)
+        try:
+            with _data_context(ray, logger.isEnabledFor(logging.INFO) if show_progress is None else show_progress), \
+                    atomic_folder(output, replaceable=is_shard_folder) as tmp, _actor_errors(ray):
+                actors = _run(ray, source, n, tmp, embedder, config)
+                written = _count_rows(tmp)
+                if written != n:
+                    raise RuntimeError(f"Ray wrote {written} rows into {tmp}, expected {n}")
+                write_manifest(tmp, {"n": n, "dim": dim, "embedder": embedder.to_dict(), "identity": identity,
+                                     "engine": {"name": "ray", "actors": actors, "ray": ray.__version__},
+                                     "command": command})
+        finally:
+            if started:
+                ray.shutdown()
     return EncodeResult(str(output), None, n, dim, time.perf_counter() - t0)
+
+
+#: a user error raised in an actor, as Ray's text of it: ``layerwise.finite.NonFiniteError: the vectors ...``
+_RAISED = re.compile(r"^(layerwise(?:\.\w+)+Error): (.+)$", re.MULTILINE)
+
+
+def user_error_in(exc: BaseException) -> BaseException | None:
+    """The user error (a :class:`~layerwise.errors.LayerwiseError`) an actor raised, found in the chain of what Ray
+    raised in this process (``RayTaskError(UserCodeException)`` -> ``.cause`` / ``__cause__``), or in the text of an
+    actor that died in its constructor; None for anything else (a bug, or Ray's own failure)."""
+    seen, todo = set(), [exc]
+    while todo:
+        err = todo.pop()
+        if err is None or id(err) in seen:
+            continue
+        seen.add(id(err))
+        if isinstance(err, LayerwiseError) and not type(err).__module__.startswith("ray."):
+            return err
+        todo += [getattr(err, "cause", None), err.__cause__, err.__context__]
+    found = _RAISED.findall(str(exc))
+    return UsageError(" ".join(found[-1][1].split())) if found else None
+
+
+@contextmanager
+def _actor_errors(ray) -> Iterator[None]:
+    """A user error raised inside an actor (NaN vectors, a model that cannot load) reaches the caller as itself, in
+    one line (Ray's wrapping and its remote traceback dropped); Ray Data's own logging of the failure is silenced."""
+    quiet = [logging.getLogger(name) for name in ("ray.data", "ray.data._internal.execution.streaming_executor_state",
+                                                  "ray.data.exceptions")]
+    levels = [q.level for q in quiet]
+    for q in quiet:
+        q.setLevel(logging.CRITICAL)
+    try:
+        yield
+    except ray.exceptions.RayError as exc:
+        err = user_error_in(exc)
+        if err is None:
+            raise
+        raise err.with_traceback(None) from None
+    finally:
+        for q, level in zip(quiet, levels):
+            q.setLevel(level)
 
 
 @contextmanager

@@ -3,13 +3,16 @@
 ``.npy``: a float32 array of shape (n, d), its header then its rows appended chunk by chunk with plain writes (not
 through a memory map: a full disk under a memory map kills the process with SIGBUS, where a write raises an error),
 with the ids in ``<name>.ids.txt`` beside it (one per line, in row order). The free space is checked before the first
-byte, and a write that still fails (the disk filled meanwhile) removes the temporary files and says so in one line. ``.parquet``: columns ``id`` (string) and
+byte and the array's blocks are allocated when the file is opened (:func:`reserve`), so a full disk or a file-size
+limit is said before any text is encoded; a write that still fails (the ids file on a disk filled meanwhile) removes
+the temporary files and says so in one line. ``.parquet``: columns ``id`` (string) and
 ``embedding`` (fixed-size list of d float32), one row group per chunk (needs pyarrow). A run that stops leaves no
 partial output, only a hidden ``.NAME.tmp-*`` file the next run removes.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import uuid
@@ -23,7 +26,7 @@ from layerwise.encode.readers import require_pyarrow
 from layerwise.errors import UsageError
 
 __all__ = ["OUTPUT_FORMATS", "EmbeddingWriter", "check_free_space", "check_output", "check_unlocked", "ids_path",
-           "lock_path", "open_writer", "output_lock"]
+           "lock_path", "open_writer", "output_lock", "reserve"]
 
 OUTPUT_FORMATS = (".npy", ".parquet")
 
@@ -163,6 +166,30 @@ def _write_failed(exc: OSError, output: Path) -> OSError:
     return error
 
 
+def reserve(fd: int, size: int) -> None:
+    """Allocate the blocks of the first ``size`` bytes of the open file ``fd`` now, so that a disk that is full (or a
+    file-size limit) fails here, before any text is encoded, rather than after hours; later writes of those bytes
+    cannot run out of space. ``os.posix_fallocate`` where the file system supports it, else zeros written (and the
+    position put back). The .npy is never written through a memory map, where a full disk is a SIGBUS, not an error.
+    """
+    if size <= 0:
+        return
+    try:
+        os.posix_fallocate(fd, 0, size)
+        return
+    except AttributeError:  # pragma: no cover - platforms without posix_fallocate (macOS)
+        pass
+    except OSError as exc:
+        if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+            raise
+    start, zeros = os.lseek(fd, 0, os.SEEK_CUR), bytes(1 << 20)
+    end = os.lseek(fd, 0, os.SEEK_END)
+    while end < size:
+        end += os.write(fd, zeros[: min(len(zeros), size - end)])
+    os.fsync(fd)
+    os.lseek(fd, start, os.SEEK_SET)
+
+
 class EmbeddingWriter:
     """``write(ids, vectors)`` chunks in order, then ``close()`` (renames into place) or ``abort()``."""
 
@@ -196,6 +223,8 @@ class _NpyWriter(EmbeddingWriter):
             header = {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)), "fortran_order": False,
                       "shape": (self.n, self.dim)}
             np.lib.format.write_array_header_1_0(self.file, header)  # what np.save writes for this shape
+            self.file.flush()
+            reserve(self.file.fileno(), self.file.tell() + self.n * self.dim * 4)
             self.ids_file = open(self.ids_tmp, "w", encoding="utf-8")  # noqa: SIM115 - closed in close/abort
         except OSError as exc:
             self.abort()

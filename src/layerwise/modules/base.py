@@ -41,7 +41,11 @@ def save_state_file(tensors: dict[str, torch.Tensor], path: str | Path) -> Path:
     """Write tensors with safetensors (detached, contiguous, on the CPU)."""
     import safetensors.torch
 
-    safetensors.torch.save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, str(path))
+    try:
+        safetensors.torch.save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, str(path))
+    except safetensors.SafetensorError as exc:  # a full disk, a file-size limit: safetensors' own error type
+        raise OSError(f"writing {path} failed ({' '.join(str(exc).split())}); free some space or write to another "
+                      "disk, then run the same command again") from None
     return Path(path)
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -26,6 +27,7 @@ import torch
 from layerwise.errors import ModelFilesError
 from layerwise.files import atomic_folder, recover_folder, remove_stale
 from layerwise.modules.base import load_state_file, save_state_file
+from layerwise.outputs import MANIFEST, OutputManifest
 from layerwise.training.distributed import rank
 
 logger = logging.getLogger(__name__)
@@ -82,8 +84,9 @@ def fingerprint_differences(saved: dict, now: dict, prefix: str = "") -> list[st
 def prepare_output(output_dir, *, resume: bool, overwrite: bool) -> Path | None:
     """Check the output folder before any work: resume needs ``last/``; existing outputs need resume or overwrite.
 
-    ``overwrite`` removes only what the tool writes there (``last/``, ``best/``, ``train.json`` and its temporary
-    folders), never other files. Returns the folder (None when ``output_dir`` is None).
+    ``overwrite`` removes only what the tool wrote there: ``last/`` holding a checkpoint and ``best/`` beside it, ``train.json``
+    when the folder's manifest lists it (:mod:`layerwise.outputs`), and their temporary folders; anything else of
+    those names is refused, never removed. Returns the folder (None when ``output_dir`` is None).
     """
     if output_dir is None:
         if resume or overwrite:
@@ -100,7 +103,12 @@ def prepare_output(output_dir, *, resume: bool, overwrite: bool) -> Path | None:
         if not (out / "last" / STATE_JSON).is_file():
             raise FileNotFoundError(f"nothing to resume in {out}: no last/{STATE_JSON}; start without resume (--resume)")
         return out
-    found = [name for name in OWN_OUTPUTS if (out / name).exists()]
+    found = [name for name in OWN_OUTPUTS if os.path.lexists(out / name)]
+    foreign = [name for name in found if not _own_output(out, name)]
+    if foreign:
+        raise FileExistsError(f"{out / foreign[0]} was not written by layerwise (not a checkpoint, or not listed in "
+                              f"{MANIFEST}); it is never replaced or removed: move it away, or choose another output "
+                              "folder")
     if found and not overwrite:
         raise FileExistsError(f"{out} already holds {', '.join(found)}: pass resume=True (--resume) to continue that "
                               "run or overwrite=True (--overwrite) to start again (only the tool's own outputs are removed)")
@@ -113,6 +121,15 @@ def prepare_output(output_dir, *, resume: bool, overwrite: bool) -> Path | None:
     for name in ("last", "best"):
         remove_stale(out / name)
     return out
+
+
+def _own_output(out: Path, name: str) -> bool:
+    """``last``: a real folder holding a checkpoint's state; ``best`` (the task's own save format): beside such a
+    ``last`` (one run writes both); a file: listed in the folder's manifest."""
+    if name in ("last", "best"):
+        last, path = out / "last", out / name
+        return (all(p.is_dir() and not p.is_symlink() for p in (path, last)) and (last / STATE_JSON).is_file())
+    return not OutputManifest(out).foreign(name)
 
 
 def _optimizer_parts(opt: torch.optim.Optimizer | None) -> tuple[dict, dict]:

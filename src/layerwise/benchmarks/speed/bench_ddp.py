@@ -83,7 +83,7 @@ def main(argv=None) -> int:
     ap.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
     args = ap.parse_args(argv)
     t_start = time.perf_counter()
-    env = start_environment()
+    env = start_environment(args.output)
     with tempfile.TemporaryDirectory() as tmp:
         runs = [_run(args, Path(tmp) / f"p{n}", n) for n in (1, 2)]
     return finish(args, env, t_start, render, runs=runs)

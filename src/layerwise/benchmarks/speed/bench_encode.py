@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from layerwise import LayerEncoder
-from layerwise.benchmarks.speed._bench import REPO, pass_fail, write_outputs
+from layerwise.benchmarks.speed._bench import REPO, check_output, pass_fail, write_outputs
 from layerwise.data import load_sts
 from layerwise.reports import command_line, environment, git_state, run_section
 
@@ -226,6 +226,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    check_output(args.output)  # a file there that layerwise did not write: refused before measuring
     import sentence_transformers
     import tokenizers
 

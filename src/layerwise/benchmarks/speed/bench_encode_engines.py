@@ -95,7 +95,7 @@ def main(argv=None) -> int:
     ap.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
     args = ap.parse_args(argv)
     t_start = time.perf_counter()
-    env = start_environment()
+    env = start_environment(args.output)
     sentences = stsb_sentences(args.n_sentences)
     embedder = EmbedderConfig(model=args.model, pooling=PoolingSpec("mean", tuple(map(int, args.layers.split(",")))),
                               max_length=args.max_length, batch_size=args.batch_size, cache_dir=False)

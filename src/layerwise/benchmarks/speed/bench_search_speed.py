@@ -37,7 +37,7 @@ import numpy as np
 import torch
 
 from layerwise import LayerEncoder, LayerSubsetSearch, naive_subset_scores
-from layerwise.benchmarks.speed._bench import REPO, write_outputs
+from layerwise.benchmarks.speed._bench import REPO, check_output, write_outputs
 from layerwise.benchmarks.speed.search_speed_page import (
     AGREEMENT_TOL,
     PAPER_FAST_SECONDS,
@@ -230,6 +230,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    check_output(args.output)  # a file there that layerwise did not write: refused before measuring
     t_start = time.perf_counter()
     result: dict = {
         "environment": environment(command_line()),
