@@ -11,11 +11,13 @@ from layerwise.benchmarks.layer_attention import pages as layer_attention_pages
 from layerwise.benchmarks.lc import pages as lc_pages
 from layerwise.benchmarks.multitask import pages as multitask_pages
 from layerwise.benchmarks.registry import PAGES, ResultsPage
+from layerwise.benchmarks.speed import pages as speed_pages
 from layerwise.benchmarks.truncated import pages as truncated_pages
 
 __all__ = ["DECLARING_MODULES", "all_pages", "get_page"]
 
-DECLARING_MODULES = (lc_pages, layer_attention_pages, lattemix_pages, multitask_pages, truncated_pages, export_page)
+DECLARING_MODULES = (lc_pages, layer_attention_pages, lattemix_pages, multitask_pages, truncated_pages, export_page,
+                     speed_pages)
 
 
 def get_page(name: str) -> ResultsPage:
