@@ -20,6 +20,7 @@ Bit ``l`` of a subset's ``bits`` (an int64) is set when hidden state ``l`` is in
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import Executor
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,25 +48,26 @@ def popcount(bits: np.ndarray) -> np.ndarray:
 _BYTE_COUNTS = np.array([bin(i).count("1") for i in range(256)], dtype=np.int64)
 
 
-def pair_gram(a: np.ndarray, b: np.ndarray, cols: np.ndarray) -> np.ndarray:
+def pair_gram(a: np.ndarray, b: np.ndarray, cols: np.ndarray, pool: Executor | None = None) -> np.ndarray:
     """G (K, K, 3n) float64 of the pairs ``cols`` of ``a, b`` (n, K, d): ``[<a_l, b_m> | <a_l, a_m> | <b_l, b_m>]``.
 
-    Computed a few pairs at a time (float64 copies of a chunk, reused), symmetrised: x^T G x only sees the symmetric
-    part. Each block is computed the same way, so a pair whose sides are equal gets three equal columns everywhere
-    below, and its cosine is exactly 1.0.
+    Computed a few pairs at a time (float64 copies of a chunk; in ``pool``'s threads when given), symmetrised:
+    x^T G x only sees the symmetric part. Each block is computed the same way, so a pair whose sides are equal gets
+    three equal columns everywhere below, and its cosine is exactly 1.0.
     """
     n, k, d = len(cols), a.shape[1], a.shape[2]
     out = np.empty((3, n, k, k))
-    step = max(1, 2**19 // (k * d))  # pairs per chunk: 4 MB of float64 per side
-    xa = np.empty((min(step, n), k, d))
-    xb = np.empty_like(xa)
-    for lo in range(0, n, step):
+    step = max(1, 2**18 // (k * d))  # pairs per chunk: 2 MB of float64 per side
+
+    def chunk(lo: int) -> None:
         idx = cols[lo : lo + step]
-        ca, cb = xa[: len(idx)], xb[: len(idx)]
-        ca[...] = a[idx]  # converted to float64 into the reused buffers
-        cb[...] = b[idx]
+        ca, cb = a[idx].astype(np.float64), b[idx].astype(np.float64)
         for blk, (x, y) in enumerate(((ca, cb), (ca, ca), (cb, cb))):
             np.matmul(x, y.transpose(0, 2, 1), out=out[blk, lo : lo + len(idx)])
+
+    starts = range(0, n, step)
+    for _ in (pool.map(chunk, starts) if pool is not None else map(chunk, starts)):
+        pass
     out = 0.5 * (out + out.transpose(0, 1, 3, 2))
     return np.ascontiguousarray(out.transpose(2, 3, 0, 1)).reshape(k, k, 3 * n)
 
@@ -73,11 +75,12 @@ def pair_gram(a: np.ndarray, b: np.ndarray, cols: np.ndarray) -> np.ndarray:
 class SubsetGram:
     """Per-pair Gram blocks of the chosen pairs, the B table, and tiles of subset quadratic forms.
 
-    ``a, b``: per-layer vectors (n, K, d); ``cols``: the pairs to keep, in the order the cosines' columns take.
+    ``a, b``: per-layer vectors (n, K, d); ``cols``: the pairs to keep, in the order the cosines' columns take;
+    ``pool``: threads for the Gram blocks.
     """
 
-    def __init__(self, a: np.ndarray, b: np.ndarray, cols: np.ndarray):
-        self.G = pair_gram(a, b, cols)
+    def __init__(self, a: np.ndarray, b: np.ndarray, cols: np.ndarray, pool: Executor | None = None):
+        self.G = pair_gram(a, b, cols, pool)
         self.n = len(cols)
         self.k = a.shape[1]
         fits = max(1, int(np.log2(max(2, TABLE_BYTES // (24 * self.n)))))  # the largest table within TABLE_BYTES

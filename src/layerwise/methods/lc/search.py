@@ -178,7 +178,7 @@ class LayerSubsetSearch:
         # small products cost 10x on a loaded machine.
         with progress(total=total, desc="layer subsets", unit="subset", disable=not show) as bar, \
                 ThreadPoolExecutor(max_workers=max(1, n_jobs)) as pool, threadpool_limits(limits=1, user_api="blas"):
-            gram = SubsetGram(a, b, cols)
+            gram = SubsetGram(a, b, cols, pool)
             pending: deque = deque()
 
             def collect(fut) -> None:
