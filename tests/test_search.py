@@ -161,3 +161,12 @@ def test_subsets_come_in_increasing_bits_and_masks_agree():
     assert [sum(1 << x for x in sub) for sub in s.subsets_] == list(s.bits_)
     best = np.flatnonzero(s.scores_ == np.nanmax(s.scores_))[0]  # ties go to the subset with the smaller bits
     assert s.best_layers_ == s.subsets_[best]
+
+
+def test_many_states_with_a_small_cap_equal_naive():
+    # 40 states: the A side has 27 states, of which only subsets of at most 2 are enumerated
+    a, b, gold = _random_pairs(n=40, k=40, d=5, seed=8)
+    fast = LayerSubsetSearch(max_layers=2).fit(a, b, gold)
+    naive = naive_subset_scores(a, b, gold, max_layers=2)
+    assert len(fast.scores_) == len(naive) == count_subsets(40, 2)
+    _assert_same_scores(fast, naive, atol=1e-10)

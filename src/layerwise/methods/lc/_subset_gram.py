@@ -9,10 +9,11 @@ For ``D = a + b`` (a within A, b within B)
 
 where ``Q_B`` holds ``x_b^T G_BB x_b`` for every subset b of B (a table of ``2**k_B`` rows of 3n numbers, built
 once by doubling, with additions only). For each a the rows of a tile are then one matrix product,
-``[x_b, 1] @ [2 U_a; Q_A[a]]`` (an inner dimension of ``k_B + 1``), plus the table's rows. ``k_B`` is the largest
-size whose table fits in :data:`TABLE_BYTES`; with 13 states and 1,000 pairs it is 11, so a tile never leaves
-the cache and no (n_subsets, 3n) array is ever built. A size cap keeps, for each a, the table's rows of at most
-``max_layers - |a|`` states: the table's rows are sorted by size, so these are a prefix.
+``[x_b, 1] @ [2 U_a; Q_A[a]]`` (an inner dimension of ``k_B + 1``), plus the table's rows. ``k_B`` is about half
+the states (8 for 13 states, 13 for 25; at most 13, and the table within :data:`TABLE_BYTES`), so both the table
+and the A subsets stay small. Tiles of a few hundred subsets stay in the cache, a block of table rows serves a
+group of A subsets in turn, and no (n_subsets, 3n) array is ever built. A size cap keeps, for each a, the table's
+rows of at most ``max_layers - |a|`` states: the table's rows are sorted by size, so these are a prefix.
 
 Bit ``l`` of a subset's ``bits`` (an int64) is set when hidden state ``l`` is in it.
 """
@@ -22,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass
+from itertools import combinations
 
 import numpy as np
 
@@ -84,7 +86,8 @@ class SubsetGram:
         self.n = len(cols)
         self.k = a.shape[1]
         fits = max(1, int(np.log2(max(2, TABLE_BYTES // (24 * self.n)))))  # the largest table within TABLE_BYTES
-        self.k_b = min(self.k, fits, max(8, (self.k + 1) // 2))  # about half the states, so that A stays small
+        self.k_b = min(self.k, fits, max(8, (self.k + 1) // 2), 13)  # about half the states (A stays small), at most
+        # 13 (8,191 rows: a size cap uses only the table's small subsets)
         self.k_a = self.k - self.k_b
         masks = np.arange(2 ** self.k_b, dtype=np.int64)
         sizes = popcount(masks)
@@ -145,8 +148,8 @@ class SubsetGram:
         A subsets are taken ``group`` at a time (their weights computed together); within a group, a block of
         ``rows`` table rows serves every A subset in turn, so the block is read from the cache, not from memory.
         """
-        a_all = np.arange(2 ** self.k_a, dtype=np.int64)
-        a_all = a_all[popcount(a_all) <= max_layers]
+        a_all = np.sort(np.array([sum(1 << i for i in c) for s in range(min(max_layers, self.k_a) + 1)
+                                  for c in combinations(range(self.k_a), s)], dtype=np.int64))
         for g0 in range(0, len(a_all), group):
             a_masks = a_all[g0 : g0 + group]
             w = self._weights(a_masks) if self.k_a else None
