@@ -7,15 +7,12 @@ states, BERT-LC embeds each sentence as the mean of its chosen layers' vectors, 
 
 (the 1/|D| factors cancel). With the per-pair Gram matrices ``G_ab[l, m] = <a_l, b_m>`` (and ``G_aa``,
 ``G_bb``) every term is a quadratic form ``S_xy(D) = x_D^T G_xy x_D`` of the subset's indicator ``x_D``.
-The search enumerates subsets depth-first, extending a prefix ``P`` by one state ``l > max(P)``:
-
-    S(P + {l}) = S(P) + G[l, l] + 2 R_P[l],      R_P[l] = sum_{m in P} G[l, m],
-    R_{P + {l}}[l'] = R_P[l'] + G[l', l]          (only for l' > l),
-
-so each subset costs O(n) work for the n pairs instead of O(n |D| d). Cosines are then ranked for all
-subsets at once (:func:`layerwise.evaluation.metrics.spearman_rows`). The result equals averaging the chosen
-layers' vectors and taking cosine (:func:`naive_subset_scores`, the paper's "Method 2", is the reference
-the tests compare with).
+Each subset therefore costs O(n) work for the n pairs instead of O(n |D| d): the subsets' forms are built in tiles
+from a table of one half of the states and one small matrix product per subset of the other half
+(:mod:`layerwise.methods.lc._subset_gram`), and each tile's cosines are ranked against the gold scores exactly,
+ties included (:class:`layerwise.evaluation.metrics.GoldOrderCorrelator`). The result equals averaging the chosen
+layers' vectors and taking cosine (:func:`naive_subset_scores`, the paper's "Method 2", is the reference the tests
+compare with).
 """
 
 from __future__ import annotations
@@ -103,6 +100,31 @@ def naive_subset_scores(
     return out
 
 
+class _Results:
+    """Scores gathered from the tiles, with their subsets' bits. With every subset searched, subset ``bits`` goes
+    straight to row ``bits - 1`` (no bits kept, no sort: 33.5 M subsets of 25 states need only their scores)."""
+
+    def __init__(self, total: int, *, every: bool):
+        self.scores = np.empty(total)
+        self.bits = None if every else np.empty(total, dtype=np.int64)
+        self.filled = 0
+
+    def add(self, bits: np.ndarray, scores: np.ndarray) -> None:
+        if self.bits is None:
+            self.scores[bits - 1] = scores
+        else:
+            self.bits[self.filled : self.filled + len(bits)] = bits
+            self.scores[self.filled : self.filled + len(bits)] = scores
+        self.filled += len(bits)
+
+    def in_bit_order(self) -> tuple[np.ndarray, np.ndarray]:
+        """(bits, scores), bits increasing."""
+        if self.bits is None:
+            return np.arange(1, len(self.scores) + 1, dtype=np.int64), self.scores
+        order = np.argsort(self.bits, kind="stable")
+        return self.bits[order], self.scores[order]
+
+
 class LayerSubsetSearch:
     """Score every non-empty subset of hidden states by the correlation of its cosine with gold scores.
 
@@ -169,8 +191,7 @@ class LayerSubsetSearch:
                 sc += weight * corr(cos[:, part])
             return tile.bits, sc
 
-        bits, scores = np.empty(total, dtype=np.int64), np.empty(total)
-        filled = 0
+        results = _Results(total, every=max_layers >= n_states)
         n_jobs = self.n_jobs if self.n_jobs is not None else (os.cpu_count() or 1)
         # Tiles are built here and scored in worker threads (numpy releases the GIL in its products and sorts);
         # at most 2 n_jobs tiles are in flight, so memory stays bounded whatever the number of subsets.
@@ -182,11 +203,8 @@ class LayerSubsetSearch:
             pending: deque = deque()
 
             def collect(fut) -> None:
-                nonlocal filled
                 tile_bits, sc = fut.result()
-                bits[filled : filled + len(sc)] = tile_bits
-                scores[filled : filled + len(sc)] = sc
-                filled += len(sc)
+                results.add(tile_bits, sc)
                 bar.update(len(sc))
 
             for tile in gram.tiles(max_layers, rows):
@@ -195,21 +213,15 @@ class LayerSubsetSearch:
                     collect(pending.popleft())
             while pending:
                 collect(pending.popleft())
-        if filled != total:
-            raise RuntimeError(f"the search scored {filled} subsets, expected {total}")
-        self._store(bits, scores, n_states, max_layers)
+        if results.filled != total:
+            raise RuntimeError(f"the search scored {results.filled} subsets, expected {total}")
+        self._store(results, n_states, max_layers)
         return self
 
-    def _store(self, bits: np.ndarray, scores: np.ndarray, n_states: int, max_layers: int) -> None:
+    def _store(self, results: _Results, n_states: int, max_layers: int) -> None:
         """Set the fitted attributes, subsets in increasing ``bits``."""
-        if max_layers >= n_states:  # every subset: subset ``bits`` goes to row bits - 1
-            self.scores_ = np.empty_like(scores)
-            self.scores_[bits - 1] = 100.0 * scores
-            self.bits_ = np.arange(1, len(bits) + 1, dtype=np.int64)
-        else:
-            order = np.argsort(bits, kind="stable")
-            self.bits_ = bits[order]
-            self.scores_ = 100.0 * scores[order]  # one scale in the public API: x100, as sts_scores
+        self.bits_, self.scores_ = results.in_bit_order()
+        self.scores_ *= 100.0  # one scale in the public API: x100, as sts_scores
         self.n_states_ = n_states
         self.max_layers_ = max_layers
         if np.isnan(self.scores_).all():
