@@ -37,7 +37,7 @@ class SpeedPage:
     title: str
     models: tuple[str, ...]
     data: tuple[str, ...]
-    measures: tuple[str, ...]  # the source paths its numbers depend on
+    measures: tuple[str, ...]  # the source paths its numbers depend on (not its rendering: render reads the store)
     argv: tuple[str, ...] = ()  # fixed arguments (another model, say)
 
     def run(self, ctx: PageContext) -> None:
@@ -79,8 +79,7 @@ SPEED_PAGES = (
     SpeedPage("search-speed", bench_search_speed, "Layer-subset search: speed and exactness against Method 2",
               ("all-MiniLM-L6-v2",), ("synthetic", "stsb"),
               ("src/layerwise/methods/lc/search.py", "src/layerwise/methods/lc/_subset_gram.py",
-               "src/layerwise/evaluation/metrics.py", f"{_SPEED}/bench_search_speed.py",
-               f"{_SPEED}/search_speed_page.py")),
+               "src/layerwise/evaluation/metrics.py", f"{_SPEED}/bench_search_speed.py")),
     SpeedPage("encoding", bench_encode, "Encoding every hidden state against sentence-transformers, and the cache",
               ("all-MiniLM-L6-v2",), ("stsb",),
               ("src/layerwise/encoders", "src/layerwise/cache", f"{_SPEED}/bench_encode.py")),

@@ -162,8 +162,8 @@ def _real_section(real: dict | None) -> list[str]:
                 f"{pass_fail(real['agreement_pass'])} |",
                 "",
                 f"- Fast search runs (s): {_runs(real['fast_seconds_runs'])}.",
-                f"- Best subset: fast {tuple(ag['fast_best_layers'])} (Spearman {ag['fast_best_score'] * 100:.2f}), "
-                f"Method 2 {tuple(ag['method2_best_layers'])} ({ag['method2_best_score'] * 100:.2f}); same: "
+                f"- Best subset: fast {tuple(ag['fast_best_layers'])} (Spearman {ag['fast_best_score']:.2f}), "
+                f"Method 2 {tuple(ag['method2_best_layers'])} ({ag['method2_best_score']:.2f}); same: "
                 f"{ag['same_best']}. Hidden state 0 is the embedding output.",
                 "",
             ]
