@@ -77,3 +77,42 @@ def test_rank_correlator_is_exact_on_near_ties_signed_zeros_and_nan():
             assert np.isnan(got[i])
         else:
             assert got[i] == pytest.approx(want, abs=1e-12), i
+
+
+@pytest.mark.filterwarnings("ignore:An input array is constant")
+def test_gold_order_correlator_equals_scipy_on_ties_near_ties_and_odd_values():
+    from layerwise.evaluation.metrics import GoldOrderCorrelator
+
+    rng = np.random.default_rng(4)
+    gold = np.round(rng.uniform(0, 5, size=64), 1)  # many gold ties
+    rows = np.clip(rng.normal(0.3, 0.4, size=(10, 64)), -1, 1)  # cosines
+    rows[0, :10] = np.nextafter(rows[0, 10], 2)  # one ulp apart: truncated keys collide
+    rows[0, 10:20] = rows[0, 10]  # exact ties
+    rows[1, :5] = 0.0
+    rows[1, 5:10] = -0.0  # -0.0 == 0.0: one tie group
+    rows[2, 3] = np.nan
+    rows[3] = 0.5  # constant: undefined
+    rows[4, 7] = 40.0  # outside [-1, 1]: ranked exactly
+    rows[5, 9] = -np.inf
+    rows[6] = rng.normal(size=64) * 1e-14  # all within a few ulps of 3.0 after the shift: every key collides
+    rows[7, :] = np.round(rows[7], 2)  # ties everywhere
+    corr = GoldOrderCorrelator(gold)
+    got = corr(rows[:, corr.order])
+    for i in range(len(rows)):
+        want = spearmanr(rows[i], gold)[0]
+        if np.isnan(want):
+            assert np.isnan(got[i]), i
+        else:
+            assert got[i] == pytest.approx(want, abs=1e-12), i
+
+
+def test_gold_order_correlator_gives_equal_doubles_for_equal_correlations():
+    from layerwise.evaluation.metrics import GoldOrderCorrelator
+
+    gold = np.array([1.0, 2.0, 2.0, 3.0, 4.0, 5.0])
+    corr = GoldOrderCorrelator(gold)  # gold is sorted already: columns in gold order
+    # the two rows differ only by swapping the two pairs of equal gold: the same rho, exactly
+    rows = np.array([[0.1, 0.2, 0.3, 0.6, 0.4, 0.9], [0.1, 0.3, 0.2, 0.6, 0.4, 0.9]])
+    got = corr(rows)
+    assert got[0] == got[1]
+    assert got[0] == pytest.approx(spearmanr(rows[0], gold)[0], abs=1e-12)

@@ -18,8 +18,9 @@ from layerwise._version import __version__
 from layerwise.files import write_atomic
 from layerwise.outputs import claim
 
-__all__ = ["command_line", "environment", "fmt", "fmt_git", "git_state", "plot_lines", "plot_per_layer", "run_section",
-           "sample_std", "save_figure", "source_revision", "write_bytes", "write_json", "write_text"]
+__all__ = ["changed_since", "command_line", "environment", "fmt", "fmt_git", "git_state", "plot_lines", "plot_per_layer",
+           "run_section", "sample_std", "save_figure", "source_revision", "source_root", "write_bytes", "write_json",
+           "write_text"]
 
 
 def environment(command: list[str] | None = None) -> dict:
@@ -77,12 +78,35 @@ def source_revision() -> dict | None:
     repository reports ``None`` rather than that repository's commit. ``dirty``: a tracked file anywhere in the
     checkout differs from the commit (untracked files do not count). Built on :func:`git_state`.
     """
-    package = Path(__file__).resolve().parent
-    root = package.parent.parent
-    if package != root / "src" / "layerwise" or not (root / ".git").exists():
+    root = source_root()
+    if root is None:
         return None
     state = git_state(root, under=None, untracked=False)
     return None if state is None else {"commit": state["commit"], "dirty": bool(state["src_changes"])}
+
+
+def source_root() -> Path | None:
+    """The git checkout whose ``src/layerwise`` is this package; ``None`` for an installed copy."""
+    package = Path(__file__).resolve().parent
+    root = package.parent.parent
+    return root if package == root / "src" / "layerwise" and (root / ".git").exists() else None
+
+
+def changed_since(commit: str, paths: Sequence[str], root: str | os.PathLike) -> bool | None:
+    """Whether any of ``paths`` (relative to the checkout ``root``) differs now from ``commit``: committed or not
+    (``git diff --quiet COMMIT -- PATHS``; a path added or removed since counts). ``None`` when it cannot be told:
+    no git, not a checkout, or a commit this checkout does not hold."""
+
+    def git(*args: str) -> int:
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, timeout=30).returncode
+
+    try:
+        if git("cat-file", "-e", f"{commit}^{{commit}}") != 0:
+            return None
+        rc = git("diff", "--quiet", commit, "--", *paths)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {0: False, 1: True}.get(rc)
 
 
 def git_state(folder: str | os.PathLike = ".", *, under: str | None = "src", untracked: bool = True) -> dict | None:

@@ -13,12 +13,13 @@ from layerwise.benchmarks.lc import pages as lc_pages
 from layerwise.benchmarks.multitask import pages as multitask_pages
 from layerwise.benchmarks.registry import PAGES, ResultsPage
 from layerwise.benchmarks.speed import bench_onnx
+from layerwise.benchmarks.speed import pages as speed_pages
 from layerwise.benchmarks.truncated import pages as truncated_pages
 
 __all__ = ["DECLARING_MODULES", "all_pages", "get_page"]
 
 DECLARING_MODULES = (lc_pages, layer_attention_pages, lattemix_pages, multitask_pages, truncated_pages, compress_pages,
-                     export_page, bench_onnx)
+                     export_page, bench_onnx, speed_pages)
 
 
 def get_page(name: str) -> ResultsPage:

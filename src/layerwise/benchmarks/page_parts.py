@@ -12,16 +12,17 @@ import logging
 import os
 import time
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from layerwise.benchmarks.store import Part, ResultsStore
 from layerwise.data.checksum import content_checksum
-from layerwise.reports import environment, save_figure
+from layerwise.reports import changed_since, environment, save_figure
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SUPERSEDED", "RunTimer", "latest_by_name", "provenance_lines", "prune_superseded", "run_record", "run_time_row", "run_time_table",
-           "save_png", "sts_checksum"]
+__all__ = ["SUPERSEDED", "Freshness", "RunTimer", "freshness", "latest_by_name", "part_source", "provenance_lines",
+           "prune_superseded", "run_record", "run_time_row", "run_time_table", "save_png", "sts_checksum"]
 
 
 def run_record(command: Sequence[str] = ()) -> dict:
@@ -83,15 +84,17 @@ def _started(part: Part) -> tuple[str, float]:
     return max(((r.get("started", ""), float(r.get("t", 0.0))) for r in part.runs), default=("", 0.0))
 
 
-def latest_by_name(parts: Iterable[Part]) -> dict[str, Part]:
-    """part name -> the part of that name whose last run started last (dates are ``YYYY-mm-dd HH:MM:SS UTC``)."""
+def latest_by_name(parts: Iterable[Part], *, quiet: bool = False) -> dict[str, Part]:
+    """part name -> the part of that name whose last run started last (dates are ``YYYY-mm-dd HH:MM:SS UTC``); each
+    name stored under several keys is named in the log unless ``quiet``."""
     out: dict[str, Part] = {}
     for part in parts:
         have = out.get(part.name)
         if have is not None:
             part = part if _started(part) > _started(have) else have
-            logger.info("%s/%s is stored under several keys; the page uses the one run at %s", part.page, part.name,
-                        _started(part)[0])
+            if not quiet:
+                logger.info("%s/%s is stored under several keys; the page uses the one run at %s", part.page,
+                            part.name, _started(part)[0])
         out[part.name] = part
     return out
 
@@ -150,3 +153,50 @@ def provenance_lines(parts: Iterable[Part]) -> list[str]:
 def save_png(fig, path: str | os.PathLike) -> Path:
     """Write a matplotlib ``Figure`` as PNG atomically (:func:`layerwise.reports.save_figure`, as drawn)."""
     return save_figure(fig, path, tight=False)
+
+
+@dataclass(frozen=True)
+class Freshness:
+    """Whether a page's stored numbers are of the code as it is now."""
+
+    status: str  # "current", "stale", "unknown" or "not run"
+    commits: tuple[str, ...]  # the commits its parts were computed on (those recorded)
+    detail: str  # why, in a few words
+
+
+def part_source(part: Part) -> dict | None:
+    """``{"commit", "dirty"}`` of the run that last computed ``part``; ``None`` where that run recorded no commit."""
+    if not part.runs:
+        return None
+    run = max(part.runs, key=lambda r: (r.get("started", ""), float(r.get("t", 0.0))))
+    for env in (run.get("environment") or {}, part.payload.get("environment") or {}):
+        if env.get("source"):
+            return {"commit": env["source"]["commit"], "dirty": bool(env["source"].get("dirty"))}
+        if env.get("git"):  # the speed benchmarks' older record: git_state of the checkout
+            return {"commit": env["git"]["commit"], "dirty": bool(env["git"].get("src_changes"))}
+    return None
+
+
+def freshness(parts: Iterable[Part], sources: Sequence[str], root: str | os.PathLike | None) -> Freshness:
+    """Stale when code under ``sources`` changed after a commit a part was computed on (``git diff``, in the checkout
+    ``root``); current when none did and every part recorded a clean commit; unknown otherwise (no git, a part
+    without a commit, a run with uncommitted changes). Never raises for want of git."""
+    kept = list(latest_by_name(parts, quiet=True).values())
+    if not kept:
+        return Freshness("not run", (), "no stored part")
+    found = [part_source(p) for p in kept]
+    commits = tuple(sorted({f["commit"] for f in found if f}))
+    if root is None:
+        return Freshness("unknown", commits, "not a git checkout")
+    changed = {c: changed_since(c, sources, root) for c in commits}
+    stale = [c for c, v in changed.items() if v]
+    if stale:
+        return Freshness("stale", commits, f"code it measures changed since {stale[0][:12]}")
+    missing = sum(f is None for f in found)
+    if missing:
+        return Freshness("unknown", commits, f"{missing} of {len(kept)} part(s) recorded no commit")
+    if any(v is None for v in changed.values()):
+        return Freshness("unknown", commits, "a commit this checkout does not hold, or no git")
+    if any(f["dirty"] for f in found):
+        return Freshness("unknown", commits, "computed with uncommitted changes")
+    return Freshness("current", commits, "no change since")

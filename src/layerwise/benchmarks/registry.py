@@ -4,7 +4,9 @@ benchmark (``benchmarks/<paper>/pages.py``; :mod:`layerwise.benchmarks.catalog` 
 A :class:`ResultsPage` names what the page covers (method, models, data, grid, settings) and two functions:
 ``run`` computes the parts that the store lacks (resumable: each part is saved as soon as it is done) and
 ``render`` writes the page (markdown, figures, a JSON summary) from the store alone, never computing anything.
-``layerwise results run NAME`` / ``layerwise results render NAME`` call them.
+``layerwise results run NAME`` / ``layerwise results render NAME`` call them. ``measures`` names the source paths
+whose code the page's numbers depend on: ``layerwise results list`` marks the page stale when one of them changed
+after the commit its parts were computed on.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 from layerwise.benchmarks.store import ResultsStore
 from layerwise.reports import write_text
 
-__all__ = ["FOOTER", "PAGES", "PageContext", "ResultsPage", "register", "render_page"]
+__all__ = ["FOOTER", "PAGES", "SHARED_SOURCES", "PageContext", "ResultsPage", "register", "render_page"]
 
 #: The conventions every results page shares, stated once at the foot of each page by :func:`render_page`.
 FOOTER = (
@@ -26,6 +28,11 @@ FOOTER = (
     "runs the table names (seeds, dev/test splits or outer folds); a single run has no spread. Where a page tests "
     "a difference, it names the test and the level beside the table.",
 )
+
+#: The shared floors every page's numbers go through (encoding, caching, pooling, evaluation, data, training).
+SHARED_SOURCES = ("src/layerwise/encoders", "src/layerwise/cache", "src/layerwise/layers.py", "src/layerwise/pooling.py",
+                  "src/layerwise/evaluation", "src/layerwise/data", "src/layerwise/training", "src/layerwise/modules",
+                  "src/layerwise/losses")
 
 
 @dataclass(frozen=True)
@@ -50,6 +57,15 @@ class ResultsPage:
     settings: dict  # protocol settings shared by every part (part keys add model and data identity)
     run: Callable[[PageContext], None]
     render: Callable[[PageContext], list[Path]]
+    # source paths (relative to the checkout) the numbers depend on; () = the method's package, its benchmark
+    # package and the shared floors (:meth:`sources`)
+    measures: tuple[str, ...] = ()
+
+    def sources(self) -> tuple[str, ...]:
+        """The paths whose change after a page's run makes it stale."""
+        if self.measures:
+            return self.measures
+        return (f"src/layerwise/methods/{self.method}", f"src/layerwise/benchmarks/{self.method}", *SHARED_SOURCES)
 
 
 PAGES: dict[str, ResultsPage] = {}

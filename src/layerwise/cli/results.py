@@ -50,8 +50,7 @@ def run(args, command) -> int:
     from layerwise.benchmarks.registry import render_page
 
     if args.action == "list":
-        for page in all_pages():
-            print(f"{page.name:20s} {page.method:16s} {page.title}")
+        _list(all_pages(), ResultsStore(args.store))
         return 0
     if args.redo and args.action != "run":
         raise ValueError("--redo goes with `run` only (render never computes); e.g. layerwise results run tmft "
@@ -75,3 +74,16 @@ def run(args, command) -> int:
         for path in render_page(page, ctx):
             print(f"wrote {path}")
     return 0
+
+
+def _list(pages, store) -> None:
+    """One line per page: name, method, the commit its parts ran on, current / stale / unknown, title."""
+    from layerwise.benchmarks.page_parts import freshness
+    from layerwise.reports import source_root
+
+    root = source_root()
+    print(f"{'page':20s} {'method':16s} {'commit':13s} {'status':8s} title")
+    for page in pages:
+        f = freshness(store.parts(page.name), page.sources(), root)
+        commit = f.commits[0][:12] + (f" +{len(f.commits) - 1}" if len(f.commits) > 1 else "") if f.commits else "unknown"
+        print(f"{page.name:20s} {page.method:16s} {commit:13s} {f.status:8s} {page.title} ({f.detail})")

@@ -11,13 +11,17 @@ Three parts, all on CPU:
     from the per-subset time measured in (a).
 (c) Real vectors: the first ``--real-pairs`` STS-B test pairs (built-in copy) encoded with all-MiniLM-L6-v2
     (7 hidden states), fast search against Method 2, if that model is installed.
+(d) The data of (b), every subset of its 25 states (33,554,431 subsets), in a fresh process (spawned), so that its
+    peak resident memory is the search's own (with the interpreter, the libraries and the data): time and peak
+    memory, one run, with the progress bar.
 
 Synthetic stacks (a, b): ``a ~ N(0, 1)``, ``b = 0.7 a + noise_scale * N(0, 1)`` (float32), gold scores
 uniform on [0, 5] rounded to steps of 0.2 (ties, as STS gold scores have).
 
 Usage::
 
-    .venv/bin/python -m layerwise.benchmarks.speed.bench_search_speed            # reproduces docs/results/search-speed.md
+    layerwise results run search-speed                                         # docs/results/search-speed.md (+ .json)
+    .venv/bin/python -m layerwise.benchmarks.speed.bench_search_speed --output /tmp/s.md   # the same, outside the store
 
 Writes the markdown file named by ``--output`` and a JSON file with the raw figures beside it.
 """
@@ -25,6 +29,7 @@ Writes the markdown file named by ``--output`` and a JSON file with the raw figu
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import resource
 import sys
@@ -44,6 +49,7 @@ from layerwise.benchmarks.speed.search_speed_page import (
     PAPER_METHOD2_SECONDS,
     TARGET_BASE_SECONDS,
     TARGET_BASE_SPEEDUP,
+    TARGET_FULL_GB,
     TARGET_LARGE_SECONDS,
     print_summary,
     render,
@@ -79,15 +85,17 @@ def synthetic_pairs(
     return a, b.astype(np.float32, copy=False), gold
 
 
-def time_fast(a, b, gold, *, max_layers: int | None, repeats: int) -> tuple[list[float], LayerSubsetSearch]:
-    """Wall-clock seconds of ``repeats`` fits (a fresh searcher each time) and the last fitted searcher."""
-    times, search = [], None
+def time_fast(a, b, gold, *, max_layers: int | None, repeats: int) -> tuple[list[float], list[float], LayerSubsetSearch]:
+    """Wall-clock and CPU seconds (this process, every thread) of ``repeats`` fits (a fresh searcher each time), and
+    the last fitted searcher. On a loaded machine wall seconds grow while CPU seconds stay about the work done."""
+    times, cpu, search = [], [], None
     for _ in range(repeats):
         search = LayerSubsetSearch(max_layers=max_layers, show_progress=False)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         search.fit(a, b, gold)
         times.append(time.perf_counter() - t0)
-    return times, search
+        cpu.append(time.process_time() - c0)
+    return times, cpu, search
 
 
 def time_naive(a, b, gold) -> tuple[float, dict[tuple[int, ...], float]]:
@@ -120,7 +128,7 @@ def agreement(search: LayerSubsetSearch, naive: dict[tuple[int, ...], float]) ->
 
 def compare(a, b, gold, *, repeats: int) -> dict:
     """Fast search (``repeats`` runs) and Method 2 (one run) on all subsets, with their agreement."""
-    fast_times, search = time_fast(a, b, gold, max_layers=None, repeats=repeats)
+    fast_times, fast_cpu, search = time_fast(a, b, gold, max_layers=None, repeats=repeats)
     naive_time, naive = time_naive(a, b, gold)
     best = min(fast_times)
     agree = agreement(search, naive)
@@ -131,6 +139,7 @@ def compare(a, b, gold, *, repeats: int) -> dict:
         "n_subsets": len(naive),
         "mean_subset_size": mean_subset_size(a.shape[1]),
         "fast_seconds_runs": fast_times,
+        "fast_cpu_seconds_runs": fast_cpu,
         "fast_seconds_best": best,
         "method2_seconds": naive_time,
         "method2_seconds_per_subset": naive_time / len(naive),
@@ -156,7 +165,7 @@ def run_large(args, method2_seconds_per_subset: float | None) -> dict:
     a, b, gold = synthetic_pairs(
         args.n_pairs, args.large_states, args.large_dim, seed=args.seed_large, noise_scale=args.noise_scale
     )
-    times, search = time_fast(a, b, gold, max_layers=args.large_max_layers, repeats=1)
+    times, cpu, search = time_fast(a, b, gold, max_layers=args.large_max_layers, repeats=1)
     n_subsets = len(search.scores_)
     expected = count_subsets(args.large_states, args.large_max_layers)
     if n_subsets != expected:
@@ -170,6 +179,7 @@ def run_large(args, method2_seconds_per_subset: float | None) -> dict:
         "mean_subset_size": mean_subset_size(args.large_states, args.large_max_layers),
         "seed": args.seed_large,
         "fast_seconds": times[0],
+        "fast_cpu_seconds": cpu[0],
         "time_pass": bool(times[0] <= TARGET_LARGE_SECONDS),
         "best_layers": list(search.best_layers_),
         "best_score": search.best_score_,
@@ -179,6 +189,34 @@ def run_large(args, method2_seconds_per_subset: float | None) -> dict:
         est = method2_seconds_per_subset * n_subsets
         res["method2_seconds_extrapolated"] = est
         res["speedup_extrapolated"] = est / times[0]
+    return res
+
+
+def _full_child(args) -> dict:
+    """(d) in the spawned process: the search of every subset, its time and the process's peak memory."""
+    a, b, gold = synthetic_pairs(
+        args.n_pairs, args.large_states, args.large_dim, seed=args.seed_large, noise_scale=args.noise_scale
+    )
+    data_gb = (a.nbytes + b.nbytes) / 1e9
+    rss_before = peak_rss_gb()
+    t0, c0 = time.perf_counter(), time.process_time()
+    search = LayerSubsetSearch(max_layers=args.large_states, show_progress=True).fit(a, b, gold)
+    seconds = time.perf_counter() - t0
+    return {"n_subsets": len(search.scores_), "fast_seconds": seconds, "fast_cpu_seconds": time.process_time() - c0,
+            "data_gb": data_gb,
+            "peak_rss_gb_before_search": rss_before, "peak_rss_gb": peak_rss_gb(),
+            "best_layers": list(search.best_layers_), "best_score": search.best_score_}
+
+
+def run_full(args) -> dict:
+    """(d): every subset of (b)'s states, in a spawned process (its peak memory is the search's)."""
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        res = pool.apply(_full_child, (args,))
+    expected = count_subsets(args.large_states)
+    if res["n_subsets"] != expected:
+        raise RuntimeError(f"the search scored {res['n_subsets']} subsets, expected {expected}")
+    res.update(n_pairs=args.n_pairs, n_states=args.large_states, dim=args.large_dim, seed=args.seed_large,
+               memory_pass=bool(res["peak_rss_gb"] <= TARGET_FULL_GB))
     return res
 
 
@@ -224,6 +262,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--cache-dir", type=Path, default=None, help="layer cache for (c); default: a temporary folder")
     ap.add_argument("--skip-large", action="store_true", help="skip (b) (about two minutes)")
     ap.add_argument("--skip-real", action="store_true", help="skip (c)")
+    ap.add_argument("--skip-full", action="store_true", help="skip (d) (minutes)")
     ap.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="markdown file; the JSON goes beside it")
     return ap.parse_args(argv)
 
@@ -239,6 +278,7 @@ def main(argv=None) -> int:
             "base_fast_seconds": TARGET_BASE_SECONDS,
             "base_speedup": TARGET_BASE_SPEEDUP,
             "large_fast_seconds": TARGET_LARGE_SECONDS,
+            "full_peak_rss_gb": TARGET_FULL_GB,
             "agreement_max_abs_diff": AGREEMENT_TOL,
         },
         "paper": {"fast_seconds": PAPER_FAST_SECONDS, "method2_seconds": PAPER_METHOD2_SECONDS,
@@ -255,6 +295,9 @@ def main(argv=None) -> int:
     if not args.skip_real:
         result["real"] = run_real(args)
         print_summary({"real": result["real"]})
+    if not args.skip_full:
+        result["full"] = run_full(args)
+        print_summary({"full": result["full"]})
     result["total_seconds"] = time.perf_counter() - t_start
     write_outputs(result, args.output, render)
     return 0

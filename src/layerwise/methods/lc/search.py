@@ -7,15 +7,12 @@ states, BERT-LC embeds each sentence as the mean of its chosen layers' vectors, 
 
 (the 1/|D| factors cancel). With the per-pair Gram matrices ``G_ab[l, m] = <a_l, b_m>`` (and ``G_aa``,
 ``G_bb``) every term is a quadratic form ``S_xy(D) = x_D^T G_xy x_D`` of the subset's indicator ``x_D``.
-The search enumerates subsets depth-first, extending a prefix ``P`` by one state ``l > max(P)``:
-
-    S(P + {l}) = S(P) + G[l, l] + 2 R_P[l],      R_P[l] = sum_{m in P} G[l, m],
-    R_{P + {l}}[l'] = R_P[l'] + G[l', l]          (only for l' > l),
-
-so each subset costs O(n) work for the n pairs instead of O(n |D| d). Cosines are then ranked for all
-subsets at once (:func:`layerwise.evaluation.metrics.spearman_rows`). The result equals averaging the chosen
-layers' vectors and taking cosine (:func:`naive_subset_scores`, the paper's "Method 2", is the reference
-the tests compare with).
+Each subset therefore costs O(n) work for the n pairs instead of O(n |D| d): the subsets' forms are built in tiles
+from a table of one half of the states and one small matrix product per subset of the other half
+(:mod:`layerwise.methods.lc._subset_gram`), and each tile's cosines are ranked against the gold scores exactly,
+ties included (:class:`layerwise.evaluation.metrics.GoldOrderCorrelator`). The result equals averaging the chosen
+layers' vectors and taking cosine (:func:`naive_subset_scores`, the paper's "Method 2", is the reference the tests
+compare with).
 """
 
 from __future__ import annotations
@@ -27,11 +24,12 @@ from concurrent.futures import ThreadPoolExecutor
 from math import comb
 
 import numpy as np
-import torch
+from threadpoolctl import threadpool_limits
 
 from layerwise._progress import progress
-from layerwise.evaluation.metrics import AGGREGATIONS, RankCorrelator, aggregate_correlation, cosine_rows
+from layerwise.evaluation.metrics import AGGREGATIONS, GoldOrderCorrelator, aggregate_correlation, cosine_rows
 from layerwise.evaluation.sts import check_gold
+from layerwise.methods.lc._subset_gram import SubsetGram, Tile, popcount
 
 logger = logging.getLogger(__name__)
 
@@ -102,67 +100,29 @@ def naive_subset_scores(
     return out
 
 
-class _GramScorer:
-    """Scores chunks of subsets from per-pair Gram matrices (see the module docstring)."""
+class _Results:
+    """Scores gathered from the tiles, with their subsets' bits. With every subset searched, subset ``bits`` goes
+    straight to row ``bits - 1`` (no bits kept, no sort: 33.5 M subsets of 25 states need only their scores)."""
 
-    def __init__(self, a: np.ndarray, b: np.ndarray):
-        n, k, _ = a.shape
-        at = torch.as_tensor(a, dtype=torch.float64)
-        bt = torch.as_tensor(b, dtype=torch.float64)
-        g_ab = torch.bmm(at, bt.transpose(1, 2))  # (n, K, K)
-        g_ab = 0.5 * (g_ab + g_ab.transpose(1, 2))  # x^T G x only sees the symmetric part
-        g_aa = torch.bmm(at, at.transpose(1, 2))
-        g_aa = 0.5 * (g_aa + g_aa.transpose(1, 2))  # exactly symmetric, like g_ab (equal sides give cos == 1.0)
-        g_bb = torch.bmm(bt, bt.transpose(1, 2))
-        g_bb = 0.5 * (g_bb + g_bb.transpose(1, 2))
-        # G: (K, K, 3n) with the blocks [ab | aa | bb] along the last axis.
-        self.G = torch.cat([g_ab, g_aa, g_bb], dim=0).permute(1, 2, 0).contiguous().numpy()
-        self.n = n
-        self.k = k
+    def __init__(self, total: int, *, every: bool):
+        self.scores = np.empty(total)
+        self.bits = None if every else np.empty(total, dtype=np.int64)
+        self.filled = 0
 
-    def cosines(self, S: np.ndarray) -> np.ndarray:
-        """Quadratic forms S (m, 3n) -> cosines (m, n)."""
-        n = self.n
-        den = np.sqrt(np.maximum(S[:, n : 2 * n] * S[:, 2 * n :], 1e-300))
-        return S[:, :n] / den
+    def add(self, bits: np.ndarray, scores: np.ndarray) -> None:
+        if self.bits is None:
+            self.scores[bits - 1] = scores
+        else:
+            self.bits[self.filled : self.filled + len(bits)] = bits
+            self.scores[self.filled : self.filled + len(bits)] = scores
+        self.filled += len(bits)
 
-    def iter_chunks(self, max_layers: int, chunk_size: int):
-        """Yield (bits (m,) int64, S (m, 3n)) over all subsets of at most ``max_layers`` states, depth first.
-
-        Bit ``l`` of ``bits`` is set when hidden state ``l`` is in the subset. Each chunk is a fresh array,
-        so it may be scored in another thread while the next one is built.
-        """
-        G, K = self.G, self.k
-        N = G.shape[2]
-        chunk_size = max(int(chunk_size), K)
-        diag = G[np.arange(K), np.arange(K)]  # (K, N)
-        pow2 = np.left_shift(np.int64(1), np.arange(K, dtype=np.int64))
-        buf = np.empty((chunk_size, N))
-        bits = np.empty(chunk_size, dtype=np.int64)
-        fill = 0
-        # Stack entries: (bits of P, S_P (N,), R_P (K - start, N), start, |P|)
-        stack = [(0, np.zeros(N), np.zeros((K, N)), 0, 0)]
-        while stack:
-            p_bits, s_p, r_p, start, size = stack.pop()
-            c = K - start
-            if fill + c > chunk_size:
-                yield bits[:fill], buf[:fill]
-                buf = np.empty((chunk_size, N))
-                bits = np.empty(chunk_size, dtype=np.int64)
-                fill = 0
-            out = buf[fill : fill + c]  # S of the children P + {l}, l = start..K-1
-            np.add(r_p, r_p, out=out)
-            out += diag[start:]
-            out += s_p
-            bits[fill : fill + c] = p_bits | pow2[start:]
-            fill += c
-            if size + 1 < max_layers:
-                for i in range(c - 2, -1, -1):  # children that still have states above them
-                    l = start + i
-                    r_child = r_p[i + 1 :] + G[l + 1 :, l]
-                    stack.append((p_bits | (1 << l), out[i].copy(), r_child, l + 1, size + 1))
-        if fill:
-            yield bits[:fill], buf[:fill]
+    def in_bit_order(self) -> tuple[np.ndarray, np.ndarray]:
+        """(bits, scores), bits increasing."""
+        if self.bits is None:
+            return np.arange(1, len(self.scores) + 1, dtype=np.int64), self.scores
+        order = np.argsort(self.bits, kind="stable")
+        return self.bits[order], self.scores[order]
 
 
 class LayerSubsetSearch:
@@ -175,16 +135,19 @@ class LayerSubsetSearch:
         states, else subsets of at most 8.
     aggregation : {"all", "wmean", "mean"}
         How per-pair scores are turned into one number when ``groups`` are given to :meth:`fit`.
-    chunk_size : int
-        Subsets scored at once (memory ~ chunk_size * n * 24 bytes per chunk in flight).
+    chunk_size : int or None
+        Subsets scored at once, a tile (memory ~ chunk_size * n * 48 bytes per tile in flight). ``None``: about
+        2**18 / n, so that a tile stays in the cache.
     n_jobs : int or None
-        Threads that rank chunks while the next one is enumerated (None: one per CPU).
+        Threads that score tiles (None: one per CPU).
     show_progress : bool or None
         Progress bar; ``None`` shows it when the module logger is at INFO or lower.
 
     Attributes (after :meth:`fit`)
     ------------------------------
-    masks_ : ndarray of shape (n_subsets, L+1), bool — membership of each subset searched.
+    bits_ : ndarray of shape (n_subsets,), int64 — each subset searched, bit ``l`` set when hidden state ``l`` is
+        in it; increasing (the order of every array here, so ties go to the subset with the smaller bits).
+    masks_ : ndarray of shape (n_subsets, L+1), bool — the same subsets as a membership table (built on access).
     scores_ : ndarray of shape (n_subsets,) — Spearman x 100 of each subset (the scale of ``sts_scores``).
     best_layers_ : tuple of int — the best subset (hidden-state indices, 0 = embedding output).
     best_score_ : float — Spearman x 100 of the best subset.
@@ -196,7 +159,7 @@ class LayerSubsetSearch:
         *,
         max_layers: int | None = None,
         aggregation: str = "all",
-        chunk_size: int = 2048,
+        chunk_size: int | None = None,
         n_jobs: int | None = None,
         show_progress: bool | None = None,
     ):
@@ -214,43 +177,51 @@ class LayerSubsetSearch:
         a, b, gold = _check_stacks(a, b, gold)
         n_states = a.shape[1]
         max_layers = self._check_params(n_states)
-        correlators = self._correlators(gold, groups)
+        cols, parts = self._correlators(gold, groups)
         total = count_subsets(n_states, max_layers)
         show = self.show_progress
         if show is None:  # a bar only where the search takes noticeable time
             show = logger.isEnabledFor(logging.INFO) and total * len(gold) > 5e7
-        scorer = _GramScorer(a, b)
+        rows = self.chunk_size or max(16, min(1024, 2**18 // len(cols)))
 
-        def score(bits: np.ndarray, S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            cos = scorer.cosines(S)
+        def score(tile: Tile) -> tuple[np.ndarray, np.ndarray]:
+            cos = gram.cosines(gram.quadratic_forms(tile))
             sc = np.zeros(len(cos))
-            for corr, cols, weight in correlators:
-                sc += weight * corr(cos if cols is None else cos[:, cols])
-            return bits, sc
+            for corr, part, weight in parts:
+                sc += weight * corr(cos[:, part])
+            return tile.bits, sc
 
+        results = _Results(total, every=max_layers >= n_states)
         n_jobs = self.n_jobs if self.n_jobs is not None else (os.cpu_count() or 1)
-        all_bits, all_scores = [], []
-        # The depth-first enumeration runs here while up to n_jobs chunks are ranked in worker threads
-        # (numpy releases the GIL in its sorts and array arithmetic).
+        # Tiles are built here and scored in worker threads (numpy releases the GIL in its products and sorts);
+        # at most 2 n_jobs tiles are in flight, so memory stays bounded whatever the number of subsets.
+        # BLAS single-threaded: the tiles' small products are parallel across tiles, and BLAS threads spinning on
+        # small products cost 10x on a loaded machine.
         with progress(total=total, desc="layer subsets", unit="subset", disable=not show) as bar, \
-                ThreadPoolExecutor(max_workers=max(1, n_jobs)) as pool:
+                ThreadPoolExecutor(max_workers=max(1, n_jobs)) as pool, threadpool_limits(limits=1, user_api="blas"):
+            gram = SubsetGram(a, b, cols, pool)
             pending: deque = deque()
 
             def collect(fut) -> None:
-                bits, sc = fut.result()
-                all_bits.append(bits)
-                all_scores.append(sc)
+                tile_bits, sc = fut.result()
+                results.add(tile_bits, sc)
                 bar.update(len(sc))
 
-            for bits, S in scorer.iter_chunks(max_layers, self.chunk_size):
-                pending.append(pool.submit(score, bits, S))
-                while len(pending) > max(1, n_jobs):
+            for tile in gram.tiles(max_layers, rows):
+                pending.append(pool.submit(score, tile))
+                while len(pending) > 2 * max(1, n_jobs):
                     collect(pending.popleft())
             while pending:
                 collect(pending.popleft())
-        bits = np.concatenate(all_bits)
-        self.masks_ = ((bits[:, None] >> np.arange(n_states, dtype=np.int64)) & 1).astype(bool)
-        self.scores_ = 100.0 * np.concatenate(all_scores)  # one scale in the public API: x100, as sts_scores
+        if results.filled != total:
+            raise RuntimeError(f"the search scored {results.filled} subsets, expected {total}")
+        self._store(results, n_states, max_layers)
+        return self
+
+    def _store(self, results: _Results, n_states: int, max_layers: int) -> None:
+        """Set the fitted attributes, subsets in increasing ``bits``."""
+        self.bits_, self.scores_ = results.in_bit_order()
+        self.scores_ *= 100.0  # one scale in the public API: x100, as sts_scores
         self.n_states_ = n_states
         self.max_layers_ = max_layers
         if np.isnan(self.scores_).all():
@@ -259,7 +230,6 @@ class LayerSubsetSearch:
         best = int(np.nanargmax(self.scores_))
         self.best_layers_ = self._layers(best)
         self.best_score_ = float(self.scores_[best])
-        return self
 
     def _check_params(self, n_states: int) -> int:
         """The subset-size cap for ``n_states`` hidden states, after checking every setting."""
@@ -272,14 +242,19 @@ class LayerSubsetSearch:
             max_layers = n_states if n_states <= 13 else DEFAULT_MAX_LAYERS_LARGE
         if not 1 <= int(max_layers):
             raise ValueError(f"max_layers must be at least 1, got {max_layers}")
-        if self.chunk_size < 1:
+        if self.chunk_size is not None and self.chunk_size < 1:
             raise ValueError(f"chunk_size must be positive, got {self.chunk_size}")
         return min(int(max_layers), n_states)
 
-    def _correlators(self, gold: np.ndarray, groups: np.ndarray | None) -> list:
-        """(RankCorrelator, pair columns or None, weight) per group; one over all pairs for ``all``."""
+    def _correlators(self, gold: np.ndarray, groups: np.ndarray | None) -> tuple[np.ndarray, list]:
+        """The pairs' order for the cosines' columns, and (correlator, its columns, weight) per group.
+
+        Each group's pairs are contiguous and in its gold order (what :class:`GoldOrderCorrelator` reads); pairs of
+        groups with fewer than 2 pairs are left out. One group of every pair for ``all``.
+        """
         if groups is None or self.aggregation == "all":
-            return [(RankCorrelator(gold), None, 1.0)]
+            corr = GoldOrderCorrelator(gold)
+            return corr.order, [(corr, slice(None), 1.0)]
         groups = np.asarray(groups)
         if groups.shape != gold.shape:
             raise ValueError(f"groups has {groups.shape[0]} entries but there are {gold.shape[0]} pairs")
@@ -288,7 +263,13 @@ class LayerSubsetSearch:
             raise ValueError("no group has at least 2 pairs; use aggregation='all'")
         w = np.array([len(c) for c in group_cols], dtype=np.float64)
         w = w / w.sum() if self.aggregation == "wmean" else np.full(len(w), 1.0 / len(w))
-        return [(RankCorrelator(gold[c]), c, wi) for c, wi in zip(group_cols, w)]
+        cols, parts, start = [], [], 0
+        for c, wi in zip(group_cols, w):
+            corr = GoldOrderCorrelator(gold[c])
+            cols.append(c[corr.order])
+            parts.append((corr, slice(start, start + len(c)), wi))
+            start += len(c)
+        return np.concatenate(cols), parts
 
     # -- results ---------------------------------------------------------------------------------
     def _check_fitted(self) -> None:
@@ -296,7 +277,14 @@ class LayerSubsetSearch:
             raise RuntimeError("this LayerSubsetSearch is not fitted yet: call fit(a, b, gold) first")
 
     def _layers(self, i: int) -> tuple[int, ...]:
-        return tuple(int(x) for x in np.flatnonzero(self.masks_[i]))
+        b = int(self.bits_[i])
+        return tuple(l for l in range(self.n_states_) if b >> l & 1)
+
+    @property
+    def masks_(self) -> np.ndarray:
+        """(n_subsets, L+1) bool: row i marks the hidden states of subset i (built from ``bits_`` on each access)."""
+        self._check_fitted()
+        return ((self.bits_[:, None] >> np.arange(self.n_states_, dtype=np.int64)) & 1).astype(bool)
 
     @property
     def subsets_(self) -> list[tuple[int, ...]]:
@@ -314,7 +302,7 @@ class LayerSubsetSearch:
     def best_by_size(self) -> dict[int, tuple[tuple[int, ...], float]]:
         """For each subset size, the best subset of that size and its score."""
         self._check_fitted()
-        sizes = self.masks_.sum(axis=1)
+        sizes = popcount(self.bits_)
         out = {}
         for s in np.unique(sizes):
             idx = np.flatnonzero(sizes == s)
@@ -325,9 +313,8 @@ class LayerSubsetSearch:
     def score_of(self, layers) -> float:
         """The score of one subset (hidden-state indices)."""
         self._check_fitted()
-        want = np.zeros(self.n_states_, dtype=bool)
-        want[list(layers)] = True
-        hit = np.flatnonzero((self.masks_ == want).all(axis=1))
-        if len(hit) == 0:
+        want = sum(1 << int(l) for l in set(layers))
+        i = int(np.searchsorted(self.bits_, want))
+        if i == len(self.bits_) or self.bits_[i] != want:
             raise KeyError(f"subset {tuple(layers)} was not searched (max_layers={self.max_layers_})")
-        return float(self.scores_[hit[0]])
+        return float(self.scores_[i])

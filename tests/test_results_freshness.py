@@ -1,0 +1,131 @@
+"""Results pages that stay current: the commit each part ran on, stale / current / unknown, the speed pages."""
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from layerwise.benchmarks import Part, ResultsStore
+from layerwise.benchmarks.catalog import get_page
+from layerwise.benchmarks.page_parts import freshness, part_source
+from layerwise.benchmarks.registry import PageContext
+from layerwise.benchmarks.speed.pages import SpeedPage, option_argv
+from layerwise.reports import changed_since
+
+needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+
+
+def _git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path):
+    root = tmp_path / "repo"
+    (root / "src" / "pkg").mkdir(parents=True)
+    (root / "src" / "pkg" / "search.py").write_text("x = 1\n")
+    (root / "src" / "other.py").write_text("y = 1\n")
+    _git(root, "init", "-q")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "first")
+    return root
+
+
+def _part(name: str, source: dict | None, started: str = "2026-01-01 00:00:00 UTC") -> Part:
+    env = {"source": source} if source is not None else {}
+    return Part("p", name, {"k": name}, {"v": 1}, True, [{"started": started, "command": "c", "environment": env}])
+
+
+@needs_git
+def test_a_page_is_current_until_code_it_measures_changes(repo):
+    head = _git(repo, "rev-parse", "HEAD")
+    parts = [_part("a", {"commit": head, "dirty": False})]
+    assert freshness(parts, ["src/pkg"], repo).status == "current"
+    (repo / "src" / "other.py").write_text("y = 2\n")  # code the page does not measure
+    _git(repo, "commit", "-qam", "other")
+    assert freshness(parts, ["src/pkg"], repo).status == "current"
+    (repo / "src" / "pkg" / "search.py").write_text("x = 2\n")  # uncommitted change to measured code: stale already
+    got = freshness(parts, ["src/pkg"], repo)
+    assert got.status == "stale" and got.commits == (head,) and head[:12] in got.detail
+    _git(repo, "commit", "-qam", "search")
+    assert freshness(parts, ["src/pkg/search.py"], repo).status == "stale"
+    assert changed_since(head, ["src/other.py"], repo) is True and changed_since(head, ["src/none"], repo) is False
+
+
+@needs_git
+def test_unknown_when_a_commit_cannot_be_told_and_never_a_crash(repo, monkeypatch):
+    head = _git(repo, "rev-parse", "HEAD")
+    assert freshness([_part("a", None)], ["src"], repo).status == "unknown"  # a page that recorded no commit
+    assert freshness([_part("a", {"commit": head, "dirty": True})], ["src"], repo).status == "unknown"
+    assert freshness([_part("a", {"commit": "0" * 40, "dirty": False})], ["src"], repo).status == "unknown"
+    assert freshness([_part("a", {"commit": head, "dirty": False})], ["src"], None).status == "unknown"
+    assert freshness([], ["src"], repo).status == "not run"
+    (repo / "src" / "pkg" / "search.py").write_text("x = 3\n")
+    mixed = [_part("a", None), _part("b", {"commit": head, "dirty": False})]
+    assert freshness(mixed, ["src"], repo).status == "stale"  # a known change wins over an unknown part
+    monkeypatch.setenv("PATH", "")  # no git at all
+    assert changed_since(head, ["src"], repo) is None
+    assert freshness([_part("a", {"commit": head, "dirty": False})], ["src"], repo).status == "unknown"
+
+
+def test_part_source_reads_the_last_run_and_the_older_git_record():
+    old = _part("a", {"commit": "1" * 40, "dirty": False}, "2026-01-01 00:00:00 UTC")
+    old.runs.append({"started": "2026-02-01 00:00:00 UTC", "environment": {"source": {"commit": "2" * 40}}})
+    assert part_source(old) == {"commit": "2" * 40, "dirty": False}
+    legacy = Part("p", "a", {}, {"environment": {"git": {"commit": "3" * 40, "src_changes": ["M src/x.py"]}}}, True,
+                  [{"started": "2026-01-01 00:00:00 UTC"}])
+    assert part_source(legacy) == {"commit": "3" * 40, "dirty": True}
+    assert part_source(Part("p", "a", {}, {}, True, [])) is None
+
+
+def test_option_argv():
+    assert option_argv({"skip_real": True, "skip_large": False, "repeats": 5, "model": "m"}) == [
+        "--skip-real", "--repeats", "5", "--model", "m"]
+
+
+def test_a_speed_page_stores_its_run_and_renders_from_the_store_alone(tmp_path):
+    calls = []
+
+    def main(argv):
+        calls.append(argv)
+        out = Path(argv[argv.index("--output") + 1])
+        result = {"environment": {"source": None}, "parameters": {"n": int(argv[argv.index("--n") + 1])}, "x": 3.5}
+        out.with_suffix(".json").write_text(json.dumps(result))
+        out.write_text("written by the benchmark itself\n")
+
+    module = SimpleNamespace(__name__="fake_bench", main=main, render=lambda r: f"# fake\n\nx = {r['x']}\n")
+    page = SpeedPage("fake-speed", module, "Fake", (), (), ("src/layerwise/x.py",), argv=("--n", "2"))
+    ctx = PageContext(store=ResultsStore(tmp_path / "state"), output=tmp_path / "out", options={"verbose": True})
+    with pytest.raises(ValueError, match="layerwise results run fake-speed"):
+        page.render(ctx)
+    page.run(ctx)
+    assert calls[0][:3] == ["--n", "2", "--verbose"]
+    (part,) = ctx.store.parts("fake-speed")
+    assert part.payload["x"] == 3.5 and part.key == {"benchmark": "fake-speed", "parameters": {"n": 2}}
+    assert part.runs[-1]["environment"]["date"]
+    md, js = page.render(ctx)
+    assert md.read_text() == "# fake\n\nx = 3.5\n" and json.loads(js.read_text())["x"] == 3.5
+
+
+def test_speed_benchmarks_are_registered_pages_that_declare_what_they_measure():
+    for name in ("search-speed", "encoding", "encoding-mpnet", "encode-engines", "ddp"):
+        page = get_page(name)
+        assert page.method == "speed" and page.sources() == page.measures
+        root = Path(__file__).resolve().parents[1]
+        assert all((root / p).exists() for p in page.measures), name
+    assert "src/layerwise/methods/lc/search.py" in get_page("search-speed").sources()
+    assert "src/layerwise/methods/lc" in get_page("lc-sts").sources()  # a page that declares none: its method's code
+
+
+def test_results_list_shows_each_pages_commit_and_status(tmp_path, capsys):
+    from layerwise.cli import main
+
+    assert main(["results", "list", "--store", str(tmp_path / "empty")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split()[:4] == ["page", "method", "commit", "status"]
+    rows = {line.split()[0]: line for line in out[1:]}
+    assert "search-speed" in rows and "not run" in rows["search-speed"]
