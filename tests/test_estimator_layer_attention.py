@@ -52,12 +52,14 @@ def test_fit_save_load_and_sentence_transformer_give_the_same_embeddings(tmp_pat
 def test_plain_sentence_transformer_refuses_a_layerwise_class_without_the_flag(tmp_path, tiny_bert):
     """Why load_sentence_transformer exists: sentence-transformers >= 6 imports no class outside its own package
     without trust_remote_code=True (which would also run a .py file placed in the folder); before 6 it did."""
-    out = _make(tiny_bert).fit(SENTENCES).save(tmp_path / "saved")
+    est = _make(tiny_bert).fit(SENTENCES)
+    out = est.save(tmp_path / "saved")
     if int(ST.__version__.split(".")[0]) >= 6:
         with pytest.raises(ValueError, match="trust_remote_code"):
             ST.SentenceTransformer(str(out), device="cpu")
-    else:  # pragma: no cover - the installed version decides
-        ST.SentenceTransformer(str(out), device="cpu")
+    else:  # sentence-transformers 5.x: the plain load imports the installed class and gives the same vectors
+        plain = ST.SentenceTransformer(str(out), device="cpu")
+        np.testing.assert_allclose(plain.encode(SENTENCES, convert_to_numpy=True), est.encode(SENTENCES), atol=TOL)
 
 
 def test_folder_code_is_refused_everywhere(tmp_path, tiny_bert):
