@@ -36,3 +36,12 @@ def test_onnx_page_runs_stores_and_renders(tiny_bert, env, tmp_path, monkeypatch
     path.unlink()
     page.render(ctx)
     assert path.read_text() == text  # the page comes from the store alone
+
+
+def test_committed_onnx_page_renders_from_the_committed_store(tmp_path):
+    from pathlib import Path
+
+    results = Path(__file__).resolve().parents[1] / "docs" / "results"
+    ctx = PageContext(store=ResultsStore(results / "state"), output=tmp_path, command=("test",))
+    get_page("onnx").render(ctx)
+    assert (tmp_path / "onnx.md").read_text() == (results / "onnx.md").read_text()

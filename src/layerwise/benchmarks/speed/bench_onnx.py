@@ -260,7 +260,11 @@ def render_part(part: Part) -> str:
         "## Goals", "", *_goal_lines(p), "",
         "## Speed", "", *_speed_rows(p), "",
         f"Load average (1, 5, 15 min) at the start {load['start']}, at the end {load['end']}: the machine is shared, "
-        "so absolute times vary between runs; the ratios come from passes interleaved in one run.", "",
+        "so absolute times vary between runs; the ratios come from passes interleaved in one run."
+        + (" The load was above the machine's cores during this run: torch's threads (and sentence-transformers', "
+           "also torch) lose more time to other processes than onnxruntime's and OpenVINO's, so the ratios over "
+           "torch are larger than a quiet machine gives; compare runs at similar load."
+           if min(load["start"][0], load["end"][0]) > (os.cpu_count() or 1) else ""), "",
         "## Agreement", "",
         f"- ONNX fp32 vs torch, every state: max abs difference {a['fp32_max_abs_diff']['mean']:.1e} (mean), "
         f"{a['fp32_max_abs_diff']['cls']:.1e} (CLS)."
