@@ -153,7 +153,8 @@ def test_lattemix_page_runs_resumes_and_renders(tiny_bert, tmp_path, monkeypatch
     page.run(ctx)
     names = sorted(p.name for p in store.parts("lattemix"))
     tiny = tiny_bert.name
-    assert names == [f"layer-{tiny}-{i}" for i in range(3)] + [f"main-{tiny}", f"sweep-{tiny}-default-default",
+    assert names == [f"layer-{tiny}-{i}" for i in range(3)] + [f"main-{tiny}", f"pc-{tiny}",
+                                                               f"sweep-{tiny}-default-default",
                                                                f"sweep-{tiny}-groups-n_groups=1"]
     main = next(p for p in store.parts("lattemix") if p.name.startswith("main"))
     assert main.key["train_limit"] == 30 and main.key["data"]["train"] and main.key["kinds"] == ["categorical", "ae"]
@@ -162,6 +163,11 @@ def test_lattemix_page_runs_resumes_and_renders(tiny_bert, tmp_path, monkeypatch
     page.render(ctx)
     rows = table_rows((tmp_path / "out" / "lattemix.md").read_text())
     assert ["hidden state", "mean stsb", "Latte-Mix cos stsb", "Latte-Mix -JS stsb"] in rows
+    assert ["varied", "setting (others as default)", "stsb cos", "stsb -JS", "stsb -L2", "train s"] in rows
+    pc = next(p for p in store.parts("lattemix") if p.name.startswith("pc-")).payload
+    assert 0 < pc["share"] < 1 and set(pc["scores"]) == {"mean", "mean_pc1_removed"}
+    mean_row = next(r for r in rows if r[0] == "mean pooling (no special tokens)" and len(r) == 2)
+    assert float(mean_row[1]) == pytest.approx(pc["scores"]["mean"]["stsb"], abs=0.005)
     assert (tmp_path / "out" / "lattemix-layers.png").is_file()
 
 

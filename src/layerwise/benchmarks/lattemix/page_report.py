@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from layerwise.benchmarks.lattemix.grid import LayerPoint, MainResult, SweepRow
+from layerwise.benchmarks.lattemix.grid import FirstPCResult, LayerPoint, MainResult, SweepRow
 from layerwise.benchmarks.lattemix.report import METHOD_NAMES
 from layerwise.reports import fmt
 
@@ -21,6 +21,7 @@ class PageParts:
     small_sets: list[str]
     curve_seed: int | None = None
     provenance: list[str] = field(default_factory=list)
+    first_pc: FirstPCResult | None = None  # first model, the sweep's training text
 
 
 def _averages(main: MainResult, sets) -> dict[str, float]:
@@ -77,18 +78,39 @@ def _curve_section(parts: PageParts, model: str) -> list[str]:
 
 def _sweep_section(parts: PageParts, model: str) -> list[str]:
     sets, rows = parts.small_sets, parts.sweep
+    metrics = [("cosine", "cos"), ("js", "-JS")] + ([("l2", "-L2")] if any("l2" in r.scores for r in rows) else [])
     lines = [f"## Hyper-parameters ({model}, last hidden state, categorical VAE, seed {parts.curve_seed}, "
              f"{rows[0].training_text.get('n_sentences', '?')} training sentences)", "",
              "Default: " + ", ".join(f"{k} {v}" for k, v in rows[0].config.items()
-                                     if k in ("n_groups", "n_classes", "tau", "depth", "beta")) + ".", "",
-             "| varied | setting (others as default) | " + " | ".join(f"{d} cos | {d} -JS" for d in sets)
-             + " | train s |", "|---|---|" + "---|---|" * len(sets) + "---|"]
+                                     if k in ("n_groups", "n_classes", "tau", "depth", "beta")) + " (the decoder "
+             "mirrors the encoder, plain KL). The paper's settings: tau 0.3, a 3-layer decoder, KL thresholding at "
+             "0.3 nats per latent group (`paper:` rows). -L2: minus the squared L2 distance of the categorical "
+             "mixtures (rows stored before it existed show –).", "",
+             "| varied | setting (others as default) | " + " | ".join(f"{d} {label}" for d in sets
+                                                                     for _, label in metrics)
+             + " | train s |", "|---|---|" + "---|" * (len(sets) * len(metrics)) + "---|"]
     for r in rows:
         sc = r.scores
         lines.append(f"| {r.vary} | {r.change or 'default'} | " + " | ".join(
-            f"{sc['cosine'][d][0]:.2f} | {sc['js'][d][0]:.2f}" for d in sets) + f" | {r.train_seconds[0]:.1f} |")
+            f"{sc[m][d][0]:.2f}" if m in sc else "–" for d in sets for m, _ in metrics)
+            + f" | {r.train_seconds[0]:.1f} |")
     return lines + ["", "AE vs Normal VAE vs categorical VAE (the paper's Table 2) are the rows of the main tables "
                     "above.", ""]
+
+
+def _first_pc_section(parts: PageParts, model: str) -> list[str]:
+    pc, sets = parts.first_pc, parts.small_sets
+    rows = (("mean pooling (no special tokens)", "mean"), ("the same, first principal component removed",
+                                                           "mean_pc1_removed"))
+    return [f"## First principal component of the token vectors ({model}, last hidden state)", "",
+            f"Fitted on the {pc.n_tokens} (non-special) tokens of the sweep's "
+            f"{pc.training_text.get('n_sentences', '?')} training sentences: it holds {100 * pc.share:.1f}% of their "
+            "variance. A token's coordinate on it is its first-principal-component word embedding "
+            "(`layerwise.methods.lattemix.principal.FirstComponent.coordinate`); removing it from the mean vector "
+            "(`remove`) tests how much that one direction pulls the cosine of mean pooling.", "",
+            "| pooling | " + " | ".join(sets) + " |", "|---|" + "---|" * len(sets),
+            *(f"| {label} | " + " | ".join(f"{pc.scores[key][d]:.2f}" for d in sets) + " |" for label, key in rows),
+            ""]
 
 
 def render_markdown(parts: PageParts) -> str:
@@ -117,6 +139,8 @@ def render_markdown(parts: PageParts) -> str:
         lines += _curve_section(parts, first)
     if parts.sweep:
         lines += _sweep_section(parts, first)
+    if parts.first_pc is not None:
+        lines += _first_pc_section(parts, first)
     return "\n".join(lines)
 
 
@@ -131,7 +155,8 @@ def summary(parts: PageParts) -> dict:
         main[m.model["name"]] = {"layer": m.layer, "methods": rows}
     return {"main": main, "small_sets": parts.small_sets,
             "layers": [{"layer": p.layer, "mean": p.mean, "categorical": p.categorical} for p in parts.layers],
-            "sweep": [{"vary": r.vary, "change": r.change, "scores": r.scores} for r in parts.sweep]}
+            "sweep": [{"vary": r.vary, "change": r.change, "scores": r.scores} for r in parts.sweep],
+            **({"first_pc": {"share": parts.first_pc.share, "scores": parts.first_pc.scores}} if parts.first_pc else {})}
 
 
 def draw_layers(parts: PageParts):
