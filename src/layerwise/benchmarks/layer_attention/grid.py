@@ -94,6 +94,8 @@ class SearchRow:
     build_seconds: float = 0.0
     n_queries: int = 0
     n_corpus: int = 0
+    ms_per_query_batch1: float | None = None  # one query at a time (rows stored before it was measured: None)
+    index_resident_bytes: int | None = None  # resident-set growth while the index was built (None: not measured)
 
     @classmethod
     def from_search(cls, out: dict) -> "SearchRow":
@@ -101,7 +103,8 @@ class SearchRow:
         return cls(index=out["index"], mrr10=out["mrr@10"], recall1=out["recall@1"], recall5=out["recall@5"],
                    recall10=out["recall@10"], ms_per_query=out["ms_per_query"], index_bytes=int(out["index_bytes"]),
                    build_seconds=out.get("build_seconds", 0.0), n_queries=out.get("n_queries", 0),
-                   n_corpus=out.get("n_corpus", 0))
+                   n_corpus=out.get("n_corpus", 0), ms_per_query_batch1=out.get("ms_per_query_batch1"),
+                   index_resident_bytes=out.get("index_resident_bytes"))
 
 
 @dataclass(frozen=True)
