@@ -171,7 +171,7 @@ def _mib(n) -> str:
 def _run(args, command) -> int:
     from pathlib import Path
 
-    from layerwise.benchmarks.layer_attention.run import run_retrieval
+    from layerwise.benchmarks.layer_attention.run import SearchOptions, run_retrieval
     from layerwise.data.readers import read_beir
     from layerwise.errors import UsageError
     from layerwise.reports import environment, write_json
@@ -183,9 +183,9 @@ def _run(args, command) -> int:
                          "--without-pooler, or leave --unpooled out to search with the pooler")
     beir = None if args.beir is None else read_beir(args.beir, split=args.split or "test")  # before the model
     split = args.split or "dev"
-    result = run_retrieval(args.model_dir, data_dir=args.data_dir, split=split, beir=beir, indexes=args.index,
-                           nlist=args.nlist, nprobe=args.nprobe, without_pooler=args.without_pooler,
-                           unpooled=args.unpooled)
+    options = SearchOptions(indexes=tuple(args.index), nlist=args.nlist, nprobe=args.nprobe,
+                            without_pooler=args.without_pooler, unpooled=args.unpooled)
+    result = run_retrieval(args.model_dir, data_dir=args.data_dir, split=split, beir=beir, options=options)
     result.environment = environment(command)
     name = "quora" if beir is None else beir.name
     path = write_json(Path(args.output) / f"retrieval-{name}-{result.data.split}.json", result.to_dict())
