@@ -82,7 +82,9 @@ def test_layer_attention_page_runs_resumes_and_recomputes_only_changed_settings(
     page.run(ctx)
     parts = {p.name: p for p in store.parts("layer-attention")}
     assert sorted(parts) == ["encoder-unsup-last_cls-seed0", "frozen-unsup-first0_last_mean-seed0",
-                             "frozen-unsup-layer_attention-seed0"]
+                             "frozen-unsup-layer_attention-seed0", "search-untouched-encoder"]
+    vectors = [(r["vector"], r["index"]) for r in parts["search-untouched-encoder"].payload["rows"]]
+    assert vectors == [("last-layer mean", "exact (numpy)"), ("[CLS]_Last", "exact (numpy)")]  # 6 texts: no IVF
     searched = parts["frozen-unsup-layer_attention-seed0"]
     assert searched.key["retrieval"] is not None and searched.key["data"]["quora"]
     assert parts["frozen-unsup-first0_last_mean-seed0"].key["retrieval"] is None
@@ -100,13 +102,15 @@ def test_layer_attention_page_runs_resumes_and_recomputes_only_changed_settings(
     ctx3 = PageContext(store=store, output=tmp_path / "out", data_dir=str(data),
                        options=_la_options(tiny_bert, tmp_path, steps=3, regimes=["frozen"]))
     page.run(ctx3)  # a changed setting: new parts, the old ones kept
-    assert len(store.parts("layer-attention")) == 5
+    assert len(store.parts("layer-attention")) == 6
     written = page.render(ctx3)
     md = (tmp_path / "out" / "layer-attention.md").read_text()
     assert any(p.suffix == ".png" for p in written)
     rows = table_rows(md)
-    # STS table: header + 2 poolers; search table: header + with the pooler + without it
-    assert rows[0][:3] == ["pooler", "seeds", "stsb"] and len(rows) == 6
+    # STS table: header + 2 poolers; search table: header + with the pooler + without it; without a pooler:
+    # header + mean + [CLS]_Last
+    assert rows[0][:3] == ["pooler", "seeds", "stsb"] and len(rows) == 9
+    assert rows[6][:2] == ["vector", "index"] and [r[0] for r in rows[7:]] == ["last-layer mean", "[CLS]_Last"]
     steps = [r.history["steps_this_run"] for r in load_page_runs(ctx3).runs]
     assert steps == [3, 3]  # the newest key of each part is shown
 

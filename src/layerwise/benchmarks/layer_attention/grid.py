@@ -19,7 +19,9 @@ __all__ = ["GRID_POOLERS", "GridConfig", "RetrievalSettings", "RunResult", "Sear
 
 # Every pooler of the page; ``first0_last_mean`` = mean of hidden states {0, L} (0 = embedding output).
 GRID_POOLERS = ("layer_attention", "attention_cls_only", "attention_mean_only", "attention_no_last_cls",
-                "last_cls", "last_mean", "first0_last_mean", "scalar_mix")
+                "last_cls", "last_mean", "first0_last_mean", "scalar_mix",
+                # the paper's per-layer-ratio attention (Eq. 1-5) and its Table 2's plain concatenations
+                "layer_attention_ratio", "concat_last_cls_mean", "concat_last_cls_layer_mean")
 REGIMES = ("frozen", "encoder")
 STS_SETS = ("stsb", "sickr", "sts12", "sts13", "sts14", "sts15", "sts16")
 
