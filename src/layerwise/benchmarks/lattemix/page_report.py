@@ -141,7 +141,39 @@ def render_markdown(parts: PageParts) -> str:
         lines += _sweep_section(parts, first)
     if parts.first_pc is not None:
         lines += _first_pc_section(parts, first)
+    lines += _departures_section(parts)
     return "\n".join(lines)
+
+
+def _departures_section(parts: PageParts) -> list[str]:
+    """The closing note: each departure from the paper and what its setting changed here (sweep rows, seed 0)."""
+    rows = {r.vary: r for r in parts.sweep}
+    default, sets = rows.get("default"), parts.small_sets
+    paper = [r for r in parts.sweep if r.vary.startswith("paper: ")]
+    if default is None or not paper:
+        return []
+
+    def delta(r, metric):
+        return ", ".join(f"{d} {r.scores[metric][d][0] - default.scores[metric][d][0]:+.2f}" for d in sets)
+
+    lines = ["## Departures from the paper", "",
+             "Each of the paper's settings that this library does not use by default, against the default "
+             "(sweep above, one seed: differences under about 0.5 are within the seed-to-seed spread of the main "
+             "tables):", ""]
+    for r in paper:
+        lines.append(f"- {r.vary.removeprefix('paper: ')} ({r.change}): cosine {delta(r, 'cosine')}; -JS "
+                     f"{delta(r, 'js')}.")
+    if "l2" in default.scores:
+        lines.append("- the categorical -L2 similarity (the paper's; this page's main measures are cosine and -JS): "
+                     + ", ".join(f"{d} {default.scores['l2'][d][0]:.2f} against cosine "
+                                 f"{default.scores['cosine'][d][0]:.2f}" for d in sets) + " (default model).")
+    if parts.first_pc is not None:
+        pc = parts.first_pc.scores
+        lines.append("- the first principal component of the token vectors: removing it from mean pooling changes "
+                     + ", ".join(f"{d} {pc['mean_pc1_removed'][d] - pc['mean'][d]:+.2f}" for d in sets) + ".")
+    lines.append("- not the paper's, and not offered: the training text (SNLI dev+test and the wiki1m head) and the "
+                 "encoders (sentence-transformer fine-tunes; none of the paper's models is on this machine).")
+    return lines + [""]
 
 
 def summary(parts: PageParts) -> dict:

@@ -106,7 +106,12 @@ def _header(page: PageRuns) -> list[str]:
             "- all-MiniLM-L6-v2 is already a contrastively fine-tuned sentence encoder (mean pooling); the paper "
             "starts from raw BERT/RoBERTa. Every pooler here starts with a fresh MLP head.",
             "- `first0_last_mean` = mean of hidden states 0 (embedding output) and L (last layer); earlier results "
-            "files called it `first_last_mean`.", ""]
+            "files called it `first_last_mean`.",
+            "- `layer_attention` is this library's operator (each state's CLS queries every state's mean: a K x K "
+            "softmax); `layer_attention_ratio` is the paper's Eq. 1-5 (one weight per hidden state, from its own CLS "
+            "and mean, a ratio over the states); `concat_last_cls_mean` = MLP([CLS_L ; mean_L]) and "
+            "`concat_last_cls_layer_mean` = MLP([CLS_L ; mean over states of the means]) are the plain "
+            "concatenations of the paper's pooling ablation (Table 2).", ""]
 
 
 def _frozen_section(page: PageRuns) -> list[str]:
