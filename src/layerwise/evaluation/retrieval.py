@@ -239,8 +239,9 @@ def search(data: RetrievalData | QueryRetrievalData, corpus_emb: np.ndarray, *, 
     rows = np.array(rows)
     out = retrieval_metrics(rows, data.relevant)
     out.update({"ms_per_query": 1000 * seconds / max(1, len(q)), "build_seconds": build, "index_bytes": memory,
+                "n_queries": len(q), "n_corpus": len(data.corpus),
                 "ms_per_query_batch1": 1000 * batch1 / max(1, len(single)), "n_latency_queries": len(single),
-                "index_resident_bytes": resident, "n_queries": len(q), "n_corpus": len(data.corpus),
+                "index_resident_bytes": resident,
                 "index": "exact (numpy)" if index is None else
                 f"faiss {index.kind}" + (f" nlist={index.nlist} nprobe={index.nprobe}" if index.kind == "ivf" else "")})
     return out

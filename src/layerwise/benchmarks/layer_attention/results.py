@@ -82,6 +82,7 @@ class IndexResult:
     n_queries: int
     n_corpus: int
     ms_per_query_batch1: float | None = None  # one query at a time (None: results written before it was measured)
+    n_latency_queries: int | None = None  # how many queries were timed one at a time
     index_resident_bytes: int | None = None  # resident-set growth while the index was built (None: not measured)
 
     def to_dict(self) -> dict:
@@ -89,15 +90,16 @@ class IndexResult:
         return {"mrr@10": self.mrr_at_10, **{f"recall@{k}": v for k, v in self.recall.items()},
                 "ms_per_query": self.ms_per_query, "build_seconds": self.build_seconds,
                 "index_bytes": self.index_bytes, "n_queries": self.n_queries, "n_corpus": self.n_corpus,
-                "ms_per_query_batch1": self.ms_per_query_batch1, "index_resident_bytes": self.index_resident_bytes,
-                "index": self.index}
+                "ms_per_query_batch1": self.ms_per_query_batch1, "n_latency_queries": self.n_latency_queries,
+                "index_resident_bytes": self.index_resident_bytes, "index": self.index}
 
     @classmethod
     def from_dict(cls, d: dict) -> "IndexResult":
         """From :meth:`to_dict` or the dict :func:`layerwise.evaluation.retrieval.search` returns."""
         recall = {int(m.group(1)): v for key, v in d.items() if (m := re.fullmatch(r"recall@(\d+)", key))}
         return cls(d["index"], d["mrr@10"], recall, d["ms_per_query"], d["build_seconds"], d["index_bytes"],
-                   d["n_queries"], d["n_corpus"], d.get("ms_per_query_batch1"), d.get("index_resident_bytes"))
+                   d["n_queries"], d["n_corpus"], d.get("ms_per_query_batch1"), d.get("n_latency_queries"),
+                   d.get("index_resident_bytes"))
 
 
 @dataclass(frozen=True)
