@@ -97,7 +97,7 @@ class SearchRow:
     n_queries: int = 0
     n_corpus: int = 0
     ms_per_query_batch1: float | None = None  # one query at a time (rows stored before it was measured: None)
-    index_resident_bytes: int | None = None  # resident-set growth while the index was built (None: not measured)
+    index_resident_bytes: int | None = None  # the arrays the index holds in memory (None: not measured)
 
     @classmethod
     def from_search(cls, out: dict) -> "SearchRow":

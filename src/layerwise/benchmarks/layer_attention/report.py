@@ -151,8 +151,8 @@ def _untouched_section(page: PageRuns) -> list[str]:
              "([CLS]_Last) and an IVF index of nlist = 1024 cells; the rows above use the last-layer mean and "
              "nlist 100. Speed: every query in one batch, and one query at a time (batch 1: the mean over the first "
              "1,000 queries, each searched alone). Memory: the "
-             "serialised index, and its resident size (the process's resident-set growth while the index was "
-             "built; the normalised matrix for the exact search).", "",
+             "serialised index, and its resident size (the arrays it holds in memory: vectors or codes, ids, "
+             "centroids; the normalised matrix for the exact search).", "",
              "| vector | index | MRR@10 | R@1 | R@10 | ms/query batched | ms/query batch 1 | index MiB | resident MiB |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:

@@ -83,7 +83,7 @@ class IndexResult:
     n_corpus: int
     ms_per_query_batch1: float | None = None  # one query at a time (None: results written before it was measured)
     n_latency_queries: int | None = None  # how many queries were timed one at a time
-    index_resident_bytes: int | None = None  # resident-set growth while the index was built (None: not measured)
+    index_resident_bytes: int | None = None  # the arrays the index holds in memory (None: not measured)
 
     def to_dict(self) -> dict:
         """The keys of :func:`layerwise.evaluation.retrieval.search`: ``mrr@10``, ``recall@k``, ...."""
