@@ -64,7 +64,7 @@ def test_mixtures_are_the_mean_posterior_of_the_non_special_tokens(fitted):
 def test_similarity_measures_match_the_method_and_cosine_matches_encode(fitted):
     a, b = SENTENCES[:4], SENTENCES[4:8]
     both = fitted.mixtures(a + b)
-    for measure in ("cosine", "js"):
+    for measure in ("cosine", "js", "l2"):
         want = pair_similarity(both.take(np.arange(4)), both.take(np.arange(4, 8)), measure)
         np.testing.assert_allclose(fitted.similarity(a, b, measure=measure), want, atol=1e-9)
     va, vb = fitted.encode(a), fitted.encode(b)
@@ -72,8 +72,8 @@ def test_similarity_measures_match_the_method_and_cosine_matches_encode(fitted):
     np.testing.assert_allclose(fitted.similarity(a, b), cos, atol=1e-5)
     same = fitted.similarity(a, a, measure="js")
     np.testing.assert_allclose(same, 0.0, atol=1e-9)  # minus the JS divergence: 0 for identical texts
-    with pytest.raises(UsageError, match="measure='l2'"):
-        fitted.similarity(a, b, measure="l2")
+    with pytest.raises(UsageError, match="measure='hellinger'"):
+        fitted.similarity(a, b, measure="hellinger")
     with pytest.raises(UsageError, match="sentences1 has 4 texts and sentences2 3"):
         fitted.similarity(a, b[:3])
 
@@ -244,7 +244,7 @@ def test_cli_two_pairs_files_every_kind_and_saved_models(tiny_bert, tmp_path, ca
     printed = capsys.readouterr().out
     (results,) = out.glob("lattemix-*.json")
     result = json.loads(results.read_text())
-    assert {"categorical cosine", "categorical js", "normal l2", "normal cosine", "ae cosine"} <= set(
+    assert {"categorical cosine", "categorical js", "categorical l2", "normal l2", "normal cosine", "ae cosine"} <= set(
         result["spearman_x100"])
     assert len(result["pairs"]) == 2 and "normal l2" in printed
     saved = sorted(p.name for p in (out / "models").iterdir())

@@ -103,8 +103,9 @@ def test_similarities_and_errors():
     mix = sentence_mixtures(model, ts, 2)
     assert pair_similarity(mix, mix, "cosine") == pytest.approx([1.0, 1.0])
     assert pair_similarity(mix, mix, "js") == pytest.approx([0.0, 0.0], abs=1e-9)
-    with pytest.raises(ValueError, match="valid: cosine, js"):
-        pair_similarity(mix, mix, "l2")
+    assert pair_similarity(mix, mix, "l2") == pytest.approx([0.0, 0.0], abs=1e-12)
+    with pytest.raises(ValueError, match="valid: cosine, js, l2"):
+        pair_similarity(mix, mix, "hellinger")
     with pytest.raises(ValueError, match="unknown model kind"):
         LatteMixConfig(kind="dirichlet")
     with pytest.raises(ValueError, match="input_dim"):

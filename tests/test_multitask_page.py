@@ -20,7 +20,7 @@ def test_page_runs_resumes_and_renders(tiny_bert, tmp_path, monkeypatch):
     data = write_multitask(tmp_path / "data", n=20)
     store = ResultsStore(tmp_path / "state")
     options = {"experiments": ["BASELINE", "BASELINE+MIX"], "seeds": [0, 1], "model": str(tiny_bert),
-               "overrides": TINY, "checkpoints": str(tmp_path / "runs")}
+               "overrides": TINY, "checkpoints": str(tmp_path / "runs"), "paper_protocols": []}
     page = get_page("multitask")
     ctx = PageContext(store=store, output=tmp_path / "out", data_dir=str(data), options=options)
     page.run(ctx)
@@ -102,7 +102,7 @@ def test_page_runs_more_seeds_for_the_best_experiment_once_every_first_seed_is_s
     store = ResultsStore(tmp_path / "state")
     options = {"experiments": ["BASELINE", "STS_PARA_HEAD_MOD"], "seeds": [0], "more_seeds": [1],
                "more_seeds_for": ["best"], "model": str(tiny_bert), "overrides": TINY,
-               "checkpoints": str(tmp_path / "runs")}
+               "checkpoints": str(tmp_path / "runs"), "paper_protocols": []}
     ctx = PageContext(store=store, output=tmp_path / "out", data_dir=str(data), options=options)
     get_page("multitask").run(ctx)
     parts = {p.name: p for p in store.parts("multitask")}

@@ -82,7 +82,9 @@ def test_layer_attention_page_runs_resumes_and_recomputes_only_changed_settings(
     page.run(ctx)
     parts = {p.name: p for p in store.parts("layer-attention")}
     assert sorted(parts) == ["encoder-unsup-last_cls-seed0", "frozen-unsup-first0_last_mean-seed0",
-                             "frozen-unsup-layer_attention-seed0"]
+                             "frozen-unsup-layer_attention-seed0", "search-untouched-encoder"]
+    vectors = [(r["vector"], r["index"]) for r in parts["search-untouched-encoder"].payload["rows"]]
+    assert vectors == [("last-layer mean", "exact (numpy)"), ("[CLS]_Last", "exact (numpy)")]  # 6 texts: no IVF
     searched = parts["frozen-unsup-layer_attention-seed0"]
     assert searched.key["retrieval"] is not None and searched.key["data"]["quora"]
     assert parts["frozen-unsup-first0_last_mean-seed0"].key["retrieval"] is None
@@ -100,13 +102,15 @@ def test_layer_attention_page_runs_resumes_and_recomputes_only_changed_settings(
     ctx3 = PageContext(store=store, output=tmp_path / "out", data_dir=str(data),
                        options=_la_options(tiny_bert, tmp_path, steps=3, regimes=["frozen"]))
     page.run(ctx3)  # a changed setting: new parts, the old ones kept
-    assert len(store.parts("layer-attention")) == 5
+    assert len(store.parts("layer-attention")) == 6
     written = page.render(ctx3)
     md = (tmp_path / "out" / "layer-attention.md").read_text()
     assert any(p.suffix == ".png" for p in written)
     rows = table_rows(md)
-    # STS table: header + 2 poolers; search table: header + with the pooler + without it
-    assert rows[0][:3] == ["pooler", "seeds", "stsb"] and len(rows) == 6
+    # STS table: header + 2 poolers; search table: header + with the pooler + without it; without a pooler:
+    # header + mean + [CLS]_Last
+    assert rows[0][:3] == ["pooler", "seeds", "stsb"] and len(rows) == 9
+    assert rows[6][:2] == ["vector", "index"] and [r[0] for r in rows[7:]] == ["last-layer mean", "[CLS]_Last"]
     steps = [r.history["steps_this_run"] for r in load_page_runs(ctx3).runs]
     assert steps == [3, 3]  # the newest key of each part is shown
 
@@ -153,7 +157,8 @@ def test_lattemix_page_runs_resumes_and_renders(tiny_bert, tmp_path, monkeypatch
     page.run(ctx)
     names = sorted(p.name for p in store.parts("lattemix"))
     tiny = tiny_bert.name
-    assert names == [f"layer-{tiny}-{i}" for i in range(3)] + [f"main-{tiny}", f"sweep-{tiny}-default-default",
+    assert names == [f"layer-{tiny}-{i}" for i in range(3)] + [f"main-{tiny}", f"pc-{tiny}",
+                                                               f"sweep-{tiny}-default-default",
                                                                f"sweep-{tiny}-groups-n_groups=1"]
     main = next(p for p in store.parts("lattemix") if p.name.startswith("main"))
     assert main.key["train_limit"] == 30 and main.key["data"]["train"] and main.key["kinds"] == ["categorical", "ae"]
@@ -162,6 +167,11 @@ def test_lattemix_page_runs_resumes_and_renders(tiny_bert, tmp_path, monkeypatch
     page.render(ctx)
     rows = table_rows((tmp_path / "out" / "lattemix.md").read_text())
     assert ["hidden state", "mean stsb", "Latte-Mix cos stsb", "Latte-Mix -JS stsb"] in rows
+    assert ["varied", "setting (others as default)", "stsb cos", "stsb -JS", "stsb -L2", "train s"] in rows
+    pc = next(p for p in store.parts("lattemix") if p.name.startswith("pc-")).payload
+    assert 0 < pc["share"] < 1 and set(pc["scores"]) == {"mean", "mean_pc1_removed"}
+    mean_row = next(r for r in rows if r[0] == "mean pooling (no special tokens)" and len(r) == 2)
+    assert float(mean_row[1]) == pytest.approx(pc["scores"]["mean"]["stsb"], abs=0.005)
     assert (tmp_path / "out" / "lattemix-layers.png").is_file()
 
 

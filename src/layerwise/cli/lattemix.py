@@ -36,7 +36,13 @@ def add_parsers(sub) -> None:
     p.add_argument("--n-groups", type=positive_int, default=32, help="categorical latent groups (default 32)")
     p.add_argument("--latent-dim", type=positive_int, default=32, help="Normal VAE / AE latent size (default 32)")
     p.add_argument("--depth", type=int, default=1, choices=[1, 2, 3], help="encoder layers (default 1)")
-    p.add_argument("--tau", type=positive_float, default=1.0, help="Gumbel-softmax temperature (default 1.0)")
+    p.add_argument("--decoder-depth", type=positive_int, default=None,
+                   help="decoder layers (default: as --depth; the paper's decoder has 3)")
+    p.add_argument("--tau", type=positive_float, default=1.0,
+                   help="Gumbel-softmax temperature (default 1.0; the paper uses 0.3)")
+    p.add_argument("--kl-threshold", type=nonnegative_float, default=None, metavar="EPS",
+                   help="KL thresholding: each latent group's (dimension's) batch-mean KL counts as at least EPS "
+                        "nats (the paper: 0.3; default: the plain KL)")
     p.add_argument("--beta", type=nonnegative_float, default=1.0)
     p.add_argument("--beta-warmup-steps", type=nonnegative_int, default=1000)
     p.add_argument("--epochs", type=positive_int, default=1)
@@ -70,7 +76,8 @@ def run(args, command) -> int:
     from layerwise.reports import environment
 
     config = LatteMixConfig(n_classes=args.n_classes, n_groups=args.n_groups, latent_dim=args.latent_dim,
-                            depth=args.depth, tau=args.tau, beta=args.beta, beta_warmup_steps=args.beta_warmup_steps)
+                            depth=args.depth, tau=args.tau, beta=args.beta, beta_warmup_steps=args.beta_warmup_steps,
+                            decoder_depth=args.decoder_depth, kl_threshold=args.kl_threshold)
     train = TrainConfig(epochs=args.epochs, batch_size=args.train_batch_size, lr=args.lr,
                         lr_warmup_steps=args.lr_warmup_steps)
     run = LatteMixRun(model=args.model, datasets=tuple(args.datasets), layer=args.layer, kinds=tuple(args.kinds),
@@ -93,7 +100,8 @@ def run(args, command) -> int:
 def _estimator_params(args) -> dict:
     """The LatteMix parameters the options give (all but ``kind`` and ``seed``)."""
     return dict(model=args.model, layer=args.layer, n_groups=args.n_groups, n_classes=args.n_classes,
-                latent_dim=args.latent_dim, depth=args.depth, tau=args.tau, beta=args.beta,
+                latent_dim=args.latent_dim, depth=args.depth, decoder_depth=args.decoder_depth, tau=args.tau,
+                kl_threshold=args.kl_threshold, beta=args.beta,
                 beta_warmup_steps=args.beta_warmup_steps, epochs=args.epochs, batch_size=args.train_batch_size,
                 lr=args.lr, lr_warmup_steps=args.lr_warmup_steps, include_special=args.include_special,
                 max_length=args.max_length,
@@ -187,8 +195,8 @@ def _score_pairs(est, pairs: dict, scores: dict, baseline: dict) -> None:
 def _print_table(args, layer, trained_on: str, labels: list[str], rows: dict) -> None:
     from layerwise.reports import fmt, sample_std
 
-    print(f"model {args.model} | hidden state {layer} | trained on {trained_on} | "
-          f"Spearman x100, mean ± std over {len(args.seeds)} seed(s)")
+    spread = f"mean ± std over {len(args.seeds)} seeds" if len(args.seeds) > 1 else f"one seed ({args.seeds[0]})"
+    print(f"model {args.model} | hidden state {layer} | trained on {trained_on} | Spearman x100, {spread}")
     print(f"  {'method':34s} " + " ".join(f"{label:>16s}" for label in labels))
     for method, per in rows.items():
         cells = [fmt(float(np.mean(per[label])), sample_std(per[label]))

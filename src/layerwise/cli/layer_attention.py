@@ -64,9 +64,14 @@ def add_parsers(sub) -> None:
     p.add_argument("--split", default=None,
                    help="qrels split with --beir (default: test); Quora: dev, test or all (default: dev)")
     p.add_argument("--index", nargs="+", default=["exact", "flat", "ivf"], choices=["exact", "flat", "ivf"])
-    p.add_argument("--nlist", type=positive_int, default=100)
+    p.add_argument("--nlist", type=positive_int, default=1024,
+                   help="IVF cells (default 1024, the paper's; at most the corpus size, checked before encoding)")
     p.add_argument("--nprobe", type=positive_int, default=10)
-    p.add_argument("--without-pooler", action="store_true", help="search with the last-layer mean, not the pooler")
+    p.add_argument("--without-pooler", action="store_true",
+                   help="search with a last-layer vector of the encoder, not the pooler (see --unpooled)")
+    p.add_argument("--unpooled", choices=["mean", "cls"], default="mean",
+                   help="with --without-pooler: the last layer's token mean (default) or its [CLS] vector (the "
+                        "paper's [CLS]_Last)")
     p.add_argument("--output", default="runs/retrieval")
     p.add_argument("-q", "--quiet", action="store_true")
 
@@ -159,19 +164,28 @@ def _train(args, command) -> int:
     return 0
 
 
+def _mib(n) -> str:
+    return "?" if n is None else f"{n / 2**20:.1f} MiB"
+
+
 def _run(args, command) -> int:
     from pathlib import Path
 
-    from layerwise.benchmarks.layer_attention.run import run_retrieval
+    from layerwise.benchmarks.layer_attention.run import SearchOptions, run_retrieval
     from layerwise.data.readers import read_beir
+    from layerwise.errors import UsageError
     from layerwise.reports import environment, write_json
 
     if args.command == "train":
         return _train(args, command)
+    if args.unpooled != "mean" and not args.without_pooler:
+        raise UsageError(f"--unpooled {args.unpooled} chooses the vector searched without the pooler: add "
+                         "--without-pooler, or leave --unpooled out to search with the pooler")
     beir = None if args.beir is None else read_beir(args.beir, split=args.split or "test")  # before the model
     split = args.split or "dev"
-    result = run_retrieval(args.model_dir, data_dir=args.data_dir, split=split, beir=beir, indexes=args.index,
-                           nlist=args.nlist, nprobe=args.nprobe, without_pooler=args.without_pooler)
+    options = SearchOptions(indexes=tuple(args.index), nlist=args.nlist, nprobe=args.nprobe,
+                            without_pooler=args.without_pooler, unpooled=args.unpooled)
+    result = run_retrieval(args.model_dir, data_dir=args.data_dir, split=split, beir=beir, options=options)
     result.environment = environment(command)
     name = "quora" if beir is None else beir.name
     path = write_json(Path(args.output) / f"retrieval-{name}-{result.data.split}.json", result.to_dict())
@@ -179,6 +193,7 @@ def _run(args, command) -> int:
           f"{result.pooler}")
     for r in result.results:
         print(f"  {r.index:32s} MRR@10 {r.mrr_at_10:.2f}  R@1 {r.recall[1]:.2f}  R@10 {r.recall[10]:.2f}  "
-              f"{r.ms_per_query:.3f} ms/query  {r.index_bytes / 2**20:.1f} MiB")
+              f"{r.ms_per_query:.3f} ms/query batched, {r.ms_per_query_batch1:.3f} one at a time  "
+              f"{r.index_bytes / 2**20:.1f} MiB serialised, {_mib(r.index_resident_bytes)} resident")
     print(f"wrote {path}")
     return 0

@@ -15,7 +15,7 @@ from layerwise.encoders.registry import BUILTIN_MODELS, DEFAULT_MODEL
 from layerwise.methods.multitask.config import SCHEDULES
 from layerwise.training.distributed import is_main
 
-OVERRIDES = ("epochs", "schedule", "batch_size", "lr", "max_length", "limit", "eval_limit")
+OVERRIDES = ("epochs", "schedule", "batch_size", "lr", "max_length", "limit", "eval_limit", "temperature")
 
 
 def add_parsers(sub) -> None:
@@ -23,7 +23,9 @@ def add_parsers(sub) -> None:
     p.add_argument("experiments", nargs="*", default=[],
                    help="named experiments (BASELINE, SHARED, STS_PARA_HEAD_MOD, STS_PARA_HEAD_MOD_1, FREEZE_SST, "
                         "SST_TO_STS, NLI_REGRESSION, NLI_CONTRASTIVE, NLI_TRIPLET), each optionally with +MIX (a "
-                        "layer mix per task) or +SUBSET (a layer subset per task)")
+                        "layer mix per task), +SUBSET (a layer subset per task), +FROZEN (SST trained last, its head "
+                        "alone on the frozen encoder: SST_TO_STS+FROZEN is the report's protocol) or +TAU1 (the NLI "
+                        "contrastive temperature 1.0, the report's Eq. 3 as written)")
     p.add_argument("--config", action="append", default=[], metavar="FILE",
                    help="a JSON file of MultitaskConfig fields (repeatable), run besides the named experiments")
     p.add_argument("--tasks", dest="task_file", default=None, metavar="FILE",
@@ -37,7 +39,11 @@ def add_parsers(sub) -> None:
                    help="--tasks: tasks trained last, their heads alone on the frozen encoder")
     p.add_argument("--nli-epochs", type=positive_int, default=None, help="--tasks: epochs of the nli task (default: 1)")
     p.add_argument("--seeds", type=seed, nargs="+", default=[0])
-    p.add_argument("--epochs", type=positive_int, default=None, help="epochs over the task data (default: 10, the report's)")
+    p.add_argument("--epochs", type=positive_int, default=None,
+                   help="epochs over the task data (default: 10; the report does not state its epoch count)")
+    p.add_argument("--temperature", type=positive_float, default=None,
+                   help="temperature of the contrastive NLI objective (default: 0.05; the report's Eq. 3 has none: "
+                        "1.0)")
     p.add_argument("--schedule", default=None, choices=SCHEDULES,
                    help="batch order within an epoch (default: task_by_task, the report's)")
     p.add_argument("--batch-size", type=positive_int, default=None, help="default: 32 (the report's); under torchrun the global batch, split over the "
@@ -137,6 +143,7 @@ def estimator_from_args(args):
     tasks = read_task_file(args.task_file)
     options = {"epochs": args.epochs, "schedule": args.schedule, "batch_size": args.batch_size, "lr": args.lr,
                "max_length": args.max_length, "shared_layers": args.shared_layers, "nli_epochs": args.nli_epochs,
+               "temperature": args.temperature,
                "freeze": None if args.freeze is None else list(args.freeze)}
     return MultitaskModel(args.model, tasks=tasks, seed=args.seeds[0], device=args.device,
                           show_progress=False if args.quiet else None,

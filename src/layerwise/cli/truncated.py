@@ -119,7 +119,10 @@ def _add_tmft(sub) -> None:
                    help="pairs per step (default: 32); under torchrun the global batch, split over the processes")
     p.add_argument("--lr", type=positive_float, default=2e-5)
     p.add_argument("--max-length", type=max_length, default=128, help="tokens per sentence (default: 128)")
-    p.add_argument("--train-limit", type=positive_int, default=None, help="first n STS-B train pairs (quick checks)")
+    p.add_argument("--dataset", choices=["stsb", "sickr"], default=None,
+                   help="built-in pairs without --train: stsb (train/dev/test, the default) or sickr (SemEval-2014 "
+                        "train/trial/test); any other pairs file: --train FILE")
+    p.add_argument("--train-limit", type=positive_int, default=None, help="first n built-in train pairs (quick checks)")
     p.add_argument("--ws-epochs", type=positive_int, default=None, help="word-similarity epochs (default: 50)")
     p.add_argument("--mlm-limit", type=positive_int, default=None,
                    help="at most this many built-in MLM sentences, a seeded sample (default: all)")
@@ -160,7 +163,8 @@ def tmft_configs(args) -> list:
     pre_step = "ws" if args.pre_step == "wordsim" else args.pre_step
     configs = [TMFTConfig(model=args.model, layers=sel, pre_step=pre_step, epochs=args.epochs,
                           batch_size=args.batch_size, lr=args.lr, max_length=args.max_length, seed=s,
-                          train_limit=args.train_limit, ws=ws, mlm=mlm) for s in args.seeds for sel in selections]
+                          train_limit=args.train_limit, ws=ws, mlm=mlm, dataset=args.dataset or "stsb")
+               for s in args.seeds for sel in selections]
     return list(dict.fromkeys(configs))
 
 
@@ -175,8 +179,8 @@ def _check_file_options(args) -> None:
             raise UsageError(f"{given[0]} is for your own pairs: pass --train FILE too (without it, tmft runs on "
                              "STS-B with its own dev and test)")
         return
-    built_in = [flag for flag, value in (("--train-limit", args.train_limit), ("--mlm-limit", args.mlm_limit))
-                if value is not None]
+    built_in = [flag for flag, value in (("--train-limit", args.train_limit), ("--mlm-limit", args.mlm_limit),
+                                         ("--dataset", args.dataset)) if value is not None]
     if built_in:
         raise UsageError(f"{built_in[0]} applies to the built-in data only; with --train, give the rows you want "
                          "in your files")

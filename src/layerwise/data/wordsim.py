@@ -32,6 +32,9 @@ WORDSIM_FILES = {  # name -> path under the data folder
     "mturk771": f"{_FARUQUI}/EN-MTurk-771.txt",
     "verb143": f"{_FARUQUI}/EN-VERB-143.txt",
     "yp130": f"{_FARUQUI}/EN-YP-130.txt",
+    # the TMFT paper's fourth set; its release file (word1 word2 POS score relation, CRLF). Not in the shared data
+    # folder of these machines: put SimVerb-3500.txt there to use it (available_wordsim lists it only then)
+    "simverb3500": "wordsim/simverb/SimVerb-3500.txt",
 }
 DEFAULT_WORDSIM = ("rg65", "ws353", "simlex999")  # the paper's sets that are here (SimVerb-3500 is not)
 
@@ -99,7 +102,11 @@ def load_wordsim(name_or_path: str | os.PathLike, data_dir: str | os.PathLike | 
         if root is None:
             raise FileNotFoundError(f"word-similarity set {key!r} needs the data folder: pass --data-dir / data_dir= "
                                     "or set LAYERWISE_DATA")
-        return read_wordsim_file(root / WORDSIM_FILES[key], name=key)
+        path = root / WORDSIM_FILES[key]
+        if not path.is_file():
+            raise FileNotFoundError(f"word-similarity set {key!r} is not in the data folder: {path} does not exist; "
+                                    f"add the file there, or pass its path instead of the name")
+        return read_wordsim_file(path, name=key)
     path = Path(name_or_path)
     if path.is_file():
         return read_wordsim_file(path)

@@ -23,7 +23,9 @@ from layerwise.files import atomic_folder
 from layerwise.finite import check_finite_weights
 from layerwise.modules.poolers import LayerPooler, PoolerConfig, build_pooler, load_pooler
 
-__all__ = ["SENTENCE_MODEL_FILE", "SentenceModel", "is_sentence_model_folder"]
+__all__ = ["SENTENCE_MODEL_FILE", "UNPOOLED", "SentenceModel", "is_sentence_model_folder"]
+
+UNPOOLED = ("mean", "cls")  # the last-layer vector searched once the pooler is removed (``encode(use_pooler=False)``)
 
 SENTENCE_MODEL_FILE = "sentence_model.json"
 FORMAT_VERSION = 1
@@ -83,17 +85,22 @@ class SentenceModel(nn.Module):
             yield (idx, *self.encoding_vectors(enc))
 
     @torch.inference_mode()
-    def encode(self, texts: list[str], *, batch_size: int = 128, use_pooler: bool = True) -> np.ndarray:
+    def encode(self, texts: list[str], *, batch_size: int = 128, use_pooler: bool = True,
+               unpooled: str = "mean") -> np.ndarray:
         """Embeddings (n, d) in eval mode (no dropout), length-sorted batches, original order kept.
 
-        ``use_pooler=False`` returns the last layer's token mean instead ("train with the pooler, search without").
+        ``use_pooler=False`` returns a last-layer vector instead ("train with the pooler, search without"):
+        ``unpooled="mean"`` its token mean, ``"cls"`` its first token (the paper's "[CLS]_Last").
         """
+        if unpooled not in UNPOOLED:
+            raise ValueError(f"unpooled={unpooled!r}: use one of {', '.join(UNPOOLED)}")
+        last = 1 if unpooled == "cls" else 0  # which of (mean, cls) the last-layer vector is taken from
         was = self.training
         self.eval()
         out = np.empty((len(texts), self.pooler.config.hidden_size), dtype=np.float32)
         try:
             for idx, cls, mean in self.batched_layer_vectors(list(texts), batch_size=batch_size):
-                emb = self.pooler(cls, mean) if use_pooler else mean[:, -1]
+                emb = self.pooler(cls, mean) if use_pooler else (mean, cls)[last][:, -1]
                 out[idx] = emb.float().cpu().numpy()
         finally:
             self.train(was)

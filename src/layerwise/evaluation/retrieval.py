@@ -1,5 +1,12 @@
 """Semantic search evaluation: exact and FAISS indexes, MRR@10 and recall@k, time per query, index memory.
 
+Speed is measured two ways: every query in one batch (``ms_per_query``: the batch's time over its queries) and one
+query at a time (``ms_per_query_batch1``: the mean over the first 1,000 queries, each searched alone, as a service
+answering one request sees it). Memory is the serialised index (``index_bytes``) and the index's resident size
+(``index_resident_bytes``: the bytes of the arrays it holds in memory, :meth:`FaissIndex.resident_bytes`; the
+normalised matrix for the exact search). IVF indexes default to ``nlist = 1024`` cells, the paper's setting (Oh et al. 2022); a corpus smaller than
+``nlist`` is refused by :func:`check_nlist` before anything is encoded.
+
 Quora duplicate questions (BiMPM split): every question of the chosen split is in the corpus; each first question
 of a duplicate pair is a query whose relevant items are its duplicate partners; the query itself is never counted
 as a hit. A BEIR-style folder (:func:`layerwise.data.readers.read_beir`, :func:`beir_retrieval`): queries are
@@ -19,8 +26,11 @@ from layerwise.data.nli import read_lines, require_dir
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["RetrievalData", "FaissIndex", "QueryRetrievalData", "beir_retrieval", "evaluate_retrieval", "exact_topk",
-           "load_quora_retrieval", "retrieval_metrics", "search"]
+__all__ = ["DEFAULT_NLIST", "RetrievalData", "FaissIndex", "QueryRetrievalData", "beir_retrieval", "check_nlist",
+           "evaluate_retrieval", "exact_topk", "load_quora_retrieval", "retrieval_metrics", "search"]
+
+DEFAULT_NLIST = 1024  # IVF cells, as in the paper (Oh et al. 2022)
+LATENCY_QUERIES = 1000  # queries timed one at a time (batch 1)
 
 
 @dataclass(frozen=True)
@@ -93,17 +103,28 @@ def _normalise(x: np.ndarray) -> np.ndarray:
 
 def exact_topk(queries: np.ndarray, corpus: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Reference top-k by cosine: (m, d), (n, d) -> scores (m, k), ids (m, k); ties go to the lower id."""
-    q, c = _normalise(queries), _normalise(corpus)
+    return _topk_normalised(_normalise(queries), _normalise(corpus), k)
+
+
+def _topk_normalised(q: np.ndarray, c: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     k = min(int(k), len(c))
     sims = q @ c.T
     ids = np.argsort(-sims, axis=1, kind="stable")[:, :k]
     return np.take_along_axis(sims, ids, axis=1), ids
 
 
+def check_nlist(nlist: int, n_corpus: int, *, indexes=("ivf",)) -> None:
+    """Refuse an IVF index of more cells than corpus texts (k-means needs a text per cell), naming the largest valid
+    ``nlist``; nothing to check when ``indexes`` has no ``ivf``. Call it before encoding."""
+    if "ivf" in indexes and int(nlist) > int(n_corpus):
+        raise ValueError(f"nlist={nlist} IVF cells for a corpus of {n_corpus} texts: the largest valid nlist is "
+                         f"{n_corpus} (one text per cell at least); give nlist <= {n_corpus} or leave out the ivf index")
+
+
 class FaissIndex:
     """A FAISS inner-product index over L2-normalised vectors: ``flat`` (exact) or ``ivf`` (nlist cells, nprobe)."""
 
-    def __init__(self, kind: str = "flat", *, nlist: int = 100, nprobe: int = 10, seed: int = 0):
+    def __init__(self, kind: str = "flat", *, nlist: int = DEFAULT_NLIST, nprobe: int = 10, seed: int = 0):
         if kind not in ("flat", "ivf"):
             raise ValueError(f"unknown index kind {kind!r}; valid: 'flat', 'ivf'")
         self.kind, self.nlist, self.nprobe, self.seed = kind, int(nlist), int(nprobe), int(seed)
@@ -118,8 +139,7 @@ class FaissIndex:
         if self.kind == "flat":
             index = faiss.IndexFlatIP(d)
         else:
-            if self.nlist > len(c):
-                raise ValueError(f"nlist={self.nlist} cells for {len(c)} vectors: use nlist <= the corpus size")
+            check_nlist(self.nlist, len(c))
             index = faiss.IndexIVFFlat(faiss.IndexFlatIP(d), d, self.nlist, faiss.METRIC_INNER_PRODUCT)
             index.cp.seed = self.seed
             index.train(c)
@@ -138,6 +158,19 @@ class FaissIndex:
         import faiss
 
         return int(faiss.serialize_index(self.index_).nbytes)
+
+    def resident_bytes(self) -> int:
+        """Bytes of the arrays the index holds in memory: the vectors (flat); the centroids, and per inverted list
+        its codes and 8-byte ids (ivf). The allocator's spare capacity is not counted."""
+        import faiss
+
+        index = self.index_
+        if self.kind == "flat":
+            return int(index.ntotal) * int(index.d) * 4
+        ivf = faiss.extract_index_ivf(index)
+        lists = ivf.invlists
+        held = sum(int(lists.list_size(i)) for i in range(ivf.nlist)) * (int(lists.code_size) + 8)
+        return held + int(ivf.quantizer.ntotal) * int(ivf.d) * 4
 
 
 def retrieval_metrics(ids: np.ndarray, relevant: list[frozenset[int]], ks=(1, 5, 10)) -> dict[str, float]:
@@ -177,16 +210,28 @@ def search(data: RetrievalData | QueryRetrievalData, corpus_emb: np.ndarray, *, 
     extra = 1 if own else 0
     t0 = time.perf_counter()
     if index is None:
-        build, memory = 0.0, int(_normalise(corpus_emb).nbytes)
-        t0 = time.perf_counter()
-        _, ids = exact_topk(q, corpus_emb, k + extra)
+        normalised = _normalise(corpus_emb)  # the exact "index": built once, as FAISS builds its own
+        build, memory = time.perf_counter() - t0, int(normalised.nbytes)
+        resident = memory
+
+        def run(x):
+            return _topk_normalised(_normalise(x), normalised, k + extra)[1]
     else:
         index.fit(corpus_emb)
         build = time.perf_counter() - t0
         memory = index.memory_bytes()
-        t0 = time.perf_counter()
-        _, ids = index.search(q, k + extra)
+        resident = index.resident_bytes()
+
+        def run(x):
+            return index.search(x, k + extra)[1]
+    t0 = time.perf_counter()
+    ids = run(q)
     seconds = time.perf_counter() - t0
+    single = q[: min(len(q), LATENCY_QUERIES)]
+    t0 = time.perf_counter()
+    for i in range(len(single)):
+        run(single[i : i + 1])
+    batch1 = time.perf_counter() - t0
     rows = []
     for row, qi in zip(ids.tolist(), skip):
         kept = [x for x in row if x != qi][:k]
@@ -195,6 +240,8 @@ def search(data: RetrievalData | QueryRetrievalData, corpus_emb: np.ndarray, *, 
     out = retrieval_metrics(rows, data.relevant)
     out.update({"ms_per_query": 1000 * seconds / max(1, len(q)), "build_seconds": build, "index_bytes": memory,
                 "n_queries": len(q), "n_corpus": len(data.corpus),
+                "ms_per_query_batch1": 1000 * batch1 / max(1, len(single)), "n_latency_queries": len(single),
+                "index_resident_bytes": resident,
                 "index": "exact (numpy)" if index is None else
                 f"faiss {index.kind}" + (f" nlist={index.nlist} nprobe={index.nprobe}" if index.kind == "ivf" else "")})
     return out
@@ -204,12 +251,14 @@ INDEX_KINDS = ("exact", "flat", "ivf")
 
 
 def evaluate_retrieval(encode, data: RetrievalData | QueryRetrievalData, *, indexes=("exact", "flat"),
-                       nlist: int = 100, nprobe: int = 10) -> list[dict]:
+                       nlist: int = DEFAULT_NLIST, nprobe: int = 10) -> list[dict]:
     """Embed ``data`` with ``encode`` (texts -> (n, d), e.g. an estimator's ``encode``) and :func:`search` it with
-    each of ``indexes`` (``exact``: numpy; ``flat``, ``ivf``: FAISS); one :func:`search` dict per index."""
+    each of ``indexes`` (``exact``: numpy; ``flat``, ``ivf``: FAISS); one :func:`search` dict per index.
+    An ``nlist`` larger than the corpus is refused before anything is encoded (:func:`check_nlist`)."""
     unknown = [k for k in indexes if k not in INDEX_KINDS]
     if unknown or not indexes:
         raise ValueError(f"indexes={list(indexes)!r}: use one or more of {', '.join(INDEX_KINDS)}")
+    check_nlist(nlist, len(data.corpus), indexes=indexes)
     corpus = np.asarray(encode(list(data.corpus)), dtype=np.float32)
     queries = None
     if isinstance(data, QueryRetrievalData):

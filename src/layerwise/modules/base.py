@@ -76,6 +76,8 @@ class Module(nn.Module):
     """Base of the trainable modules. Subclasses set ``config_keys`` (their constructor's keyword settings)."""
 
     config_keys: tuple[str, ...] = ()
+    # keys a saved config may lack (settings added later, whose constructor default is the earlier behaviour)
+    optional_config_keys: tuple[str, ...] = ()
 
     def get_config_dict(self) -> dict:
         """The constructor settings, JSON-serialisable: ``type(self)(**self.get_config_dict())`` rebuilds the module."""
@@ -99,7 +101,7 @@ class Module(nn.Module):
         if not isinstance(config, dict):
             raise ValueError(f"{folder / CONFIG_NAME} must hold a JSON object of {cls.__name__} settings")
         unknown = sorted(set(config) - set(cls.config_keys))
-        missing = sorted(set(cls.config_keys) - set(config))
+        missing = sorted(set(cls.config_keys) - set(config) - set(cls.optional_config_keys))
         if unknown or missing:
             raise ValueError(
                 f"{folder / CONFIG_NAME} does not fit {cls.__name__}: unknown keys {unknown}, missing keys {missing}; "

@@ -10,15 +10,24 @@ Layer-wise attention (``kind="layer_attention"``), with h_i^c / h_i^a the CLS / 
     h^L   = mean_i h_i^l
     h     = MLP([h^c_L ; h^L])                                     MLP: Linear(2d -> d) + tanh
 
-The attention weights form a (K x K) matrix per sentence: the issue's "alpha_i" read literally would make
-h_i^l the same for every i, so each state's CLS queries all states, as in self-attention; the 1/sqrt(d)
-scaling keeps the softmax from saturating at initialisation. Ablations: ``attention_cls_only`` (queries
+The attention weights form a (K x K) matrix per sentence: each state's CLS queries all states, as in
+self-attention; the 1/sqrt(d) scaling keeps the softmax from saturating at initialisation. The paper's own form
+(Eq. 1-5: one weight per hidden state, a ratio over the states) is ``kind="layer_attention_ratio"``:
+
+    s_i   = (W_q h_i^c) . (W_k h_i^a) / sqrt(d)                   state i's CLS queries its own mean only
+    a_i   = exp(s_i) / sum_j exp(s_j)                             one weight per state: (B, K)
+    h^L   = sum_i a_i W_v h_i^a
+    h     = MLP([h^c_L ; h^L])
+
+(the 1/sqrt(d) kept for the same reason). Ablations: ``attention_cls_only`` (queries
 and keys from CLS vectors, values from CLS), ``attention_mean_only`` (queries, keys and values from mean
 vectors), ``attention_no_last_cls`` (h = MLP(h^L), no concatenation). Baselines: ``last_cls``,
 ``last_mean``, ``first0_last_mean`` (mean of states {0, L}: the embedding output counts as "first", as
 ``first0_last`` in ``layerwise.pooling``), ``scalar_mix`` (:class:`~layerwise.modules.scalar_mix.ScalarMix` over the
 mean vectors, gamma * sum_l softmax(w)_l h_l^a), each followed by the same kind of MLP (Linear(d -> d) + tanh) so that
-every pooler has a trained head. Saved and loaded with the :class:`~layerwise.modules.base.Module` format.
+every pooler has a trained head. The plain concatenations of the paper's pooling ablation (its Table 2), with the
+attention's head (Linear(2d -> d) + tanh): ``concat_last_cls_mean`` = MLP([h^c_L ; h^a_L]) and
+``concat_last_cls_layer_mean`` = MLP([h^c_L ; mean_i h_i^a]) (the attention replaced by equal weights). Saved and loaded with the :class:`~layerwise.modules.base.Module` format.
 """
 
 from __future__ import annotations
@@ -44,7 +53,12 @@ POOLER_KINDS = (
     "last_mean",
     "first0_last_mean",
     "scalar_mix",
+    "layer_attention_ratio",
+    "concat_last_cls_mean",
+    "concat_last_cls_layer_mean",
 )
+_CONCAT = ("layer_attention", "attention_cls_only", "attention_mean_only", "layer_attention_ratio",
+           "concat_last_cls_mean", "concat_last_cls_layer_mean")  # kinds whose head reads [CLS_L ; .] (2d)
 
 
 @dataclass(frozen=True)
@@ -84,13 +98,13 @@ class LayerPooler(Module):
         super().__init__()
         config = self.config = PoolerConfig(kind=kind, hidden_size=hidden_size, n_states=n_states, mlp=mlp)
         d = config.hidden_size
-        if kind.startswith("attention") or kind == "layer_attention":
+        if kind.startswith(("attention", "layer_attention")):
             self.w_q = nn.Linear(d, d, bias=False)
             self.w_k = nn.Linear(d, d, bias=False)
             self.w_v = nn.Linear(d, d, bias=False)
         if kind == "scalar_mix":
             self.mix = ScalarMix(config.n_states)
-        concat = kind in ("layer_attention", "attention_cls_only", "attention_mean_only")
+        concat = kind in _CONCAT
         d_in = 2 * d if concat else d
         self.head = nn.Sequential(nn.Linear(d_in, d), nn.Tanh()) if config.mlp else None
         if not config.mlp and concat:
@@ -100,8 +114,11 @@ class LayerPooler(Module):
         return asdict(self.config)
 
     def attention(self, cls: torch.Tensor, mean: torch.Tensor) -> torch.Tensor:
-        """The (B, K, K) attention weights a_ij of the attention kinds."""
+        """The attention weights: (B, K, K) a_ij of the attention kinds, (B, K) a_i of ``layer_attention_ratio``."""
         kind = self.config.kind
+        if kind == "layer_attention_ratio":
+            q, k = self.w_q(cls), self.w_k(mean)  # (B, K, d)
+            return torch.softmax((q * k).sum(-1) / math.sqrt(q.shape[-1]), dim=-1)
         q_src = mean if kind == "attention_mean_only" else cls
         k_src = cls if kind == "attention_cls_only" else mean
         q, k = self.w_q(q_src), self.w_k(k_src)  # (B, K, d)
@@ -124,6 +141,13 @@ class LayerPooler(Module):
             h = 0.5 * (mean[:, 0] + mean[:, -1])
         elif kind == "scalar_mix":
             h = self.mix(mean)
+        elif kind == "concat_last_cls_mean":
+            h = torch.cat([cls[:, -1], mean[:, -1]], dim=-1)
+        elif kind == "concat_last_cls_layer_mean":
+            h = torch.cat([cls[:, -1], mean.mean(dim=1)], dim=-1)
+        elif kind == "layer_attention_ratio":
+            att = self.attention(cls, mean)  # (B, K)
+            h = torch.cat([cls[:, -1], (att.unsqueeze(-1) * self.w_v(mean)).sum(dim=1)], dim=-1)
         else:
             v_src = cls if kind == "attention_cls_only" else mean
             att = self.attention(cls, mean)  # (B, K, K)

@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from layerwise.benchmarks.lattemix.grid import (
+    FirstPCResult,
     KindResult,
     LayerPoint,
     MainResult,
@@ -20,7 +21,13 @@ from layerwise.benchmarks.lattemix.grid import (
     part_key,
     variant_name,
 )
-from layerwise.benchmarks.lattemix.run import evaluate_baselines, evaluate_config, prepare, training_sentences
+from layerwise.benchmarks.lattemix.run import (
+    evaluate_baselines,
+    evaluate_config,
+    evaluate_first_pc,
+    prepare,
+    training_sentences,
+)
 from layerwise.benchmarks.page_parts import run_record, sts_checksum
 from layerwise.benchmarks.store import Part, ResultsStore, model_key
 from layerwise.data import available_sts, load_sts
@@ -105,7 +112,8 @@ def run_curve(page: PageConfig, store: ResultsStore, model: str, *, data_dir=Non
 
 
 def run_sweep(page: PageConfig, store: ResultsStore, model: str, *, data_dir=None, command=()) -> int:
-    """Every hyper-parameter variant of the categorical VAE on the last hidden state; returns how many were run."""
+    """Every hyper-parameter variant of the categorical VAE on the last hidden state, and (``page.first_pc``) the
+    first principal component of its training tokens, on the same data; returns how many parts were run."""
     enc = _encoder(page, model)
     layer = enc.n_states - 1
     base = replace(page.model_config, kind="categorical", input_dim=enc.identity.hidden_size)
@@ -118,12 +126,20 @@ def run_sweep(page: PageConfig, store: ResultsStore, model: str, *, data_dir=Non
         name = f"sweep-{_short(model)}-{variant_name(vary, change)}"
         if store.load(PAGE_NAME, name, key) is None:
             todo.append((vary, change, config, key, name))
-    if not todo:
+    pc_key = {**part_key(page, model_key(enc.identity), sums, layer=layer, config=base, seeds=[],
+                         train_limit=page.sweep_train_limit), "what": "first principal component"}
+    pc_name = f"pc-{_short(model)}"
+    pc_todo = page.first_pc and store.load(PAGE_NAME, pc_name, pc_key) is None
+    if not todo and not pc_todo:
         return 0
     data = _prepare(page, enc, page.small_sets, (layer,), page.sweep_train_limit, data_dir)
+    if pc_todo:
+        pc = FirstPCResult(**evaluate_first_pc(data, layer, aggregation=page.aggregation),
+                           training_text=data.train_info)
+        store.save(Part(PAGE_NAME, pc_name, pc_key, pc.to_payload(), runs=[run_record(command)]))
     for vary, change, config, key, name in todo:
         run = _train(page, data, config, layer, page.seeds[:1])
         row = SweepRow(vary=vary, change=dict(change), config=run.config, scores=run.scores,
                        train_seconds=run.train_seconds, training_text=data.train_info)
         store.save(Part(PAGE_NAME, name, key, row.to_payload(), runs=[run_record(command)]))
-    return len(todo)
+    return len(todo) + int(pc_todo)

@@ -16,7 +16,7 @@ from layerwise.benchmarks.lattemix.results import KindResult
 from layerwise.methods.lattemix.config import LatteMixConfig
 from layerwise.methods.lattemix.train import TrainConfig
 
-__all__ = ["KindResult", "LayerPoint", "MainResult", "PageConfig", "SWEEP", "SweepRow", "part_key",
+__all__ = ["FirstPCResult", "KindResult", "LayerPoint", "MainResult", "PageConfig", "SWEEP", "SweepRow", "part_key",
            "variant_name"]
 
 STS_SETS = ("stsb", "sickr", "sts12", "sts13", "sts14", "sts15", "sts16")
@@ -28,6 +28,11 @@ SWEEP: tuple[tuple[str, dict], ...] = (
     ("one group, many classes", {"n_groups": 1, "n_classes": 256}),
     *(("tau", {"tau": t}) for t in (0.5, 2.0)),
     *(("depth", {"depth": k}) for k in (2, 3)),
+    # the paper's settings where this library's defaults differ, one at a time and together
+    ("paper: tau", {"tau": 0.3}),
+    ("paper: decoder depth", {"decoder_depth": 3}),
+    ("paper: KL threshold", {"kl_threshold": 0.3}),
+    ("paper: all three", {"tau": 0.3, "decoder_depth": 3, "kl_threshold": 0.3}),
 )
 
 
@@ -52,6 +57,7 @@ class PageConfig:
     sweep: tuple[tuple[str, dict], ...] = SWEEP
     curve: bool = True  # per-layer curve of the first model
     run_sweep: bool = True
+    first_pc: bool = True  # the first principal component of the token vectors (with the sweep's data)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -86,6 +92,19 @@ class LayerPoint:
     mean: dict  # set -> Spearman x100
     categorical: dict  # metric -> set -> [first seed]
     training_text: dict
+
+    def to_payload(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class FirstPCResult:
+    """The first principal component of the last hidden state's training tokens, and mean pooling without it."""
+
+    share: float  # fraction of the token vectors' variance on the first principal component
+    n_tokens: int  # training tokens it was fitted on (special tokens left out)
+    scores: dict  # "mean" / "mean_pc1_removed" -> set -> Spearman x100 (no special tokens)
+    training_text: dict = field(default_factory=dict)
 
     def to_payload(self) -> dict:
         return asdict(self)

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from layerwise.benchmarks.lattemix.grid import LayerPoint, MainResult, SweepRow
+from layerwise.benchmarks.lattemix.grid import FirstPCResult, LayerPoint, MainResult, SweepRow
 from layerwise.benchmarks.lattemix.report import METHOD_NAMES
 from layerwise.reports import fmt, sample_std
 
@@ -21,6 +21,7 @@ class PageParts:
     small_sets: list[str]
     curve_seed: int | None = None
     provenance: list[str] = field(default_factory=list)
+    first_pc: FirstPCResult | None = None  # first model, the sweep's training text
 
 
 def _averages(main: MainResult, sets) -> dict[str, float]:
@@ -77,18 +78,39 @@ def _curve_section(parts: PageParts, model: str) -> list[str]:
 
 def _sweep_section(parts: PageParts, model: str) -> list[str]:
     sets, rows = parts.small_sets, parts.sweep
+    metrics = [("cosine", "cos"), ("js", "-JS")] + ([("l2", "-L2")] if any("l2" in r.scores for r in rows) else [])
     lines = [f"## Hyper-parameters ({model}, last hidden state, categorical VAE, seed {parts.curve_seed}, "
              f"{rows[0].training_text.get('n_sentences', '?')} training sentences)", "",
              "Default: " + ", ".join(f"{k} {v}" for k, v in rows[0].config.items()
-                                     if k in ("n_groups", "n_classes", "tau", "depth", "beta")) + ".", "",
-             "| varied | setting (others as default) | " + " | ".join(f"{d} cos | {d} -JS" for d in sets)
-             + " | train s |", "|---|---|" + "---|---|" * len(sets) + "---|"]
+                                     if k in ("n_groups", "n_classes", "tau", "depth", "beta")) + " (the decoder "
+             "mirrors the encoder, plain KL). The paper's settings: tau 0.3, a 3-layer decoder, KL thresholding at "
+             "0.3 nats per latent group (`paper:` rows). -L2: minus the squared L2 distance of the categorical "
+             "mixtures (rows stored before it existed show –).", "",
+             "| varied | setting (others as default) | " + " | ".join(f"{d} {label}" for d in sets
+                                                                     for _, label in metrics)
+             + " | train s |", "|---|---|" + "---|" * (len(sets) * len(metrics)) + "---|"]
     for r in rows:
         sc = r.scores
         lines.append(f"| {r.vary} | {r.change or 'default'} | " + " | ".join(
-            f"{sc['cosine'][d][0]:.2f} | {sc['js'][d][0]:.2f}" for d in sets) + f" | {r.train_seconds[0]:.1f} |")
+            f"{sc[m][d][0]:.2f}" if m in sc else "–" for d in sets for m, _ in metrics)
+            + f" | {r.train_seconds[0]:.1f} |")
     return lines + ["", "AE vs Normal VAE vs categorical VAE (the paper's Table 2) are the rows of the main tables "
                     "above.", ""]
+
+
+def _first_pc_section(parts: PageParts, model: str) -> list[str]:
+    pc, sets = parts.first_pc, parts.small_sets
+    rows = (("mean pooling (no special tokens)", "mean"), ("the same, first principal component removed",
+                                                           "mean_pc1_removed"))
+    return [f"## First principal component of the token vectors ({model}, last hidden state)", "",
+            f"Fitted on the {pc.n_tokens} (non-special) tokens of the sweep's "
+            f"{pc.training_text.get('n_sentences', '?')} training sentences: it holds {100 * pc.share:.1f}% of their "
+            "variance. A token's coordinate on it is its first-principal-component word embedding "
+            "(`layerwise.methods.lattemix.principal.FirstComponent.coordinate`); removing it from the mean vector "
+            "(`remove`) tests how much that one direction pulls the cosine of mean pooling.", "",
+            "| pooling | " + " | ".join(sets) + " |", "|---|" + "---|" * len(sets),
+            *(f"| {label} | " + " | ".join(f"{pc.scores[key][d]:.2f}" for d in sets) + " |" for label, key in rows),
+            ""]
 
 
 def render_markdown(parts: PageParts) -> str:
@@ -117,7 +139,41 @@ def render_markdown(parts: PageParts) -> str:
         lines += _curve_section(parts, first)
     if parts.sweep:
         lines += _sweep_section(parts, first)
+    if parts.first_pc is not None:
+        lines += _first_pc_section(parts, first)
+    lines += _departures_section(parts)
     return "\n".join(lines)
+
+
+def _departures_section(parts: PageParts) -> list[str]:
+    """The closing note: each departure from the paper and what its setting changed here (sweep rows, seed 0)."""
+    rows = {r.vary: r for r in parts.sweep}
+    default, sets = rows.get("default"), parts.small_sets
+    paper = [r for r in parts.sweep if r.vary.startswith("paper: ")]
+    if default is None or not paper:
+        return []
+
+    def delta(r, metric):
+        return ", ".join(f"{d} {r.scores[metric][d][0] - default.scores[metric][d][0]:+.2f}" for d in sets)
+
+    lines = ["## Departures from the paper", "",
+             "Each of the paper's settings that this library does not use by default, against the default "
+             "(sweep above, one seed: differences under about 0.5 are within the seed-to-seed spread of the main "
+             "tables):", ""]
+    for r in paper:
+        lines.append(f"- {r.vary.removeprefix('paper: ')} ({r.change}): cosine {delta(r, 'cosine')}; -JS "
+                     f"{delta(r, 'js')}.")
+    if "l2" in default.scores:
+        lines.append("- the categorical -L2 similarity (the paper's; this page's main measures are cosine and -JS): "
+                     + ", ".join(f"{d} {default.scores['l2'][d][0]:.2f} against cosine "
+                                 f"{default.scores['cosine'][d][0]:.2f}" for d in sets) + " (default model).")
+    if parts.first_pc is not None:
+        pc = parts.first_pc.scores
+        lines.append("- the first principal component of the token vectors: removing it from mean pooling changes "
+                     + ", ".join(f"{d} {pc['mean_pc1_removed'][d] - pc['mean'][d]:+.2f}" for d in sets) + ".")
+    lines.append("- not the paper's, and not offered: the training text (SNLI dev+test and the wiki1m head) and the "
+                 "encoders (sentence-transformer fine-tunes; none of the paper's models is on this machine).")
+    return lines + [""]
 
 
 def summary(parts: PageParts) -> dict:
@@ -131,7 +187,8 @@ def summary(parts: PageParts) -> dict:
         main[m.model["name"]] = {"layer": m.layer, "methods": rows}
     return {"main": main, "small_sets": parts.small_sets,
             "layers": [{"layer": p.layer, "mean": p.mean, "categorical": p.categorical} for p in parts.layers],
-            "sweep": [{"vary": r.vary, "change": r.change, "scores": r.scores} for r in parts.sweep]}
+            "sweep": [{"vary": r.vary, "change": r.change, "scores": r.scores} for r in parts.sweep],
+            **({"first_pc": {"share": parts.first_pc.share, "scores": parts.first_pc.scores}} if parts.first_pc else {})}
 
 
 def draw_layers(parts: PageParts):

@@ -11,7 +11,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from layerwise.benchmarks.lattemix.experiment import PAGE_NAME, run_curve, run_main, run_sweep
-from layerwise.benchmarks.lattemix.grid import LayerPoint, MainResult, PageConfig, SweepRow, variant_name
+from layerwise.benchmarks.lattemix.grid import FirstPCResult, LayerPoint, MainResult, PageConfig, SweepRow, variant_name
 from layerwise.benchmarks.lattemix.page_report import PageParts, draw_layers, render_markdown, summary
 from layerwise.benchmarks.page_parts import latest_by_name, provenance_lines, save_png
 from layerwise.benchmarks.registry import PageContext, ResultsPage, register
@@ -58,10 +58,12 @@ def load_page_parts(ctx: PageContext):
                      and n.removeprefix(f"layer-{first}-").isdigit()), key=lambda p: p.key["layer"])
     sweep = [stored[n] for n in (f"sweep-{first}-{variant_name(v, c)}" for v, c in page.sweep) if n in stored]
     seed_from = layers or sweep
+    pc = [stored[f"pc-{first}"]] if page.first_pc and f"pc-{first}" in stored else []
     return PageParts(main=main, layers=[LayerPoint(**p.payload) for p in layers],
                      sweep=[SweepRow(**p.payload) for p in sweep], small_sets=list(page.small_sets),
                      curve_seed=seed_from[0].key["seeds"][0] if seed_from else None,
-                     provenance=provenance_lines(used + layers + sweep))
+                     provenance=provenance_lines(used + layers + sweep + pc),
+                     first_pc=FirstPCResult(**pc[0].payload) if pc else None)
 
 
 def render(ctx: PageContext) -> list[Path]:

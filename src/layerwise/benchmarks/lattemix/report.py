@@ -15,13 +15,14 @@ __all__ = ["METHOD_NAMES", "format_cell", "method_table", "render_markdown", "wr
 METHOD_NAMES = {
     "cls": "CLS", "mean": "mean pooling", "mean_no_special": "mean pooling (no special tokens)", "max": "max pooling",
     "categorical/cosine": "Latte-Mix: categorical VAE, cosine", "categorical/js": "Latte-Mix: categorical VAE, -JS",
+    "categorical/l2": "Latte-Mix: categorical VAE, -L2",
     "normal/l2": "Normal VAE, -L2 of Gaussian mixtures", "normal/cosine": "Normal VAE, cosine of Gaussian mixtures",
     "ae/cosine": "autoencoder, cosine of mean codes",
 }
 
 
 def method_table(result: LatteMixResult) -> dict[str, dict[str, tuple[float, float | None]]]:
-    """method -> dataset -> (mean, std over seeds or None for deterministic baselines)."""
+    """method -> dataset -> (mean, std over seeds; None for deterministic baselines and a single seed)."""
     rows: dict[str, dict[str, tuple[float, float | None]]] = {}
     for method, per in result.baselines.items():
         rows[method] = {d: (v, None) for d, v in per.items()}
@@ -38,7 +39,9 @@ def format_cell(cell: tuple[float, float | None]) -> str:
 
 def _config_words(kind: str, c: LatteMixConfig) -> str:
     size = f"C={c.n_classes}, G={c.n_groups}, tau={c.tau}" if kind == "categorical" else f"D={c.latent_dim}"
-    return size + f", depth {c.depth}, beta {c.beta} (warm-up {c.beta_warmup_steps} steps)"
+    kl = "" if c.kl_threshold is None or kind == "ae" else f", KL threshold {c.kl_threshold}"
+    return size + f", depth {c.depth} (decoder {c.decoder_layers}), beta {c.beta} (warm-up {c.beta_warmup_steps} " \
+        f"steps){kl}"
 
 
 def render_markdown(result: LatteMixResult) -> str:
@@ -57,7 +60,8 @@ def render_markdown(result: LatteMixResult) -> str:
         f"- command: `{env.get('command', '')}`; date {env.get('date', '')}; "
         + ", ".join(f"{k} {v}" for k, v in env.get("versions", {}).items()),
         "",
-        f"Spearman x100; trained models: mean ± std over seeds {result.seeds}.",
+        "Spearman x100; trained models: " + (f"mean ± sample std (ddof 1) over seeds {result.seeds}."
+                                             if len(result.seeds) > 1 else f"seed {result.seeds}, no spread."),
         "",
         "| method | " + " | ".join(datasets) + " |",
         "|---|" + "---|" * len(datasets),

@@ -27,12 +27,14 @@ from layerwise.encoders.tokens import TokenStack
 from layerwise.evaluation.metrics import aggregate_correlation, cosine_rows, spearman
 from layerwise.layers import validate_layers
 from layerwise.methods.lattemix.config import LatteMixConfig
+from layerwise.methods.lattemix.principal import fit_first_component
 from layerwise.methods.lattemix.similarity import SIMILARITIES, pair_similarity, sentence_mixtures
 from layerwise.methods.lattemix.train import TrainConfig, train_on_token_stack
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LatteMixData", "LatteMixResult", "LatteMixRun", "evaluate_baselines", "evaluate_config", "prepare",
+__all__ = ["LatteMixData", "LatteMixResult", "LatteMixRun", "evaluate_baselines", "evaluate_config",
+           "evaluate_first_pc", "prepare",
            "run_lattemix", "training_sentences"]
 
 
@@ -158,6 +160,22 @@ def evaluate_baselines(data: LatteMixData, layer: int, *, aggregation: str = "al
             for name in data.datasets
         }
     return out
+
+
+def evaluate_first_pc(data: LatteMixData, layer: int, *, aggregation: str = "all") -> dict:
+    """Mean pooling (no special tokens) with and without the first principal component of the training tokens.
+
+    Returns {"share", "n_tokens", "scores": {"mean" | "mean_pc1_removed": {set: Spearman x100}}}; the component
+    is fitted on the training tokens of ``layer`` (never the evaluation sentences). The mean of the vectors with the
+    component removed is the mean vector with it removed (the removal is affine), so it is removed after pooling.
+    """
+    pc = fit_first_component(data.train_tokens.token_vectors(layer, include_special=False))
+    mean = data.eval_tokens.pool(layer, "mean", include_special=False)
+    scores = {}
+    for label, emb in (("mean", mean), ("mean_pc1_removed", pc.remove(mean))):
+        scores[label] = {name: _score(data, name, lambda a, b, e=emb: cosine_rows(e[a], e[b]), aggregation)
+                         for name in data.datasets}
+    return {"share": pc.share, "n_tokens": pc.n_tokens, "scores": scores}
 
 
 def evaluate_config(

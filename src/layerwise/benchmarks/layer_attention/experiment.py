@@ -9,7 +9,7 @@ folder per run under ``config.checkpoints``. Each finished run is saved at once 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -38,7 +38,8 @@ from layerwise.training.checkpoint import STATE_JSON
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PAGE_NAME", "GridData", "data_checksums", "load_grid_data", "run_encoder_runs", "run_frozen_grid", "sts_spearman"]
+__all__ = ["PAGE_NAME", "UNTOUCHED_SEARCH", "GridData", "data_checksums", "load_grid_data", "run_encoder_runs",
+           "run_frozen_grid", "sts_spearman", "untouched_search", "untouched_search_key"]
 
 PAGE_NAME = "layer-attention"
 
@@ -141,16 +142,54 @@ def _frozen_run(config, data, feats: _FrozenFeatures, obj, pooler, seed) -> RunR
 
 
 def run_frozen_grid(config: GridConfig, store: ResultsStore, *, data_dir=None, command=()) -> int:
-    """Train and evaluate every frozen-encoder run missing from ``store``; returns how many were computed."""
+    """Train and evaluate every frozen-encoder run missing from ``store``, and the search without a pooler
+    (:func:`untouched_search`); returns how many parts were computed."""
     data = load_grid_data(config, data_dir)
     model, sums = grid_model_key(config), data_checksums(data)
     todo = _missing(config, store, "frozen", model, sums)
-    if not todo:
-        return 0
-    feats = _FrozenFeatures(config, data, sorted({t[0] for t in todo}))
+    skey = untouched_search_key(config, model, sums, len(data.quora.corpus)) if data.quora is not None else None
+    search_todo = skey is not None and store.load(PAGE_NAME, UNTOUCHED_SEARCH, skey) is None
+    feats = _FrozenFeatures(config, data, sorted({t[0] for t in todo})) if todo else None
     for obj, pooler, seed, key in todo:
         _save(store, _frozen_run(config, data, feats, obj, pooler, seed), key, command)
-    return len(todo)
+    if search_todo:
+        if feats is not None:
+            quora = feats.quora
+        else:
+            sm = SentenceModel.from_pretrained(config.model, pooler="last_cls", max_length=config.max_length)
+            quora = compute_features(sm, data.quora.corpus, dropout=False, desc="quora")
+        rows = untouched_search(config, data.quora, quora)
+        store.save(Part(PAGE_NAME, UNTOUCHED_SEARCH, skey, {"rows": rows}, runs=[run_record(command)]))
+    return len(todo) + int(search_todo)
+
+
+UNTOUCHED_SEARCH = "search-untouched-encoder"
+UNTOUCHED_NLISTS = (100, 1024)  # the grid's IVF cells and the paper's
+
+
+def _nlists(n_corpus: int) -> tuple[int, ...]:
+    """The IVF sizes a corpus of ``n_corpus`` texts allows (a smaller corpus, as in tests, searches fewer)."""
+    return tuple(n for n in UNTOUCHED_NLISTS if n <= n_corpus)
+
+
+def untouched_search_key(config: GridConfig, model: dict, sums: dict, n_corpus: int) -> dict:
+    return {"model": model, "quora": sums["quora"], "max_length": config.max_length, "dtype": config.dtype,
+            "split": config.retrieval.split, "vectors": ["mean", "cls"], "nlists": list(_nlists(n_corpus)),
+            "nprobe": config.retrieval.nprobe, "what": "Quora search with the untouched encoder's last layer"}
+
+
+def untouched_search(config: GridConfig, quora_data, quora) -> list[dict]:
+    """Quora search with the untouched encoder's last-layer mean and its [CLS] ("[CLS]_Last", the paper's vector
+    once the pooler is removed), exact and IVF at each of :data:`UNTOUCHED_NLISTS` cells: one
+    :class:`SearchRow` dict (with ``vector``) per vector and index (an IVF size above the corpus size is left out).
+    ``quora``: the corpus's layer vectors."""
+    rows = []
+    for vector, emb in (("last-layer mean", quora.mean[:, -1]), ("[CLS]_Last", quora.cls[:, -1])):
+        ivf = (FaissIndex("ivf", nlist=n, nprobe=config.retrieval.nprobe) for n in _nlists(len(quora_data.corpus)))
+        for index in (None, *ivf):
+            rows.append({"vector": vector, **asdict(SearchRow.from_search(search(quora_data, emb.numpy(),
+                                                                                  index=index)))})
+    return rows
 
 
 def _encoder_run(config: GridConfig, data: GridData, obj, pooler, seed, key: dict) -> RunResult:

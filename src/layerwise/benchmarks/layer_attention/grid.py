@@ -19,7 +19,9 @@ __all__ = ["GRID_POOLERS", "GridConfig", "RetrievalSettings", "RunResult", "Sear
 
 # Every pooler of the page; ``first0_last_mean`` = mean of hidden states {0, L} (0 = embedding output).
 GRID_POOLERS = ("layer_attention", "attention_cls_only", "attention_mean_only", "attention_no_last_cls",
-                "last_cls", "last_mean", "first0_last_mean", "scalar_mix")
+                "last_cls", "last_mean", "first0_last_mean", "scalar_mix",
+                # the paper's per-layer-ratio attention (Eq. 1-5) and its Table 2's plain concatenations
+                "layer_attention_ratio", "concat_last_cls_mean", "concat_last_cls_layer_mean")
 REGIMES = ("frozen", "encoder")
 STS_SETS = ("stsb", "sickr", "sts12", "sts13", "sts14", "sts15", "sts16")
 
@@ -94,6 +96,8 @@ class SearchRow:
     build_seconds: float = 0.0
     n_queries: int = 0
     n_corpus: int = 0
+    ms_per_query_batch1: float | None = None  # one query at a time (rows stored before it was measured: None)
+    index_resident_bytes: int | None = None  # the arrays the index holds in memory (None: not measured)
 
     @classmethod
     def from_search(cls, out: dict) -> "SearchRow":
@@ -101,7 +105,8 @@ class SearchRow:
         return cls(index=out["index"], mrr10=out["mrr@10"], recall1=out["recall@1"], recall5=out["recall@5"],
                    recall10=out["recall@10"], ms_per_query=out["ms_per_query"], index_bytes=int(out["index_bytes"]),
                    build_seconds=out.get("build_seconds", 0.0), n_queries=out.get("n_queries", 0),
-                   n_corpus=out.get("n_corpus", 0))
+                   n_corpus=out.get("n_corpus", 0), ms_per_query_batch1=out.get("ms_per_query_batch1"),
+                   index_resident_bytes=out.get("index_resident_bytes"))
 
 
 @dataclass(frozen=True)

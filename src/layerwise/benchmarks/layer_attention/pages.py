@@ -10,7 +10,12 @@ import logging
 from dataclasses import fields
 from pathlib import Path
 
-from layerwise.benchmarks.layer_attention.experiment import PAGE_NAME, run_encoder_runs, run_frozen_grid
+from layerwise.benchmarks.layer_attention.experiment import (
+    PAGE_NAME,
+    UNTOUCHED_SEARCH,
+    run_encoder_runs,
+    run_frozen_grid,
+)
 from layerwise.benchmarks.layer_attention.grid import GridConfig, RetrievalSettings, RunResult, run_name
 from layerwise.benchmarks.layer_attention.report import PageRuns, draw_figure, render_markdown, summary
 from layerwise.benchmarks.page_parts import latest_by_name, provenance_lines, save_png
@@ -69,7 +74,9 @@ def load_page_runs(ctx: PageContext):
             runs.append(RunResult.from_payload(part.payload))
             used.append(part)
     model = used[0].key["model"]["name"] if used else config.model
-    return PageRuns(config, model, runs, provenance_lines(used), not_run)
+    search = parts.get(UNTOUCHED_SEARCH) if "frozen" in config.regimes else None
+    return PageRuns(config, model, runs, provenance_lines(used + ([search] if search else [])), not_run,
+                    untouched_search=search.payload["rows"] if search else [])
 
 
 def render(ctx: PageContext) -> list[Path]:

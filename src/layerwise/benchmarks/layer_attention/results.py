@@ -81,20 +81,25 @@ class IndexResult:
     index_bytes: int
     n_queries: int
     n_corpus: int
+    ms_per_query_batch1: float | None = None  # one query at a time (None: results written before it was measured)
+    n_latency_queries: int | None = None  # how many queries were timed one at a time
+    index_resident_bytes: int | None = None  # the arrays the index holds in memory (None: not measured)
 
     def to_dict(self) -> dict:
         """The keys of :func:`layerwise.evaluation.retrieval.search`: ``mrr@10``, ``recall@k``, ...."""
         return {"mrr@10": self.mrr_at_10, **{f"recall@{k}": v for k, v in self.recall.items()},
                 "ms_per_query": self.ms_per_query, "build_seconds": self.build_seconds,
                 "index_bytes": self.index_bytes, "n_queries": self.n_queries, "n_corpus": self.n_corpus,
-                "index": self.index}
+                "ms_per_query_batch1": self.ms_per_query_batch1, "n_latency_queries": self.n_latency_queries,
+                "index_resident_bytes": self.index_resident_bytes, "index": self.index}
 
     @classmethod
     def from_dict(cls, d: dict) -> "IndexResult":
         """From :meth:`to_dict` or the dict :func:`layerwise.evaluation.retrieval.search` returns."""
         recall = {int(m.group(1)): v for key, v in d.items() if (m := re.fullmatch(r"recall@(\d+)", key))}
         return cls(d["index"], d["mrr@10"], recall, d["ms_per_query"], d["build_seconds"], d["index_bytes"],
-                   d["n_queries"], d["n_corpus"])
+                   d["n_queries"], d["n_corpus"], d.get("ms_per_query_batch1"), d.get("n_latency_queries"),
+                   d.get("index_resident_bytes"))
 
 
 @dataclass(frozen=True)
@@ -110,7 +115,7 @@ class RetrievalResult:
     """What ``run_retrieval`` measured: one :class:`IndexResult` per index, in the order asked for."""
 
     model: str  # the SentenceModel folder
-    pooler: str  # pooler kind, or "none (last-layer mean)"
+    pooler: str  # pooler kind, or "none (last-layer mean)" / "none (last-layer CLS)"
     data: RetrievalDataInfo
     results: list[IndexResult]
     environment: dict = field(default_factory=dict)  # reports.environment of the command (set by the CLI)

@@ -19,8 +19,15 @@ from layerwise.benchmarks.layer_attention.results import (
 from layerwise.data import load_sts, load_wiki_head
 from layerwise.data.nli import load_sentences
 from layerwise.encoders.folder_code import check_no_code
-from layerwise.encoders.trainable import SentenceModel, is_sentence_model_folder
-from layerwise.evaluation.retrieval import beir_retrieval, evaluate_retrieval, load_quora_retrieval
+from layerwise.encoders.trainable import UNPOOLED, SentenceModel, is_sentence_model_folder
+from layerwise.errors import UsageError
+from layerwise.evaluation.retrieval import (
+    DEFAULT_NLIST,
+    beir_retrieval,
+    check_nlist,
+    evaluate_retrieval,
+    load_quora_retrieval,
+)
 from layerwise.methods.layer_attention.estimator import LayerAttentionPooler
 from layerwise.methods.layer_attention.train import ContrastiveConfig, nli_triplets, train_contrastive
 from layerwise.training import prepare_output, seed_everything
@@ -28,7 +35,7 @@ from layerwise.training.distributed import run_on_main
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DataSources", "RetrievalResult", "TrainResult", "load_trained_model", "load_training_examples",
+__all__ = ["DataSources", "RetrievalResult", "SearchOptions", "TrainResult", "load_trained_model", "load_training_examples",
            "run_retrieval", "run_train"]
 
 
@@ -100,22 +107,42 @@ def load_trained_model(model_dir) -> SentenceModel:
     return LayerAttentionPooler.load(model_dir).model_
 
 
-def run_retrieval(model_dir, *, data_dir=None, split: str = "dev", beir=None, indexes=("exact", "flat", "ivf"),
-                  nlist: int = 100, nprobe: int = 10, without_pooler: bool = False,
-                  batch_size: int = 128) -> RetrievalResult:
+@dataclass(frozen=True)
+class SearchOptions:
+    """How :func:`run_retrieval` embeds and searches."""
+
+    indexes: tuple[str, ...] = ("exact", "flat", "ivf")  # "exact" = numpy reference; "flat", "ivf" = FAISS
+    nlist: int = DEFAULT_NLIST  # IVF cells: the paper's 1024 (at most the corpus size)
+    nprobe: int = 10  # IVF cells visited per query
+    without_pooler: bool = False  # search with a last-layer vector, not the pooler ("search without it")
+    unpooled: str = "mean"  # that vector: the last layer's token mean, or "cls" (the paper's "[CLS]_Last")
+    batch_size: int = 128  # texts per forward pass
+
+
+def run_retrieval(model_dir, *, data_dir=None, split: str = "dev", beir=None,
+                  options: SearchOptions = SearchOptions()) -> RetrievalResult:
     """Semantic search with a trained model (see :func:`load_trained_model`): exact (numpy) and FAISS indexes.
 
     ``beir``: a :class:`~layerwise.data.readers.BeirData` (``read_beir(folder, split=...)``) searched with its own
-    queries; None: Quora duplicate questions of ``split`` from ``data_dir``. ``without_pooler``: embed with the
-    encoder's last-layer mean instead of the trained pooler (the paper's "train with the pooler, search without it").
+    queries; None: Quora duplicate questions of ``split`` from ``data_dir``. ``options.without_pooler``: embed with
+    the encoder's last layer instead of the trained pooler (the paper's "train with the pooler, search without it"):
+    ``unpooled="mean"`` its token mean (the default here), ``"cls"`` its [CLS] vector (the paper's "[CLS]_Last").
+    IVF ``nlist`` defaults to the paper's 1024; a corpus smaller than it is refused before the model loads.
     """
+    o = options
+    if o.unpooled not in UNPOOLED:
+        raise UsageError(f"unpooled={o.unpooled!r}: use one of {', '.join(UNPOOLED)}")
     data = load_quora_retrieval(data_dir, split) if beir is None else beir_retrieval(beir)
+    try:
+        check_nlist(o.nlist, len(data.corpus), indexes=o.indexes)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
     sm = load_trained_model(model_dir)
-    encode = partial(sm.encode, use_pooler=not without_pooler, batch_size=batch_size)
+    encode = partial(sm.encode, use_pooler=not o.without_pooler, unpooled=o.unpooled, batch_size=o.batch_size)
     results = [IndexResult.from_dict(r)
-               for r in evaluate_retrieval(encode, data, indexes=indexes, nlist=nlist, nprobe=nprobe)]
+               for r in evaluate_retrieval(encode, data, indexes=o.indexes, nlist=o.nlist, nprobe=o.nprobe)]
     info = (RetrievalDataInfo(name="quora", split=split, corpus=len(data.corpus), queries=len(data.queries))
             if beir is None else RetrievalDataInfo(name=data.name, split=data.split, corpus=len(data.corpus),
                                                    queries=len(data.query_texts)))
-    return RetrievalResult(model=str(model_dir), pooler="none (last-layer mean)" if without_pooler
-                           else sm.pooler.config.kind, data=info, results=results)
+    return RetrievalResult(model=str(model_dir), pooler=f"none (last-layer {'CLS' if o.unpooled == 'cls' else 'mean'})"
+                           if o.without_pooler else sm.pooler.config.kind, data=info, results=results)

@@ -199,11 +199,11 @@ def render_markdown(page: MultitaskPage) -> str:
         c = page.results[0].config
         lines += [f"Settings of the first run: {_settings_line(c)}.", ""]
         if c["epochs"] != 10 or c["limit"] is not None:
-            lines += [f"**Smaller than the report's training:** {c['epochs']} epoch(s) over "
+            lines += [f"**Smaller than this library's default training:** {c['epochs']} epoch(s) over "
                       + ("all" if c["limit"] is None else f"a seeded sample of at most {c['limit']:,}")
-                      + " training examples per task (NLI pre-finetuning included), against the report's 10 epochs "
-                      "over all of them: a CPU budget (2 cores, no GPU lent). Differences that need longer training "
-                      "to appear may not show here.", ""]
+                      + " training examples per task (NLI pre-finetuning included), against the default 10 epochs "
+                      "over all of them (the report does not state its epoch count): a CPU budget (2 cores, no GPU "
+                      "lent). Differences that need longer training to appear may not show here.", ""]
     lines += ["## Test (checkpoint chosen on dev)", "", *_score_table(page, "test"), "",
               "## Dev (the selection split)", "", *_score_table(page, "dev"), "",
               "## Which of the report's findings hold here", "", *_findings(page), *_data_change_lines(page)]

@@ -28,7 +28,7 @@ from layerwise.data import load_sts
 from layerwise.data.checksum import content_checksum
 from layerwise.encoders.layer_encoder import LayerEncoder
 from layerwise.methods.truncated.config import TMFTConfig
-from layerwise.methods.truncated.run import TMFTResult, mlm_sentences, run_tmft, stsb_pairs, wordsim_pairs
+from layerwise.methods.truncated.run import TMFTResult, mlm_sentences, run_tmft, sts_pairs, wordsim_pairs
 from layerwise.training.distributed import run_on_main
 
 logger = logging.getLogger(__name__)
@@ -49,8 +49,8 @@ def _identity(model: str):
 
 def _data_key(config: TMFTConfig, data_dir) -> dict:
     """Checksums of every data set ``config`` reads (read now: a missing file stops before any training)."""
-    train, dev, test = stsb_pairs(data_dir, config.train_limit)
-    data = {"stsb": content_checksum([train, dev, test])}
+    train, dev, test = sts_pairs(config.dataset, data_dir, config.train_limit)
+    data = {config.dataset: content_checksum([train, dev, test])}
     if config.pre_step == "ws":
         data["wordsim"] = content_checksum(list(wordsim_pairs(config, data_dir)))
     if config.pre_step == "mlm":

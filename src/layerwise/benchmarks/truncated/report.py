@@ -65,11 +65,13 @@ class Group:
 
 
 def group_results(results: list[TMFTResult]) -> list[Group]:
-    """Results grouped over seeds by (model, pre-step, layers, epochs), in the order they first appear."""
+    """Results grouped over seeds by (model, pre-step, layers, epochs), in the order they first appear; a run on
+    another data set than STS-B names it after the model ("all-MiniLM-L6-v2 on sickr")."""
     out: dict[tuple, list[TMFTResult]] = {}
     for r in results:
         c = r.config
-        out.setdefault((Path(c["model"]).name, c["pre_step"], tuple(c["layers"]), int(c["epochs"])), []).append(r)
+        on = "" if c.get("dataset", "stsb") == "stsb" else f" on {c['dataset']}"
+        out.setdefault((Path(c["model"]).name + on, c["pre_step"], tuple(c["layers"]), int(c["epochs"])), []).append(r)
     return [Group(*k, tuple(v)) for k, v in out.items()]
 
 

@@ -22,7 +22,8 @@ def runs_summary(results: list[TMFTResult], environment: dict) -> dict:
 
 
 def runs_markdown(results: list[TMFTResult], command: str) -> str:
-    lines = ["# TMFT runs", "", "STS-B Spearman x100 of the checkpoint with the best dev Spearman; mean ± sample std "
+    lines = ["# TMFT runs", "", "Test Spearman x100 (STS-B; another set is named after the model) of the checkpoint "
+             "with the best dev Spearman; mean ± sample std "
              "over seeds (number of seeds). Hidden state 0 is the embedding output.", "",
              "| model | method | layers | epochs | parameters | share of full | dev | test | test Pearson |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -54,7 +55,7 @@ def draw_runs(results: list[TMFTResult]):
         ax.plot(x, m, marker="o", label=f"{model} {LABELS[pre]} ({epochs} ep)")
         ax.fill_between(x, m - sd, m + sd, alpha=0.2)
     ax.set_xlabel("depth l (hidden state, 0 = embeddings)")
-    ax.set_ylabel("STS-B test Spearman x100")
+    ax.set_ylabel("test Spearman x100")
     if lines:
         ax.legend(fontsize=7)
     return fig

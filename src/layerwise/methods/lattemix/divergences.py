@@ -10,12 +10,14 @@ import math
 import torch
 
 __all__ = [
+    "categorical_l2",
     "gaussian_mixture_cosine",
     "gaussian_mixture_l2",
     "js_divergence",
     "kl_categorical_uniform",
     "kl_normal_standard",
     "log_mixture_inner",
+    "thresholded_kl",
 ]
 
 _EPS = 1e-12
@@ -30,6 +32,30 @@ def kl_categorical_uniform(q: torch.Tensor) -> torch.Tensor:
 def kl_normal_standard(mu: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
     """KL(N(mu, diag exp(logvar)) || N(0, I)) = 1/2 sum (mu^2 + sigma^2 - log sigma^2 - 1): (..., D) -> (...)."""
     return 0.5 * (mu.pow(2) + logvar.exp() - logvar - 1.0).sum(-1)
+
+
+def thresholded_kl(kl_units: torch.Tensor, threshold: float | None) -> torch.Tensor:
+    """The KL term of a batch with KL thresholding: sum_g max(eps, 1/m sum_i KL_ig), a scalar.
+
+    ``kl_units`` (m, G) holds the KL of each example's latent unit g (a categorical group, or one dimension of a
+    Gaussian latent). Thresholding ("free bits", Kingma et al. 2016; the "KL thresholding" of Li et al. 2019 that
+    Latte-Mix uses with eps = 0.3) stops pushing a unit's batch-mean KL below ``eps`` nats: below it the unit's
+    term is the constant eps (no gradient), above it the plain KL. ``threshold=None`` is the plain batch mean of
+    sum_g KL_ig.
+    """
+    per_unit = kl_units.mean(0)  # (G,)
+    if threshold is None:
+        return per_unit.sum()
+    return per_unit.clamp_min(float(threshold)).sum()
+
+
+def categorical_l2(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """Squared L2 distance of categorical distributions summed over groups: sum_g sum_c (p_gc - q_gc)^2.
+
+    (..., G, C), (..., G, C) -> (...): the categorical counterpart of :func:`gaussian_mixture_l2` (the L2
+    distance of two mixtures of categoricals is that of their mixed probabilities).
+    """
+    return (p - q).pow(2).sum((-2, -1))
 
 
 def js_divergence(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:

@@ -69,9 +69,14 @@ class LatteMix(SentenceEstimator):
     latent_dim : int
         Size of the continuous latent (``normal`` and ``ae``).
     depth, hidden_dim : int
-        Encoder layers (1: one linear map) and the width of the hidden ones (the decoder mirrors the encoder).
+        Encoder layers (1: one linear map) and the width of the hidden ones.
+    decoder_depth : int or None
+        Decoder layers (None: ``depth``, the decoder mirrors the encoder; the paper's decoder has 3).
     tau : float
-        Gumbel-softmax temperature of the training samples.
+        Gumbel-softmax temperature of the training samples (the paper uses 0.3; 1.0 scored higher here).
+    kl_threshold : float or None
+        KL thresholding: the KL term is sum over latent units (categorical groups, Gaussian dimensions) of
+        max(kl_threshold, the unit's batch-mean KL) (the paper: 0.3 nats). None: the plain KL.
     beta, beta_warmup_steps : float, int
         Final weight of the KL term, reached linearly over this many steps.
     epochs, batch_size, lr, lr_warmup_steps : int, int, float, int
@@ -96,7 +101,7 @@ class LatteMix(SentenceEstimator):
     fit(texts)
         Train on an unlabeled corpus (list of str).
     similarity(sentences1, sentences2, measure="cosine")
-        One value per pair, float64 ``(n,)``; ``measure``: ``cosine`` or ``js`` (categorical), ``l2`` or ``cosine``
+        One value per pair, float64 ``(n,)``; ``measure``: ``cosine``, ``js`` or ``l2`` (categorical), ``l2`` or ``cosine``
         (normal), ``cosine`` (ae).
     mixtures(texts)
         The per-text mixtures (:class:`~layerwise.methods.lattemix.similarity.Mixtures`; ``.probs`` of shape
@@ -124,7 +129,8 @@ class LatteMix(SentenceEstimator):
     _fitted_attributes = ("latent_model_", "encoder_", "layer_", "training_", "history_")
 
     def __init__(self, model: str = DEFAULT_MODEL, *, layer: int = -1, kind: str = "categorical", n_groups: int = 32,
-                 n_classes: int = 16, latent_dim: int = 32, depth: int = 1, hidden_dim: int = 512, tau: float = 1.0,
+                 n_classes: int = 16, latent_dim: int = 32, depth: int = 1, hidden_dim: int = 512,
+                 decoder_depth: int | None = None, tau: float = 1.0, kl_threshold: float | None = None,
                  beta: float = 1.0, beta_warmup_steps: int = 1000, epochs: int = 1, batch_size: int = 256,
                  lr: float = 1e-3, lr_warmup_steps: int = 200, max_steps: int | None = None,
                  include_special: bool = False, max_length: int = 256, encode_batch_size: int = 64,
@@ -137,7 +143,9 @@ class LatteMix(SentenceEstimator):
         self.latent_dim = latent_dim
         self.depth = depth
         self.hidden_dim = hidden_dim
+        self.decoder_depth = decoder_depth
         self.tau = tau
+        self.kl_threshold = kl_threshold
         self.beta = beta
         self.beta_warmup_steps = beta_warmup_steps
         self.epochs = epochs
@@ -164,6 +172,9 @@ class LatteMix(SentenceEstimator):
             if not _is_int(getattr(self, name)):
                 raise UsageError(f"{name}={getattr(self, name)!r} is invalid: use an integer")
         check_int(self.max_steps, "max_steps", low=0, none_ok=True)
+        check_int(self.decoder_depth, "decoder_depth", low=1, none_ok=True)
+        if self.kl_threshold is not None:
+            check_number(self.kl_threshold, "kl_threshold", positive=False)
         for name, positive in (("tau", True), ("beta", False), ("lr", True)):
             check_number(getattr(self, name), name, positive=positive)
         try:
@@ -175,7 +186,9 @@ class LatteMix(SentenceEstimator):
         config = LatteMixConfig(kind=self.kind, n_classes=int(self.n_classes), n_groups=int(self.n_groups),
                                 latent_dim=int(self.latent_dim), depth=int(self.depth), hidden_dim=int(self.hidden_dim),
                                 tau=float(self.tau), beta=float(self.beta),
-                                beta_warmup_steps=int(self.beta_warmup_steps))
+                                beta_warmup_steps=int(self.beta_warmup_steps),
+                                decoder_depth=None if self.decoder_depth is None else int(self.decoder_depth),
+                                kl_threshold=None if self.kl_threshold is None else float(self.kl_threshold))
         train = TrainConfig(epochs=int(self.epochs), batch_size=int(self.batch_size), lr=float(self.lr),
                             lr_warmup_steps=int(self.lr_warmup_steps), seed=int(self.seed),
                             max_steps=None if self.max_steps is None else int(self.max_steps))
@@ -260,8 +273,8 @@ class LatteMix(SentenceEstimator):
     def similarity(self, sentences1, sentences2, measure: str = "cosine", *, batch_size: int | None = None) -> np.ndarray:
         """Similarity of ``sentences1[i]`` and ``sentences2[i]`` for every ``i``: float64 ``(n,)``, higher = closer.
 
-        ``measure``: ``categorical``: ``cosine`` (of the mixtures) or ``js`` (minus their Jensen-Shannon divergence
-        summed over groups); ``normal``: ``l2`` (minus the squared L2 distance of the Gaussian mixtures) or
+        ``measure``: ``categorical``: ``cosine`` (of the mixtures), ``js`` (minus their Jensen-Shannon divergence
+        summed over groups) or ``l2`` (minus their squared L2 distance summed over groups); ``normal``: ``l2`` (minus the squared L2 distance of the Gaussian mixtures) or
         ``cosine``; ``ae``: ``cosine`` (of the mean codes).
         """
         self._check_fitted()

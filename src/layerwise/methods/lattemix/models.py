@@ -5,6 +5,8 @@ posterior q(z|u), and is trained to minimise
 
     loss = beta * KL(q(z|u) || p(z))  -  E_q[log p(u|z)],
 
+(the KL term thresholded per latent unit when ``kl_threshold`` is set: :func:`thresholded_kl`)
+
 with p(u|z) = N(u; decoder(z), I) (so -log p(u|z) = 1/2 ||u - decoder(z)||^2 + d/2 log 2 pi) and beta rising
 linearly from 0 (against KL vanishing). The categorical VAE has G groups of C classes with a uniform prior;
 training samples z with the Gumbel-softmax relaxation at temperature tau (Eq. 4 of the paper):
@@ -25,8 +27,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from layerwise.methods.lattemix.config import LatteMixConfig
-from layerwise.methods.lattemix.divergences import kl_categorical_uniform, kl_normal_standard
+from layerwise.methods.lattemix.config import OPTIONAL_FIELDS, LatteMixConfig
+from layerwise.methods.lattemix.divergences import kl_categorical_uniform, kl_normal_standard, thresholded_kl
 from layerwise.modules.base import Module
 
 __all__ = ["TokenLatentModel", "build_model", "gumbel_softmax_sample", "load_model"]
@@ -59,6 +61,7 @@ class TokenLatentModel(Module):
     """
 
     config_keys = tuple(f.name for f in fields(LatteMixConfig))
+    optional_config_keys = OPTIONAL_FIELDS  # None settings are left out of the saved config
 
     def __init__(self, **settings):
         super().__init__()
@@ -73,7 +76,7 @@ class TokenLatentModel(Module):
             self.latent_size = c.latent_dim
             enc_out = c.latent_dim
         self.encoder = _mlp(c.input_dim, c.hidden_dim, enc_out, c.depth)
-        self.decoder = _mlp(self.latent_size, c.hidden_dim, c.input_dim, c.depth)
+        self.decoder = _mlp(self.latent_size, c.hidden_dim, c.input_dim, c.decoder_layers)
         # input standardisation, set from the training tokens by `set_input_stats`
         self.register_buffer("input_mean", torch.zeros(c.input_dim))
         self.register_buffer("input_std", torch.ones(c.input_dim))
@@ -100,7 +103,8 @@ class TokenLatentModel(Module):
         return h
 
     def forward(self, u: torch.Tensor, beta: float = 1.0, generator: torch.Generator | None = None) -> dict:
-        """Loss terms averaged over the batch: {"loss", "recon", "kl"} (recon = -log p(u|z))."""
+        """Loss terms averaged over the batch: {"loss", "recon", "kl"} (recon = -log p(u|z); kl the plain KL, the
+        loss uses it thresholded per latent unit when ``kl_threshold`` is set)."""
         x = self._standardise(u)
         h = self.encoder(x)
         c = self.config
@@ -108,20 +112,22 @@ class TokenLatentModel(Module):
             logits = h.view(-1, c.n_groups, c.n_classes)
             q = F.softmax(logits, dim=-1)
             z = gumbel_softmax_sample(F.log_softmax(logits, -1), c.tau, generator).view(-1, self.latent_size)
-            kl = kl_categorical_uniform(q).sum(-1)  # sum over groups
+            kl_units = kl_categorical_uniform(q)  # (m, G): one unit per group
         elif c.kind == "normal":
             mu, logvar = h.chunk(2, dim=-1)
             logvar = logvar.clamp(-10, 10)
             where = generator.device if generator is not None else mu.device
             eps = torch.randn(mu.shape, generator=generator, dtype=mu.dtype, device=where).to(mu.device)
             z = mu + eps * torch.exp(0.5 * logvar)
-            kl = kl_normal_standard(mu, logvar)
+            kl_units = kl_normal_standard(mu[..., None], logvar[..., None])  # (m, D): one unit per dimension
         else:
             z = h
-            kl = torch.zeros(x.shape[0], dtype=x.dtype, device=x.device)
+            kl_units = torch.zeros(x.shape[0], 1, dtype=x.dtype, device=x.device)
         x_hat = self.decoder(z)
         recon = 0.5 * (x - x_hat).pow(2).sum(-1) + 0.5 * x.shape[-1] * math.log(2 * math.pi)
-        loss = (recon + beta * kl).mean()
+        kl = kl_units.sum(-1)
+        threshold = c.kl_threshold if c.kind != "ae" else None
+        loss = recon.mean() + beta * thresholded_kl(kl_units, threshold)
         return {"loss": loss, "recon": recon.mean(), "kl": kl.mean()}
 
     def get_config_dict(self) -> dict:

@@ -9,13 +9,18 @@ import torch
 from torch.nn import functional as F
 
 from layerwise.encoders.tokens import TokenStack
-from layerwise.methods.lattemix.divergences import gaussian_mixture_cosine, gaussian_mixture_l2, js_divergence
+from layerwise.methods.lattemix.divergences import (
+    categorical_l2,
+    gaussian_mixture_cosine,
+    gaussian_mixture_l2,
+    js_divergence,
+)
 from layerwise.methods.lattemix.models import TokenLatentModel
 
 __all__ = ["Mixtures", "SIMILARITIES", "sentence_mixtures", "pair_similarity"]
 
 # similarity measures available for each model kind
-SIMILARITIES = {"categorical": ("cosine", "js"), "normal": ("l2", "cosine"), "ae": ("cosine",)}
+SIMILARITIES = {"categorical": ("cosine", "js", "l2"), "normal": ("l2", "cosine"), "ae": ("cosine",)}
 
 
 @dataclass
@@ -82,8 +87,8 @@ def sentence_mixtures(
 def pair_similarity(m1: Mixtures, m2: Mixtures, metric: str) -> np.ndarray:
     """Similarity of mixture i of ``m1`` with mixture i of ``m2``: (n,). Higher = more similar.
 
-    categorical: ``cosine`` of the flattened mixtures, or ``js`` = minus the Jensen-Shannon divergence summed
-    over groups; normal: ``l2`` = minus the closed-form squared L2 distance of the Gaussian mixtures, or
+    categorical: ``cosine`` of the flattened mixtures, ``js`` = minus the Jensen-Shannon divergence summed
+    over groups, or ``l2`` = minus the squared L2 distance of the mixtures summed over groups; normal: ``l2`` = minus the closed-form squared L2 distance of the Gaussian mixtures, or
     ``cosine`` = their normalised inner product; ae: ``cosine`` of mean codes.
     """
     if m1.kind != m2.kind:
@@ -97,6 +102,8 @@ def pair_similarity(m1: Mixtures, m2: Mixtures, metric: str) -> np.ndarray:
         p, q = torch.from_numpy(m1.probs), torch.from_numpy(m2.probs)
         if metric == "cosine":
             return F.cosine_similarity(p.flatten(1), q.flatten(1), dim=1).numpy()
+        if metric == "l2":
+            return (-categorical_l2(p, q)).numpy()
         return (-js_divergence(p, q).sum(-1)).numpy()
     fn = gaussian_mixture_l2 if metric == "l2" else gaussian_mixture_cosine
     out = np.empty(len(m1))

@@ -207,10 +207,17 @@ class MultitaskModel(SentenceEstimator):
         prepared = _resolve_layers(self.tasks, prepared, n_layers + 1)
         seed_everything(int(self.seed))  # before the heads are built: one seed, one initialisation
         network = self._network(prepared, features).to(local_device(self.device))
-        for p, task in zip(prepared, [t for t in self.tasks if t.kind != "nli"], strict=True):
-            if p.head == "prototypes":
-                set_prototypes(network, taskset, task.prototypes, int(self.seed), task=p.name)
-        control = RunControl(resume=self.output_dir is not None, device=self.device, show_progress=self.show_progress)
+        protos = [(p.name, task.prototypes) for p, task in zip(prepared, [t for t in self.tasks if t.kind != "nli"],
+                                                               strict=True) if p.head == "prototypes"]
+
+        def set_all(net, names):  # a frozen task's prototypes are embedded once its encoder is final
+            for name, n in protos:
+                if name in names:
+                    set_prototypes(net, taskset, n, int(self.seed), task=name)
+
+        set_all(network, {name for name, _ in protos} - set(frozen))
+        control = RunControl(resume=self.output_dir is not None, device=self.device, show_progress=self.show_progress,
+                             on_freeze=lambda net: set_all(net, set(frozen)))
         try:
             summaries = train_phases(network, taskset, config, int(self.seed), self.output_dir, tasks=taskset.names,
                                      frozen=frozen, control=control)

@@ -51,10 +51,10 @@ def build_heads(config, hidden_size: int, n_classes: int, n_heads: int) -> tuple
     """The heads of a MultitaskConfig ({"sst", "para", "sts"} -> Module) and the shared hidden layers (or None)."""
     h = head_modules
     drop = config.dropout
-    if config.freeze_sst:
-        sst = h.TransformerClassificationHead(hidden_size, n_classes, config.sst_transformer_layers, n_heads, drop)
-    elif config.sst_prototypes:
+    if config.sst_prototypes:  # with freeze_sst too (SST_TO_STS+FROZEN, the report's protocol)
         sst = h.PrototypeHead(hidden_size, config.sst_prototypes * n_classes, n_classes, drop)
+    elif config.freeze_sst:
+        sst = h.TransformerClassificationHead(hidden_size, n_classes, config.sst_transformer_layers, n_heads, drop)
     else:
         sst = h.ClassificationHead(hidden_size, n_classes, drop)
     shared = None

@@ -6,7 +6,8 @@ Phases, each in its own folder ``OUTPUT/<phase>/`` (``last/``, ``best/``; resuma
     tasks      every task, ``epochs`` epochs, the schedule's batch order, best dev overall score kept
   or, for FREEZE_SST:
     para_sts   PARA and STS only (best dev mean of their terms kept), then
-    sst_head   the larger SST head alone on the frozen encoder (best dev SST accuracy kept)
+    sst_head   the larger SST head alone on the frozen encoder (best dev SST accuracy kept); with prototypes
+               (SST_TO_STS+FROZEN) the prototype head, its prototypes embedded once the encoder is frozen
 
 The model of the last phase's ``best/`` is the trained model (:class:`MultitaskNetwork` format). The method part,
 building nothing and writing no results (:func:`train_phases`: the phases of a model on its data), is shared with
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -51,6 +52,7 @@ class RunControl:
     max_steps_per_phase: int | None = None  # stop early, as an interruption would (run_experiment returns None)
     device: str | None = None  # where the model trains (None: cpu; "cuda" under torchrun: GPU LOCAL_RANK)
     show_progress: bool | None = None  # progress bars (None: when the log level is INFO)
+    on_freeze: object = None  # on_freeze(model): once the encoder is final, before the first phase on it frozen
 
 
 @dataclass
@@ -172,14 +174,19 @@ def train_phases(model: MultitaskNetwork, data, config: MultitaskConfig, seed: i
                  tasks: tuple[str, ...] = TASKS, frozen: tuple[str, ...] | None = None,
                  control: RunControl | None = None) -> list[PhaseSummary] | None:
     """Train ``model`` on ``data`` (a MultitaskData or a TaskSet) phase by phase (see :func:`phases`) with the one
-    training loop; each phase in ``output_dir/<phase>/`` (None: in memory). Returns the phases' summaries, or None
-    when ``control.max_steps_per_phase`` stopped a phase early."""
+    training loop; each phase in ``output_dir/<phase>/`` (None: in memory). ``control.on_freeze(model)`` runs once
+    the encoder is final, before the first phase on the frozen encoder (prototypes are embedded there). Returns the
+    phases' summaries, or None when ``control.max_steps_per_phase`` stopped a phase early."""
     control = control or RunControl()
+    on_freeze = control.on_freeze
     frozen_tasks = set(frozen if frozen is not None else ("sst",) if config.freeze_sst else ())
     summaries = []
     for spec in phases(config, data, seed, tasks=tasks, frozen=frozen):
         folder = None if output_dir is None else Path(output_dir) / spec[0]
         is_frozen = spec[0] != "nli" and set(spec[1]) <= frozen_tasks
+        if is_frozen and on_freeze is not None:
+            on_freeze(model)
+            on_freeze = None
         summaries.append(_run_phase(model, data, config, seed, spec, folder, control, frozen=is_frozen))
         if summaries[-1].steps > sum(1 for _ in summaries[-1].epoch_loss) * summaries[-1].steps_per_epoch:
             return None  # stopped early
@@ -201,8 +208,13 @@ def run_experiment(config: MultitaskConfig, seed: int, output_dir, *, model_name
     if config.layers == "subset":
         subsets = choose_subsets(model, data, seed=config.split_seed, batch_size=config.batch_size)
         model.subsets = {t: tuple(c["layers"]) for t, c in subsets.items()}
-    if config.sst_prototypes:
-        set_prototypes(model, data, config.sst_prototypes, config.split_seed)
+    def prototypes(m):
+        set_prototypes(m, data, config.sst_prototypes, config.split_seed)
+
+    if config.sst_prototypes and not config.freeze_sst:  # embedded once, then the encoder trains on (the default)
+        prototypes(model)
+    if config.sst_prototypes and config.freeze_sst:
+        control = replace(control, on_freeze=prototypes)
     summaries = train_phases(model, data, config, seed, out, control=control)
     if summaries is None:
         return None  # stopped early

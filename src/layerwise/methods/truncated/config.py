@@ -6,16 +6,18 @@ from dataclasses import asdict, dataclass, field, fields
 
 from layerwise.encoders.registry import DEFAULT_MODEL
 
-__all__ = ["PRE_STEPS", "MLMConfig", "TMFTConfig", "WSConfig"]
+__all__ = ["DATASETS", "PRE_STEPS", "MLMConfig", "TMFTConfig", "WSConfig"]
 
 PRE_STEPS = ("none", "ws", "mlm")
+DATASETS = ("stsb", "sickr")  # built-in scored pairs: (train, dev, test) splits
 
 
 @dataclass(frozen=True)
 class WSConfig:
     """Word-similarity fine-tuning before TMFT (the paper's "TMFT WS + TMFT STS")."""
 
-    sets: tuple[str, ...] = ("rg65", "ws353", "simlex999")  # pooled; SimVerb-3500 (in the paper) is not here
+    sets: tuple[str, ...] = ("rg65", "ws353", "simlex999")  # pooled; the paper adds SimVerb-3500 ("simverb3500",
+    # read where the data folder holds it: not in this machine's folder)
     split: tuple[float, float, float] = (0.70, 0.15, 0.15)  # train / dev (best epoch) / test, seeded
     epochs: int = 50
     batch_size: int = 128
@@ -37,7 +39,7 @@ class MLMConfig:
 
 @dataclass(frozen=True)
 class TMFTConfig:
-    """One TMFT run: the encoder truncated at max(layers), mean of ``layers``, fine-tuned on STS-B train."""
+    """One TMFT run: the encoder truncated at max(layers), mean of ``layers``, fine-tuned on ``dataset``'s train."""
 
     model: str = DEFAULT_MODEL  # built-in name or local Hugging Face folder
     layers: tuple[int, ...] = (6,)  # hidden states averaged (0 = embedding output); (l,) is TMFT proper
@@ -49,13 +51,16 @@ class TMFTConfig:
     max_grad_norm: float = 1.0
     max_length: int = 128  # tokens per sentence
     seed: int = 0
-    train_limit: int | None = None  # first n STS-B train pairs (quick checks); None: all 5,749
+    train_limit: int | None = None  # first n train pairs (quick checks); None: all (STS-B: 5,749)
     ws: WSConfig = field(default_factory=WSConfig)
     mlm: MLMConfig = field(default_factory=MLMConfig)
+    dataset: str = "stsb"  # "stsb" (train / dev / test) or "sickr" (SemEval-2014 train / trial / test); left out
+    # of ``to_dict`` (run folders, results keys) when "stsb", so the runs made before it existed keep their keys
 
     def __post_init__(self) -> None:
         checks = [
             (self.pre_step in PRE_STEPS, "pre_step", self.pre_step, f"one of {', '.join(PRE_STEPS)}"),
+            (self.dataset in DATASETS, "dataset", self.dataset, f"one of {', '.join(DATASETS)}"),
             (len(self.layers) >= 1 and all(isinstance(k, int) and k >= 0 for k in self.layers), "layers",
              self.layers, "hidden states >= 0"),
             (self.epochs >= 1 and self.batch_size >= 2, "epochs/batch_size", (self.epochs, self.batch_size),
@@ -78,14 +83,18 @@ class TMFTConfig:
 
     @property
     def name(self) -> str:
-        """``<model>-<pre_step>-L<layers>-seed<k>``, a folder and part name."""
+        """``<model>-<pre_step>-L<layers>-seed<k>`` (``-<dataset>`` after it unless STS-B), a folder and part name."""
         from pathlib import Path
 
         layers = "_".join(str(k) for k in self.layers)
-        return f"{Path(self.model).name}-{self.pre_step}-L{layers}-seed{self.seed}"
+        on = "" if self.dataset == "stsb" else f"-{self.dataset}"
+        return f"{Path(self.model).name}-{self.pre_step}-L{layers}-seed{self.seed}{on}"
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        out = asdict(self)
+        if self.dataset == "stsb":
+            del out["dataset"]
+        return out
 
     @classmethod
     def from_dict(cls, data: dict) -> "TMFTConfig":

@@ -1,8 +1,8 @@
 """TMFT: optional pre-step (word similarity or MLM), then STS fine-tuning of the truncated model.
 
 :func:`fine_tune` is the method on the caller's data (the estimator's and the run's common part); :func:`run_tmft`
-is one run of the paper's protocol on the built-in data (STS-B, the word-similarity sets, SNLI + wiki sentences),
-scored on STS-B test and saved.
+is one run of the paper's protocol on the built-in data (STS-B, or SICK-R with ``config.dataset``; the
+word-similarity sets, SNLI + wiki sentences), scored on that set's test split and saved.
 Everything trains through :func:`layerwise.training.train`, so each stage checkpoints into its own folder under
 ``output/<run name>-<settings digest>/`` (:func:`run_folder`: a run with other epochs, learning rate... gets another
 folder) and a killed run continues where it stopped (same model, data and settings, or it is refused).
@@ -39,18 +39,19 @@ from layerwise.training.distributed import local_device, run_on_main
 logger = logging.getLogger(__name__)
 
 __all__ = ["TMFTData", "TMFTFit", "TMFTResult", "fine_tune", "mlm_folder", "mlm_sentences", "run_folder", "run_tmft",
-           "split_word_pairs", "stsb_pairs", "wordsim_pairs"]
+           "split_word_pairs", "sts_pairs", "wordsim_pairs"]
 
 
 @dataclass(frozen=True)
 class TMFTResult:
-    """One TMFT run: STS-B scores x100 of the checkpoint with the best dev Spearman, size and time."""
+    """One TMFT run: test scores x100 (STS-B, or ``config["dataset"]``) of the checkpoint with the best dev
+    Spearman, size and time."""
 
     config: dict  # TMFTConfig as a dict
     model: dict  # the starting model's identity (weights, tokenizer, config hashes)
     parameters: int  # truncated encoder, pooler excluded
     full_parameters: int  # the whole encoder, pooler excluded
-    dev_spearman: float  # best STS-B dev Spearman (the selection)
+    dev_spearman: float  # best dev Spearman (the selection; SICK-R: its trial split)
     test_spearman: float
     test_pearson: float
     steps: int  # STS optimisation steps
@@ -63,13 +64,22 @@ class TMFTResult:
         return asdict(self)
 
 
-def stsb_pairs(data_dir=None, limit: int | None = None) -> tuple[PairSet, PairSet, object]:
-    """STS-B train (targets gold / 5), dev (gold), and the test STSData."""
-    tr, dev, test = (load_sts("stsb", data_dir=data_dir, split=s) for s in ("train", "dev", "test"))
+# built-in scored pairs: (train, dev, test) split names and the gold scale mapped to [0, 1] for the targets
+_SPLITS = {"stsb": (("train", "dev", "test"), (0.0, 5.0)), "sickr": (("train", "trial", "test"), (1.0, 5.0))}
+
+
+def sts_pairs(dataset: str = "stsb", data_dir=None, limit: int | None = None) -> tuple[PairSet, PairSet, object]:
+    """A built-in set's train pairs (targets: gold mapped from its scale to [0, 1]: STS-B 0-5 / 5, SICK-R 1-5
+    (gold - 1) / 4), its dev pairs (gold; SICK-R: the trial split) and its test STSData."""
+    if dataset not in _SPLITS:
+        raise ValueError(f"dataset={dataset!r}: use one of {', '.join(_SPLITS)} (or your own pairs with --train)")
+    (train, dev_split, test_split), (lo, hi) = _SPLITS[dataset]
+    tr, dev, test = (load_sts(dataset, data_dir=data_dir, split=s) for s in (train, dev_split, test_split))
     n = len(tr) if limit is None else min(limit, len(tr))
-    train_set = PairSet(tuple(tr.sentences1[:n]), tuple(tr.sentences2[:n]), np.asarray(tr.scores[:n]) / 5.0,
-                        "stsb-train")
-    return train_set, PairSet(tuple(dev.sentences1), tuple(dev.sentences2), np.asarray(dev.scores), "stsb-dev"), test
+    targets = (np.asarray(tr.scores[:n]) - lo) / (hi - lo)
+    train_set = PairSet(tuple(tr.sentences1[:n]), tuple(tr.sentences2[:n]), targets, f"{dataset}-train")
+    return train_set, PairSet(tuple(dev.sentences1), tuple(dev.sentences2), np.asarray(dev.scores),
+                              f"{dataset}-{dev_split}"), test
 
 
 def wordsim_pairs(config: TMFTConfig, data_dir=None) -> tuple[PairSet, PairSet, PairSet]:
@@ -249,7 +259,7 @@ def run_folder(config: TMFTConfig, output: str | Path) -> Path:
 
 def run_tmft(config: TMFTConfig, *, data_dir=None, output: str | Path = "runs/tmft",
              show_progress: bool | None = None, device: str | None = None) -> TMFTResult:
-    """Run ``config`` on the built-in data (STS-B; word pairs of ``config.ws.sets``; MLM sentences of
+    """Run ``config`` on the built-in data (``config.dataset``: STS-B or SICK-R; word pairs of ``config.ws.sets``; MLM sentences of
     ``config.mlm.sources``); checkpoints and the kept model go under ``output`` (see the module docstring).
 
     ``device``: where the model trains (None: cpu; "cuda" under torchrun: each process its LOCAL_RANK GPU). It is
@@ -257,7 +267,7 @@ def run_tmft(config: TMFTConfig, *, data_dir=None, output: str | Path = "runs/tm
     """
     output = Path(output)
     folder = run_folder(config, output)
-    train_set, dev_set, test = stsb_pairs(data_dir, config.train_limit)  # data first: fail before any model loads
+    train_set, dev_set, test = sts_pairs(config.dataset, data_dir, config.train_limit)  # before any model loads
     word_pairs = wordsim_pairs(config, data_dir) if config.pre_step == "ws" else None
     texts = mlm_sentences(config, data_dir) if config.pre_step == "mlm" else None
     identity = LayerEncoder(config.model, cache_dir=False, show_progress=False).identity
@@ -271,7 +281,7 @@ def run_tmft(config: TMFTConfig, *, data_dir=None, output: str | Path = "runs/tm
         full_parameters=_full_parameters(config.model), dev_spearman=float(run.best_dev),
         test_spearman=float(scores["spearman"]), test_pearson=float(scores["pearson"]), steps=fit.steps,
         train_seconds=run.train_seconds, pre_step=fit.pre_step,
-        data={"stsb": content_checksum([train_set, dev_set, test])}, saved_model=str(saved))
+        data={config.dataset: content_checksum([train_set, dev_set, test])}, saved_model=str(saved))
 
 
 def _full_parameters(model: str) -> int:
