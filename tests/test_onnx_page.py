@@ -5,7 +5,7 @@ import importlib.util
 import pytest
 
 from layerwise.benchmarks.catalog import get_page
-from layerwise.benchmarks.registry import PageContext
+from layerwise.benchmarks.registry import PageContext, render_page
 from layerwise.benchmarks.store import ResultsStore
 
 
@@ -43,5 +43,5 @@ def test_committed_onnx_page_renders_from_the_committed_store(tmp_path):
 
     results = Path(__file__).resolve().parents[1] / "docs" / "results"
     ctx = PageContext(store=ResultsStore(results / "state"), output=tmp_path, command=("test",))
-    get_page("onnx").render(ctx)
+    render_page(get_page("onnx"), ctx)  # as `layerwise results render` does: with the shared footer
     assert (tmp_path / "onnx.md").read_text() == (results / "onnx.md").read_text()

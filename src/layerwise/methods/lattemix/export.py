@@ -24,7 +24,7 @@ from layerwise.export.card import ExportCard, render_card
 from layerwise.export.kinds import Exporter, register_exporter
 from layerwise.export.sentence_transformers import check_destination, save_st_folder, transformer_options
 from layerwise.layers import validate_layers
-from layerwise.methods.lattemix.config import LatteMixConfig
+from layerwise.methods.lattemix.config import OPTIONAL_FIELDS, LatteMixConfig
 from layerwise.methods.lattemix.models import load_model
 from layerwise.modules.base import CONFIG_NAME, is_module_folder
 
@@ -62,7 +62,8 @@ def export_lattemix(source: str | os.PathLike, folder: str | os.PathLike, *, mod
 
 
 def is_lattemix_folder(path: str | os.PathLike) -> bool:
-    """A saved TokenLatentModel: a module folder whose config.json holds exactly the LatteMixConfig settings."""
+    """A saved TokenLatentModel: a module folder whose config.json holds the LatteMixConfig settings (those in
+    ``OPTIONAL_FIELDS`` only when set) and nothing else."""
     path = Path(path)
     if not is_module_folder(path):
         return False
@@ -70,7 +71,8 @@ def is_lattemix_folder(path: str | os.PathLike) -> bool:
         config = json.loads((path / CONFIG_NAME).read_text())
     except (OSError, ValueError):
         return False
-    return isinstance(config, dict) and set(config) == {f.name for f in fields(LatteMixConfig)}
+    every = {f.name for f in fields(LatteMixConfig)}  # the paper's options are left out when off
+    return isinstance(config, dict) and every - set(OPTIONAL_FIELDS) <= set(config) <= every
 
 
 EXPORTER = register_exporter(Exporter(
