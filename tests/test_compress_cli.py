@@ -71,3 +71,15 @@ def test_a_negative_budget_is_refused_by_the_parser(tiny_bert, env, capsys):
     with pytest.raises(SystemExit) as exc:
         main(_args(tiny_bert, corpus, dev, env / "out", "--budget", "-1"))
     assert exc.value.code == 2 and "--budget" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("user_file", ["report.md", "model/notes.txt"])
+def test_a_user_file_in_output_is_refused_before_any_work(tiny_bert, env, capsys, monkeypatch, user_file):
+    corpus, dev, _ = _files(env)
+    out = env / "out"
+    (out / user_file).parent.mkdir(parents=True, exist_ok=True)
+    (out / user_file).write_text("mine\n")
+    monkeypatch.setattr(build_module, "LayerEncoder", lambda *a, **k: pytest.fail("work started"))
+    code = main(_args(tiny_bert, corpus, dev, out))
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and (out / user_file).read_text() == "mine\n"

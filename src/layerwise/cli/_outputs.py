@@ -28,6 +28,7 @@ OUTPUT_NAMES: dict[str, tuple[str, ...]] = {
     "wordsim": ("wordsim-*",),
     "tmft": ("tmft.*", "tmft-*"),
     "multitask": ("multitask.*", "multitask-*"),
+    "compress": ("report.md", "report.json", "frontier.png"),  # and model/, an export folder with its own check
 }
 
 

@@ -68,6 +68,7 @@ def _tests(args: argparse.Namespace) -> dict:
 
 def run(args, command) -> int:
     from layerwise import reports
+    from layerwise.export.sentence_transformers import check_destination
     from layerwise.methods.compress import Compressor, CompressSettings
     from layerwise.methods.compress.frontier import plot_frontier, report_lines
     from layerwise.reports import environment, git_state, run_section, write_json, write_text
@@ -80,6 +81,7 @@ def run(args, command) -> int:
                                 speed_batch_size=args.speed_batch_size, speed_repeats=args.speed_repeats,
                                 device=args.device, cache_dir=args.cache_dir)
     out = Path(args.output)
+    check_destination(out / "model", True)  # a model/ folder layerwise did not export is refused before the fit
     est = Compressor(args.model, depths=args.depths, budget=args.budget, backends=args.backends, settings=settings,
                      output_dir=str(out / "work"), show_progress=not args.quiet)
     env = environment(command)
