@@ -28,8 +28,8 @@ from sklearn.exceptions import NotFittedError
 
 from layerwise.errors import UsageError
 
-__all__ = ["NotFittedError", "SentenceEstimator", "check_int", "check_labels", "check_number", "check_scores",
-           "check_texts"]
+__all__ = ["NotFittedError", "SentenceEstimator", "check_int", "check_labels", "check_number", "check_scored_pairs",
+           "check_scores", "check_texts"]
 
 
 def check_texts(texts, *, name: str = "sentences") -> list[str]:
@@ -81,6 +81,25 @@ def check_scores(scores, n: int, *, name: str = "scores", what: str = "pair") ->
     if not np.isfinite(values).all():
         raise UsageError(f"{name}[{int(np.flatnonzero(~np.isfinite(values))[0])}] is not a finite number")
     return values
+
+
+def check_scored_pairs(pairs, *, name: str, min_pairs: int, forms: str = "(sentences1, sentences2, scores)",
+                       purpose: str = "a Spearman correlation", fix: str = "give more") -> tuple[list, list, np.ndarray]:
+    """``pairs`` given as a 3-tuple or as pairs from ``read_pairs`` (``sentences1``, ``sentences2``, ``scores``), checked:
+    texts, one score per pair, finite, at least ``min_pairs`` with different scores. Returns (s1, s2, scores)."""
+    if isinstance(pairs, tuple) and len(pairs) == 3:
+        s1, s2, scores = pairs
+    elif all(hasattr(pairs, a) for a in ("sentences1", "sentences2", "scores")):
+        s1, s2, scores = pairs.sentences1, pairs.sentences2, pairs.scores
+    else:
+        raise UsageError(f"{name} must be {forms} or pairs from read_pairs, got {type(pairs).__name__}")
+    s1, s2 = check_texts(s1, name=f"{name} sentences1"), check_texts(s2, name=f"{name} sentences2")
+    if len(s1) != len(s2):
+        raise UsageError(f"{name} has {len(s1)} sentences1 but {len(s2)} sentences2; pass one of each per pair")
+    values = check_scores(scores, len(s1), name=f"{name} scores")
+    if len(s1) < min_pairs or np.ptp(values) == 0:
+        raise UsageError(f"{name} needs at least {min_pairs} pairs with different scores ({purpose}); {fix}")
+    return s1, s2, values
 
 
 def check_labels(labels, n: int, *, name: str = "labels") -> np.ndarray:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from layerwise.base import SentenceEstimator, check_int, check_number, check_scores, check_texts
+from layerwise.base import SentenceEstimator, check_int, check_number, check_scored_pairs, check_texts
 from layerwise.encoders.model_files import weights_sha256
 from layerwise.encoders.registry import DEFAULT_MODEL, resolve_model
 from layerwise.errors import UsageError
@@ -243,17 +243,5 @@ def _n_layers(model) -> int:
 
 def _pairs(pairs, name: str) -> PairSet:
     """Scored pairs given as a tuple or an object with ``sentences1``, ``sentences2``, ``scores``."""
-    if isinstance(pairs, tuple) and len(pairs) == 3:
-        s1, s2, scores = pairs
-    elif all(hasattr(pairs, a) for a in ("sentences1", "sentences2", "scores")):
-        s1, s2, scores = pairs.sentences1, pairs.sentences2, pairs.scores
-    else:
-        raise UsageError(f"{name} must be (sentences1, sentences2, scores) or pairs from read_pairs, got "
-                         f"{type(pairs).__name__}")
-    s1, s2 = check_texts(s1, name=f"{name} sentences1"), check_texts(s2, name=f"{name} sentences2")
-    if len(s1) != len(s2):
-        raise UsageError(f"{name} has {len(s1)} sentences1 but {len(s2)} sentences2; pass one of each per pair")
-    values = check_scores(scores, len(s1), name=f"{name} scores")
-    if len(s1) < 3 or np.ptp(values) == 0:
-        raise UsageError(f"{name} needs at least 3 pairs with different scores (a Spearman correlation); give more")
+    s1, s2, values = check_scored_pairs(pairs, name=name, min_pairs=3)
     return PairSet(tuple(s1), tuple(s2), values, name)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from layerwise.base import SentenceEstimator, check_int, check_number, check_scores, check_texts
+from layerwise.base import SentenceEstimator, check_int, check_number, check_scored_pairs, check_scores, check_texts
 from layerwise.data.checksum import content_checksum
 from layerwise.data.readers import normalize_scores
 from layerwise.encoders.model_files import weights_sha256
@@ -295,20 +295,10 @@ class TruncatedFineTuner(SentenceEstimator):
         return PairSet(tuple(texts1), tuple(texts2), self._scaled(scores, len(texts1), ns, scale), label)
 
     def _dev_set(self, dev) -> PairSet:
-        if isinstance(dev, tuple) and len(dev) == 3:
-            s1, s2, scores = dev
-        elif all(hasattr(dev, a) for a in ("sentences1", "sentences2", "scores")):
-            s1, s2, scores = dev.sentences1, dev.sentences2, dev.scores
-        else:
-            raise UsageError(f"dev must be None, (sentences1, sentences2, scores) or pairs from read_pairs, got "
-                             f"{type(dev).__name__}")
-        s1, s2 = check_texts(s1, name="dev sentences1"), check_texts(s2, name="dev sentences2")
-        if len(s1) != len(s2):
-            raise UsageError(f"dev has {len(s1)} sentences1 but {len(s2)} sentences2; pass one of each per pair")
-        values = check_scores(scores, len(s1), name="dev scores")
-        if len(s1) < 2 or np.ptp(values) == 0:
-            raise UsageError("dev needs at least 2 pairs with different scores (a Spearman correlation picks the "
-                             "epoch kept); give more dev pairs, or dev=None")
+        s1, s2, values = check_scored_pairs(dev, name="dev", min_pairs=2,
+                                            forms="None, (sentences1, sentences2, scores)",
+                                            purpose="a Spearman correlation picks the epoch kept",
+                                            fix="give more dev pairs, or dev=None")
         return PairSet(tuple(s1), tuple(s2), values, "dev")
 
     def _word_sets(self, word_pairs, config: TMFTConfig) -> tuple[PairSet, PairSet, PairSet] | None:
