@@ -296,3 +296,42 @@ def test_a_missing_onnx_package_names_the_extra(tiny_bert, env, monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_onnxruntime)
     with pytest.raises(UsageError, match=r"pip install 'layerwise\[onnx\]'"):
         _comp(tiny_bert, backends=("torch", "onnx-int8")).fit(CORPUS, _dev())
+
+
+def test_each_distinct_sentence_encoded_once_gives_the_vectors_of_each_pair_set_encoded_alone(fitted):
+    """The fast path of the scores (every distinct sentence of dev and tests encoded once) against its slow twin
+    (each pair set's two sides encoded on their own)."""
+    est, _ = fitted
+    run = est._run
+    student = run.model("distilled", (1,))
+    fast = run._pair_vectors(build_module.runner(student, "torch", batch_size=16))
+    for name, pairs in run._all_pairs():
+        slow = run._encode_pairs(student, pairs)
+        for a, b in zip(fast[name], slow):
+            np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+def test_every_candidate_is_scored_before_any_is_timed_and_a_kill_while_timing_keeps_the_scores(
+        teacher, env, monkeypatch):
+    events = []
+    real_measure, real_speed = build_module.Compression._measure, build_module.measure_speed
+    monkeypatch.setattr(build_module.Compression, "_measure",
+                        lambda self, *a: events.append("score") or real_measure(self, *a))
+
+    def speed_then_kill(*a, **kw):
+        events.append("time")
+        if events.count("time") == 3:
+            raise KeyboardInterrupt
+        return real_speed(*a, **kw)
+
+    monkeypatch.setattr(build_module, "measure_speed", speed_then_kill)
+    s1, s2, y = _dev()
+    with pytest.raises(KeyboardInterrupt):
+        _comp(teacher, depths=(1,), output_dir=str(env / "w")).fit(CORPUS, (s1, s2, y))
+    n = events.count("score")
+    assert n >= 3 and events == ["score"] * n + ["time"] * 3  # every score first, then the timings
+    events.clear()
+    monkeypatch.setattr(build_module, "measure_speed", lambda *a, **kw: events.append("time") or real_speed(*a, **kw))
+    resumed = _comp(teacher, depths=(1,), output_dir=str(env / "w")).fit(CORPUS, (s1, s2, y))
+    assert events == ["time"] * (n - 2)  # nothing scored again; the two timed before the kill are kept
+    assert all(c.speed["seconds"] for c in resumed.candidates_)

@@ -1,6 +1,6 @@
 """The one training loop shared by every trainer: settings, schedule, checkpoints without pickle, exact resume."""
 
-from layerwise.training.batches import batch_indices, steps_per_epoch
+from layerwise.training.batches import batch_indices, length_grouped_batch_indices, steps_per_epoch
 from layerwise.training.checkpoint import (
     TrainerState,
     fingerprint_differences,
@@ -19,6 +19,7 @@ __all__ = [
     "TrainingRun",
     "TrainingTask",
     "batch_indices",
+    "length_grouped_batch_indices",
     "fingerprint_differences",
     "load_checkpoint",
     "lr_factor",

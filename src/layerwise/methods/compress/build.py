@@ -10,13 +10,16 @@
    0..l (the LC cut) - subsets are read from the one search, never searched again per depth;
 3. per depth l: the plain cut (mean of hidden state l), the LC cut (where it differs from every cut listed
    already) and a distilled student (:mod:`.distill`); the original model (the full depth) is a candidate too;
-4. each candidate on each backend: dev and test Spearman (a cut from the stacks, a student by encoding: the same
-   numbers, see the tests), parameters, and its throughput against the original in one run (:mod:`.speed`).
+4. each candidate on each backend: dev and test Spearman (a cut from the stacks, a student or another backend by
+   encoding each distinct sentence once: the same numbers, see the tests) and parameters;
+5. then, every candidate scored, each one's throughput against the original in one run (:mod:`.speed`): the timings
+   come last, in one block, so that they can be taken on a quiet machine while the training and scoring are not.
 
-With a ``folder`` every finished candidate is a JSON file ``candidates/<name>-<digest>.json`` (the digest of the
+With a ``folder`` every scored candidate is a JSON file ``candidates/<name>-<digest>.json`` (the digest of the
 model's identity, the data's checksums and every setting) and every student a sentence-transformers folder
 ``students/<name>-<digest>/model`` (its training checkpoints in ``train/`` beside it until it is done): a killed run
-recomputes nothing finished and continues a student's training from its last checkpoint.
+recomputes nothing finished (a scored candidate waiting for its timing is
+timed) and continues a student's training from its last checkpoint.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import json
 import logging
 import shutil
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -131,16 +134,21 @@ class Compression:
         a, b = self._stacks["dev"]
         self._search = LayerSubsetSearch(show_progress=self.show_progress).fit(a, b, self.data.dev.targets)
         self._original = TruncatedModel.from_pretrained(cfg.model, (L,), max_length=cfg.max_length).to(self.device)
-        specs = self.specs()
-        measured = []
-        with progress(total=len(specs) * len(cfg.backends), desc="compress candidates", unit="candidate",
-                      disable=not self._show()) as bar:
-            for recipe, layers in specs:
-                for backend in cfg.backends:
-                    measured.append(self._candidate(recipe, layers, backend))
-                    bar.update(1)
+        jobs = [(recipe, layers, backend) for recipe, layers in self.specs() for backend in cfg.backends]
         if "torch" not in cfg.backends:  # the reference is always measured, and always a candidate
-            measured.insert(0, self._candidate("original", (L,), "torch"))
+            jobs.insert(0, ("original", (L,), "torch"))
+        with progress(total=len(jobs), desc="compress candidates: scores", unit="candidate",
+                      disable=not self._show()) as bar:
+            scored = []
+            for job in jobs:
+                scored.append(self._scored(*job))
+                bar.update(1)
+        with progress(total=len(jobs), desc="compress candidates: throughput", unit="candidate",
+                      disable=not self._show()) as bar:
+            measured = []
+            for c in scored:
+                measured.append(self._timed(c))
+                bar.update(1)
         original = next(c for c in measured if c.recipe == "original" and c.backend == "torch")
         data = {**self.data.checksums(), "corpus_sentences": len(self.data.corpus)}
         return CompressResult(config=cfg.to_dict(), model=model_key(self.encoder.identity), n_layers=L, data=data,
@@ -175,27 +183,51 @@ class Compression:
             key["graph"] = {"format": GRAPH_FORMAT_VERSION, "opset": OPSET}
         return key
 
-    def _candidate(self, recipe: str, layers: tuple[int, ...], backend: str) -> Candidate:
-        """The candidate from its file, or measured now (and written to the folder)."""
-        name = f"{recipe}-l{max(layers)}-{backend}"
-        path = None
-        if self.folder is not None:
-            path = self.folder / "candidates" / f"{keyed_name(name, self._key(recipe, layers, backend))}.json"
-            if path.is_file():
-                return Candidate.from_dict(json.loads(path.read_text())["candidate"])
-        candidate = self._measure(recipe, layers, backend)
+    def _path(self, recipe: str, layers: tuple[int, ...], backend: str) -> Path | None:
+        if self.folder is None:
+            return None
+        name = keyed_name(f"{recipe}-l{max(layers)}-{backend}", self._key(recipe, layers, backend))
+        return self.folder / "candidates" / f"{name}.json"
+
+    def _save(self, c: Candidate) -> None:
+        path = self._path(c.recipe, c.layers, c.backend)
         if path is not None:
-            write_json(path, {"key": self._key(recipe, layers, backend), "candidate": candidate.to_dict()})
-        logger.info("%s: dev Spearman %.2f, %.2fx the original's throughput", name, candidate.dev, candidate.ratio)
+            write_json(path, {"key": self._key(c.recipe, c.layers, c.backend), "candidate": c.to_dict()})
+
+    def _scored(self, recipe: str, layers: tuple[int, ...], backend: str) -> Candidate:
+        """The candidate from its file, or scored now (and written to the folder, not timed yet: ``speed`` empty)."""
+        path = self._path(recipe, layers, backend)
+        if path is not None and path.is_file():
+            return Candidate.from_dict(json.loads(path.read_text())["candidate"])
+        candidate = self._measure(recipe, layers, backend)
+        self._save(candidate)
+        logger.info("%s: dev Spearman %.2f", candidate.name, candidate.dev)
         return candidate
 
+    def _timed(self, c: Candidate) -> Candidate:
+        """``c`` with its throughput against the original (measured now unless its file has it)."""
+        if c.speed:
+            return c
+        cfg = self.config
+        model = self.model(c.recipe, c.layers)
+        encode = runner(model, c.backend, batch_size=cfg.speed_batch_size,
+                        graph=self.graph(c.recipe, c.layers, c.backend))
+        speed = measure_speed(encode, lambda t: self._original.encode(t, batch_size=cfg.speed_batch_size),
+                              list(self.data.corpus[:cfg.speed_sentences]), batch_size=cfg.speed_batch_size,
+                              repeats=cfg.speed_repeats)
+        c = replace(c, speed={**speed, "max_length": cfg.max_length})
+        self._save(c)
+        logger.info("%s: %.2fx the original's throughput", c.name, c.ratio)
+        return c
+
     def _measure(self, recipe: str, layers: tuple[int, ...], backend: str) -> Candidate:
+        """Dev and test Spearman of a candidate (each distinct sentence encoded once), its parameters and facts."""
         cfg = self.config
         model = self.model(recipe, layers)
         encode = runner(model, backend, batch_size=cfg.speed_batch_size, graph=self.graph(recipe, layers, backend))
         extra = self._student_facts(model, layers[0]) if recipe == "distilled" else {}
         if recipe == "distilled" or backend != "torch":
-            vectors = {name: (encode(list(p.texts1)), encode(list(p.texts2))) for name, p in self._all_pairs()}
+            vectors = self._pair_vectors(encode)
             scores = {name: _pair_spearman(*vectors[name], p) for name, p in self._all_pairs()}
         else:  # a cut on torch: its scores from the layer stacks (the numbers its model gives: see the tests)
             scores = {name: 100.0 * spearman(subset_cosine(*self._stacks[name], layers), np.asarray(p.targets))
@@ -203,13 +235,17 @@ class Compression:
         if backend != "torch":  # how far the backend's vectors are from the torch model's, on the dev sentences
             torch_vectors = model.encode(list(self.data.dev.texts1), batch_size=cfg.speed_batch_size)
             extra["max_abs_diff_vs_torch"] = float(np.abs(vectors["dev"][0] - torch_vectors).max())
-        sentences = list(self.data.corpus[:cfg.speed_sentences])
-        speed = measure_speed(encode, lambda t: self._original.encode(t, batch_size=cfg.speed_batch_size), sentences,
-                              batch_size=cfg.speed_batch_size, repeats=cfg.speed_repeats)
-        speed["max_length"] = cfg.max_length
         tests = {k: v for k, v in scores.items() if k != "dev"}
         return Candidate(recipe=recipe, depth=max(layers), layers=tuple(layers), backend=backend,
-                         parameters=model.n_parameters(), dev=scores["dev"], tests=tests, speed=speed, extra=extra)
+                         parameters=model.n_parameters(), dev=scores["dev"], tests=tests, speed={}, extra=extra)
+
+    def _pair_vectors(self, encode) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """name -> (vectors of texts1, of texts2) of every pair set, each distinct sentence encoded once."""
+        texts = list(dict.fromkeys(t for _, p in self._all_pairs() for t in (*p.texts1, *p.texts2)))
+        row = {t: i for i, t in enumerate(texts)}
+        vectors = encode(texts)
+        return {name: (vectors[[row[t] for t in p.texts1]], vectors[[row[t] for t in p.texts2]])
+                for name, p in self._all_pairs()}
 
     def graph(self, recipe: str, layers: tuple[int, ...], backend: str) -> Path | None:
         """The layer graph folder of a candidate on an ONNX backend (exported once: fp32 and int8), None on torch."""

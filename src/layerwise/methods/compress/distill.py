@@ -2,7 +2,8 @@
 reproduce the teacher's sentence embeddings by MSE on the user's unlabeled sentences (the recipe of
 sentence-transformers' ``model_distillation_layer_reduction`` example).
 
-For a batch of sentences ``x_i`` with teacher embeddings ``t_i`` (d,), computed once (through the layer cache:
+Batches hold sentences of similar length (drawn from windows of a shuffled epoch, see ``LENGTH_GROUP``). For a
+batch of sentences ``x_i`` with teacher embeddings ``t_i`` (d,), computed once (through the layer cache:
 the teacher's embedding is the mean of its last hidden state), the loss is ``mean_{i,k} (s(x_i)_k - t_{i,k})^2``
 with ``s`` the student. The student starts as the plain cut (hidden state l of the teacher) and trains through the
 one loop (:mod:`layerwise.training`), so it is seeded and resumes exactly after a kill.
@@ -21,7 +22,7 @@ from layerwise.training import (
     TrainingConfig,
     TrainingRun,
     TrainingTask,
-    batch_indices,
+    length_grouped_batch_indices,
     steps_per_epoch,
     tensors_sha256,
     train,
@@ -29,7 +30,12 @@ from layerwise.training import (
 from layerwise.training.checkpoint import STATE_JSON
 from layerwise.training.distributed import scale_mean, shard
 
-__all__ = ["DistillTask", "distill_student", "embedding_mse"]
+__all__ = ["DistillTask", "LENGTH_GROUP", "distill_student", "embedding_mse"]
+
+#: batches of similar length (in characters) are drawn from windows of this many batches of a shuffled epoch
+#: (:func:`~layerwise.training.length_grouped_batch_indices`): a batch costs its longest sentence, and the corpus
+#: mixes 3-word questions with 100-word sentences, so random batches are mostly padding
+LENGTH_GROUP = 64
 
 
 def embedding_mse(vectors: np.ndarray, teacher: np.ndarray) -> float:
@@ -47,13 +53,14 @@ class DistillTask(TrainingTask):
         self.module, self.texts = model, list(texts)
         self.teacher = torch.as_tensor(np.asarray(teacher, dtype=np.float32))
         self.batch_size, self.lr, self.seed = int(batch_size), float(lr), int(seed)
+        self.lengths = np.fromiter((len(t) for t in self.texts), dtype=np.int64, count=len(self.texts))
         self.description = f"distill l{model.encoder.config.num_hidden_layers}"
 
     def param_groups(self) -> list[dict]:
         return [{"name": "student", "params": list(self.module.parameters()), "lr": self.lr}]
 
     def loss(self, step: int, micro: int) -> dict:
-        batch = batch_indices(len(self.texts), self.batch_size, self.seed, step)
+        batch = length_grouped_batch_indices(self.lengths, self.batch_size, self.seed, step, group=LENGTH_GROUP)
         idx = shard(batch)  # this process's rows (all of them in one process)
         z = self.module([self.texts[i] for i in idx])  # (b, d)
         target = self.teacher[torch.as_tensor(idx)].to(device=z.device, dtype=z.dtype)
@@ -64,7 +71,8 @@ class DistillTask(TrainingTask):
         return {"model": {"weights_sha256": tensors_sha256(m.encoder.state_dict()), "layers": list(m.layers),
                           "max_length": m.max_length, "model_type": m.encoder.config.model_type},
                 "data": content_checksum(self.texts), "teacher": tensors_sha256({"t": self.teacher}),
-                "settings": {"batch_size": self.batch_size, "seed": self.seed, "lr": self.lr}}
+                "settings": {"batch_size": self.batch_size, "seed": self.seed, "lr": self.lr,
+                             "batches": f"length-grouped-{LENGTH_GROUP}"}}
 
     def save(self, folder: Path) -> None:
         self.module.save(folder)
