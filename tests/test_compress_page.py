@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
+from pathlib import Path
+
 import pytest
 
 from conftest import write_stsb, write_unlabeled
@@ -9,6 +13,10 @@ from layerwise.benchmarks import ResultsStore
 from layerwise.benchmarks.catalog import get_page
 from layerwise.benchmarks.registry import PageContext
 from layerwise.methods.compress import Compressor
+
+
+def n_layers(folder) -> int:
+    return int(json.loads((Path(folder) / "config.json").read_text())["num_hidden_layers"])
 
 
 def test_compress_page_runs_and_renders_from_the_store(tiny_bert, env, monkeypatch):
@@ -20,19 +28,53 @@ def test_compress_page_runs_and_renders_from_the_store(tiny_bert, env, monkeypat
     ctx = PageContext(store=store, output=env / "out", data_dir=str(data), command=("test",), options=options)
     page = get_page("compress")
     page.run(ctx)
-    (part,) = store.parts("compress")
-    p = part.payload
-    counts = p["corpus"]
+    parts = store.parts("compress")
+    depths = sorted(p.key["depth"] for p in parts if "depth" in p.key)
+    (summary,) = [p for p in parts if "depth" not in p.key]
+    assert depths == list(range(1, n_layers(tiny_bert)))  # one part per depth below the full one, and the choice
+    depth_parts = [p for p in parts if "depth" in p.key]
+    counts = depth_parts[0].payload["corpus"]
     assert counts["kept"] == counts["distinct"] - counts["left_out_scored"] > 8
-    recipes = {c["recipe"] for c in p["result"]["candidates"]}
-    assert {"original", "cut", "distilled"} <= recipes
-    assert all(set(c["tests"]) == {"stsb"} for c in p["result"]["candidates"])
+    for part in depth_parts:
+        recipes = {c["recipe"] for c in part.payload["result"]["candidates"]}
+        assert {"original", "cut", "distilled"} <= recipes
+        depths = {c["depth"] for c in part.payload["result"]["candidates"] if c["recipe"] != "lc-cut"}
+        assert depths == {part.key["depth"], n_layers(tiny_bert)}  # this depth's candidates and the original
+        assert all(set(c["tests"]) == {"stsb"} for c in part.payload["result"]["candidates"])
+    assert Path(summary.payload["saved_model"], "config.json").is_file()
     monkeypatch.setattr(Compressor, "fit", lambda *a, **k: pytest.fail("computed again"))
     page.run(ctx)  # the part is in the store: nothing is computed
     md, png = page.render(ctx)
     text = md.read_text()
     assert f"## {tiny_bert.name}" in text and "| **chosen** |" in text and png.is_file()
     assert f"Distillation corpus: {counts['kept']} sentences" in text
+    chosen = summary.payload["chosen"]
+    assert f"**{chosen['recipe']}-l{chosen['depth']}-{chosen['backend']}**" in text  # render's choice = the run's
+
+
+def test_a_killed_page_run_keeps_its_finished_depths(tiny_bert, env, monkeypatch):
+    data = write_unlabeled(write_stsb(env / "data", n_pairs=24))
+    store = ResultsStore(env / "state")
+    options = {"models": [str(tiny_bert)], "backends": ["torch"], "epochs": 1, "batch_size": 8, "max_length": 16,
+               "speed_sentences": 16, "speed_batch_size": 16, "speed_repeats": 1, "corpus": ["wiki", "snli"],
+               "tests": ["stsb"], "folders": str(env / "runs")}
+    ctx = PageContext(store=store, output=env / "out", data_dir=str(data), command=("test",), options=options)
+    real_fit, fits = Compressor.fit, []
+
+    def fit_then_kill(self, *a, **kw):
+        fits.append(self.depths)
+        if len(fits) == 2:
+            raise KeyboardInterrupt
+        return real_fit(self, *a, **kw)
+
+    monkeypatch.setattr(Compressor, "fit", fit_then_kill)
+    with pytest.raises(KeyboardInterrupt):
+        get_page("compress").run(ctx)
+    assert [p.key["depth"] for p in store.parts("compress")] == [1]
+    fits.clear()
+    monkeypatch.setattr(Compressor, "fit", lambda self, *a, **kw: fits.append(self.depths) or real_fit(self, *a, **kw))
+    get_page("compress").run(ctx)
+    assert len(fits) == 1  # the finished depth is not fitted again: only the chosen model's fit (from the work files)
 
 
 def test_compress_page_refuses_unknown_options(tmp_path):

@@ -20,7 +20,7 @@ from layerwise.benchmarks.registry import PageContext, ResultsPage, register
 from layerwise.benchmarks.store import Part, model_key
 from layerwise.encoders.layer_encoder import LayerEncoder
 from layerwise.methods.compress import Compressor, CompressSettings
-from layerwise.methods.compress.frontier import RECIPES, Candidate, plot_frontier
+from layerwise.methods.compress.frontier import RECIPES, Candidate, choose, plot_frontier
 from layerwise.reports import write_text
 
 logger = logging.getLogger(__name__)
@@ -84,32 +84,53 @@ def _settings(config: CompressPageConfig) -> CompressSettings:
 
 
 def run(ctx: PageContext) -> None:
-    """Compute the part of every model the store lacks; each is saved when done."""
+    """Compute the parts every model lacks: one per depth (a kill loses at most one depth), then the chosen model."""
     config = _config(ctx)
     data = page_data(config.corpus, config.tests, limit=config.corpus_limit, seed=config.seed,
                      data_dir=ctx.data_dir)
     for model in ctx.options.get("models") or MODELS:
-        identity = LayerEncoder(model, max_length=config.max_length, cache_dir=False, show_progress=False).identity
-        key = {"model": model_key(identity), "data": data.checksums(), "protocol": config.protocol()}
-        name = Path(model).name
-        if ctx.store.load(NAME, name, key) is not None:
-            continue
-        t0 = time.perf_counter()
-        root = Path(config.folders) / name
-        est = Compressor(model, budget=config.budget, backends=config.backends, settings=_settings(config),
-                         output_dir=str(root / "work"))
-        est.fit(data.corpus, data.dev, tests=data.tests)
-        saved = est.save(root / "model")
-        payload = {"model": model, "result": est.result_.to_dict(), "chosen": est.chosen_.to_dict(),
-                   "corpus": data.counts, "saved_model": str(saved), "seconds": time.perf_counter() - t0}
-        ctx.store.save(Part(NAME, name, key, payload, True, [run_record(ctx.command)]))
-        logger.info("compress page: %s done in %.0f s", name, payload["seconds"])
+        encoder = LayerEncoder(model, max_length=config.max_length, cache_dir=False, show_progress=False)
+        key = {"model": model_key(encoder.identity), "data": data.checksums(), "protocol": config.protocol()}
+        name, root = Path(model).name, Path(config.folders) / Path(model).name
+        for depth in range(1, encoder.identity.n_layers):  # the full depth: the original, in every part
+            if ctx.store.load(NAME, f"{name}-l{depth}", {**key, "depth": depth}) is not None:
+                continue
+            t0 = time.perf_counter()
+            est = _compressor(model, config, root, depth).fit(data.corpus, data.dev, tests=data.tests)
+            payload = {"model": model, "depth": depth, "result": est.result_.to_dict(), "corpus": data.counts,
+                       "seconds": time.perf_counter() - t0}
+            ctx.store.save(Part(NAME, f"{name}-l{depth}", {**key, "depth": depth}, payload, True,
+                                [run_record(ctx.command)]))
+            logger.info("compress page: %s depth %d done in %.0f s", name, depth, payload["seconds"])
+        if ctx.store.load(NAME, name, key) is None:
+            _, _, chosen = _model_candidates(ctx.store.parts(NAME), key, config.budget)
+            depth = max(1, chosen.depth)  # an LC cut of hidden state 0 alone comes from the depth-1 fit
+            est = _compressor(model, config, root, depth).fit(data.corpus, data.dev, tests=data.tests)
+            saved = est.save(root / "model")  # every candidate is read back from the work folder
+            ctx.store.save(Part(NAME, name, key, {"model": model, "chosen": est.chosen_.to_dict(),
+                                                  "saved_model": str(saved)}, True, [run_record(ctx.command)]))
 
 
-def _candidates(part: Part) -> tuple[list[Candidate], Candidate, Candidate]:
-    result = part.payload["result"]
-    return ([Candidate.from_dict(c) for c in result["candidates"]], Candidate.from_dict(result["original"]),
-            Candidate.from_dict(part.payload["chosen"]))
+def _compressor(model: str, config: CompressPageConfig, root: Path, depth: int) -> Compressor:
+    """The estimator of one depth's candidates; every depth shares the work folder (the original is measured once)."""
+    return Compressor(model, depths=(depth,), budget=config.budget, backends=config.backends,
+                      settings=_settings(config), output_dir=str(root / "work"))
+
+
+def _model_candidates(parts: list[Part], key: dict, budget: float) -> tuple[list[Candidate], Candidate, Candidate]:
+    """Every candidate of the depth parts stored under ``key`` (each once: the original is in every part, the first
+    kept), the original on torch, and the choice under ``budget``."""
+    seen, candidates = set(), []
+    for part in sorted((p for p in parts if "depth" in p.key and {k: v for k, v in p.key.items() if k != "depth"}
+                        == key), key=lambda p: p.key["depth"]):
+        for c in (Candidate.from_dict(d) for d in part.payload["result"]["candidates"]):
+            if (c.recipe, c.layers, c.backend) not in seen:
+                seen.add((c.recipe, c.layers, c.backend))
+                candidates.append(c)
+    if not candidates:
+        raise ValueError("no stored depth parts under this key")
+    original = next(c for c in candidates if c.recipe == "original" and c.backend == "torch")
+    return candidates, original, choose(candidates, original.dev, budget)
 
 
 def _average(c: Candidate) -> float | None:
@@ -129,17 +150,46 @@ def _tmft_by_depth(ctx: PageContext, model: str) -> dict[int, float]:
     return {depth: sum(v) / len(v) for depth, v in scores.items()}
 
 
-def _table(ctx: PageContext, part: Part) -> list[str]:
-    candidates, original, chosen = _candidates(part)
-    tests = [t for t in TESTS if t in original.tests]
-    tmft = _tmft_by_depth(ctx, part.payload["model"])
+@dataclass(frozen=True)
+class _ModelResults:
+    """One model's stored depth parts under its newest protocol, read back: every candidate, the original, the
+    choice under that protocol's budget."""
+
+    model: str
+    protocol: dict
+    counts: dict
+    parts: list[Part]
+    candidates: list[Candidate]
+    original: Candidate
+    chosen: Candidate
+
+
+def _by_model(parts: list[Part]) -> list[_ModelResults]:
+    """Per model (in MODELS order, then others), the depth parts of its most recently run protocol."""
+    depth_parts = [p for p in parts if "depth" in p.key]
+    out = []
+    for model in dict.fromkeys(p.payload["model"] for p in depth_parts):
+        mine = [p for p in depth_parts if p.payload["model"] == model]
+        newest = max(mine, key=lambda p: max((r.get("started", "") for r in p.runs), default=""))
+        key = {k: v for k, v in newest.key.items() if k != "depth"}
+        protocol = key["protocol"]
+        candidates, original, chosen = _model_candidates(mine, key, float(protocol["budget"]))
+        out.append(_ModelResults(model, protocol, newest.payload["corpus"],
+                                 [p for p in mine if p.key["protocol"] == protocol], candidates, original, chosen))
+    order = {Path(m).name: i for i, m in enumerate(MODELS)}
+    return sorted(out, key=lambda r: (order.get(Path(r.model).name, len(order)), r.model))
+
+
+def _table(ctx: PageContext, r: _ModelResults) -> list[str]:
+    tests = [t for t in TESTS if t in r.original.tests]
+    tmft = _tmft_by_depth(ctx, r.model)
     head = ["| depth | recipe | backend | parameters | throughput ratio | STS-B dev | "
             + " | ".join(tests) + " | STS average | TMFT STS-B test (tmft page) | |",
             "|---" * (8 + len(tests)) + "|---|"]
     rows = []
-    for c in sorted(candidates, key=lambda c: (c.depth, list(RECIPES).index(c.recipe), c.backend)):
+    for c in sorted(r.candidates, key=lambda c: (c.depth, list(RECIPES).index(c.recipe), c.layers, c.backend)):
         avg = _average(c)
-        mark = "**chosen**" if c.name == chosen.name else ""
+        mark = "**chosen**" if c.name == r.chosen.name and c.layers == r.chosen.layers else ""
         rows.append(f"| {c.depth} | {c.recipe} ({','.join(map(str, c.layers))}) | {c.backend} | "
                     f"{c.parameters / 1e6:.1f} M | {c.ratio:.2f}x | {c.dev:.2f} | "
                     + " | ".join(f"{c.tests[t]:.2f}" for t in tests)
@@ -148,17 +198,18 @@ def _table(ctx: PageContext, part: Part) -> list[str]:
     return head + rows
 
 
-def _goals(part: Part, budget: float) -> list[str]:
-    candidates, original, chosen = _candidates(part)
+def _goals(r: _ModelResults) -> list[str]:
+    candidates, original, chosen = r.candidates, r.original, r.chosen
     ok = [c for c in candidates if "stsb" in c.tests and c.tests["stsb"] >= original.tests["stsb"] - 1.0
           and (_average(c) or 0) >= (_average(original) or 0) - 1.0]
     best = max(ok, key=lambda c: c.ratio, default=original)
     int8 = [(c, next((o for o in candidates if o.backend == "onnx" and o.recipe == c.recipe and o.layers == c.layers),
                      None)) for c in candidates if c.backend == "onnx-int8"]
     drift = [abs(c.dev - o.dev) for c, o in int8 if o is not None]
-    lines = [f"- chosen on dev (budget {budget:g}): **{chosen.name}**, {chosen.ratio:.2f}x, STS-B dev {chosen.dev:.2f} "
-             f"(original {original.dev:.2f}), STS-B test {chosen.tests.get('stsb', float('nan')):.2f} (original "
-             f"{original.tests.get('stsb', float('nan')):.2f})",
+    layers = ",".join(map(str, chosen.layers))
+    lines = [f"- chosen on dev (budget {r.protocol['budget']:g}): **{chosen.name}** (hidden states {layers}), "
+             f"{chosen.ratio:.2f}x, STS-B dev {chosen.dev:.2f} (original {original.dev:.2f}), STS-B test "
+             f"{chosen.tests.get('stsb', float('nan')):.2f} (original {original.tests.get('stsb', float('nan')):.2f})",
              f"- fastest candidate within 1.0 of the original on STS-B test and on the STS average (read on the test "
              f"sets, for the goal only): {best.name}, {best.ratio:.2f}x"]
     if drift:
@@ -167,48 +218,52 @@ def _goals(part: Part, budget: float) -> list[str]:
     return lines
 
 
-def _tests_of(parts: list[Part]) -> list[str]:
-    present = {t for p in parts for t in p.payload["result"]["original"]["tests"]}
-    return [t for t in TESTS if t in present]
+def _data_line(r: _ModelResults) -> str:
+    counts, protocol = r.counts, r.protocol
+    tests = [t for t in TESTS if t in r.original.tests]
+    usable = counts["distinct"] - counts["left_out_scored"]
+    sample = "all of them" if protocol.get("corpus_limit") is None else f"a seeded sample of the {usable} usable"
+    return (f"Distillation corpus: {counts['kept']} sentences ({sample}; "
+            + ", ".join(f"{k} {counts[k]}" for k in protocol["corpus"] if k in counts)
+            + f"; {counts['distinct']} distinct; {counts['left_out_scored']} left out because they are in a dev or "
+            f"test pair), {protocol['epochs']} epoch(s), batch {protocol['batch_size']}, learning rate "
+            f"{protocol['lr']:g}, max length {protocol['max_length']}, seed {protocol['seed']}. Dev: STS-B dev. "
+            f"Tests: {', '.join(tests)} (SICK-R: all 9927 pairs, as MTEB; STS12-16: aggregation `all`, every subset "
+            "pooled into one Spearman, as MTEB).")
 
 
 def render(ctx: PageContext) -> list[Path]:
-    """Write ``compress.md`` and one frontier plot per model from the store alone."""
-    config = _config(ctx)
-    parts = [p for p in ctx.store.parts(NAME) if p.key["protocol"] == config.protocol()]
-    if not parts:
+    """Write ``compress.md`` and one frontier plot per model from the store alone (each model under the protocol
+    it was last run with)."""
+    _config(ctx)  # options checked
+    results = _by_model(ctx.store.parts(NAME))
+    if not results:
         raise FileNotFoundError(f"no compress parts in {ctx.store.root}; run `layerwise results run compress` first")
-    counts = parts[0].payload["corpus"]
     lines = [f"# {TITLE}", "",
-             "Made by `layerwise results run compress` (computes what the store lacks) and `layerwise results render "
-             "compress` (this page, from `docs/results/state/compress/` alone). Per model, `Compressor` (the estimator "
-             "behind `layerwise compress`) builds at every depth l the plain cut, the LC cut (best subset of hidden "
-             "states 0..l on STS-B dev, exact search) and a student distilled from the full model by MSE on the "
-             "corpus; each runs on torch fp32, ONNX fp32 and ONNX int8 (dynamic quantization) in onnxruntime and "
-             "the fp32 graph in OpenVINO, and is timed against the original torch model in one run.", "",
-             f"Distillation corpus: {counts['kept']} sentences ("
-             + ", ".join(f"{k} {counts[k]}" for k in config.corpus if k in counts)
-             + f"; {counts['distinct']} distinct; {counts['left_out_scored']} left out because they are in a dev or "
-             f"test pair). Dev: STS-B dev. Tests: {', '.join(_tests_of(parts))} (SICK-R: all 9927 pairs, as MTEB; "
-             "STS12-16: aggregation `all`, every subset pooled into one Spearman, as MTEB).", ""]
+             "Made by `layerwise results run compress` (computes what the store lacks, one part per model and depth) "
+             "and `layerwise results render compress` (this page, from `docs/results/state/compress/` alone). Per "
+             "model, `Compressor` (the estimator behind `layerwise compress`) builds at every depth l the plain cut, "
+             "the LC cut (best subset of hidden states 0..l on STS-B dev, exact search) and a student distilled from "
+             "the full model by MSE on the corpus; each runs on torch fp32, ONNX fp32 and ONNX int8 (dynamic "
+             "quantization) in onnxruntime and the fp32 graph in OpenVINO, and is timed against the original torch "
+             "model in one run.", ""]
     paths = []
-    for part in parts:
-        name = Path(part.payload["model"]).name
-        candidates, _, chosen = _candidates(part)
-        png = plot_frontier(candidates, ctx.output / f"compress-{name}.png", title=name, chosen=chosen)
+    for r in results:
+        name = Path(r.model).name
+        png = plot_frontier(r.candidates, ctx.output / f"compress-{name}.png", title=name, chosen=r.chosen)
         paths.append(png)
-        lines += [f"## {name}", "", *_goals(part, config.budget), "", *_table(ctx, part), "",
+        lines += [f"## {name}", "", _data_line(r), "", *_goals(r), "", *_table(ctx, r), "",
                   f"![frontier]({png.name})", ""]
-    s = Candidate.from_dict(parts[0].payload["chosen"]).speed
+    s = results[0].chosen.speed
     lines += ["## How to read it", "",
               f"Throughput ratio: the original torch model's median pass over the candidate's, passes interleaved in "
               f"one run ({s['sentences']} corpus sentences, batch {s['batch_size']}, max length {s['max_length']}, "
-              f"{len(s['seconds'])} timed passes each, {s['threads']} threads); the original torch row, timed against itself, "
-              "shows the timing's noise. ONNX fp32 gives the torch vectors "
+              f"{len(s['seconds'])} timed passes each, {s['threads']} threads); the original torch row, timed against "
+              "itself, shows the timing's noise. ONNX fp32 gives the torch vectors "
               "(difference per candidate in its stored part); int8 is close, not equal.", "",
               *[f"- {k}: {v}" for k, v in RECIPES.items()], "",
               "## Published figures (theirs, their hardware; not measured here)", "", *[f"- {p}" for p in PUBLISHED],
-              "", "## Provenance", "", *provenance_lines(parts), ""]
+              "", "## Provenance", "", *provenance_lines([p for r in results for p in r.parts]), ""]
     return [write_text(ctx.output / f"{NAME}.md", "\n".join(lines)), *paths]
 
 
