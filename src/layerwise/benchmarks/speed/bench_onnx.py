@@ -296,7 +296,9 @@ def render(ctx: PageContext) -> list[Path]:
 
 PAGE = register(ResultsPage(
     name=NAME, method="speed", title=TITLE, models=(OnnxBenchConfig.model,), data=("stsb",),
-    grid={"backends": list(BACKENDS)}, settings=asdict(OnnxBenchConfig()), run=run, render=render))
+    grid={"backends": list(BACKENDS)}, settings=asdict(OnnxBenchConfig()), run=run, render=render,
+    measures=("src/layerwise/encoders", "src/layerwise/cache", "src/layerwise/evaluation/metrics.py",
+              "src/layerwise/benchmarks/speed/bench_onnx.py")))
 
 
 def main(argv=None) -> int:
