@@ -335,3 +335,17 @@ def test_every_candidate_is_scored_before_any_is_timed_and_a_kill_while_timing_k
     resumed = _comp(teacher, depths=(1,), output_dir=str(env / "w")).fit(CORPUS, (s1, s2, y))
     assert events == ["time"] * (n - 2)  # nothing scored again; the two timed before the kill are kept
     assert all(c.speed["seconds"] for c in resumed.candidates_)
+
+
+def test_prepare_scores_without_timing_and_fit_then_only_times(teacher, env, monkeypatch):
+    s1, s2, y = _dev()
+    timed = []
+    real_speed = build_module.measure_speed
+    monkeypatch.setattr(build_module, "measure_speed", lambda *a, **kw: timed.append(1) or real_speed(*a, **kw))
+    scored = _comp(teacher, depths=(1,), output_dir=str(env / "p")).prepare(CORPUS, (s1, s2, y))
+    assert timed == [] and scored and all(c.speed == {} for c in scored)
+    monkeypatch.setattr(build_module.Compression, "_measure", lambda *a: pytest.fail("scored again"))
+    est = _comp(teacher, depths=(1,), output_dir=str(env / "p")).fit(CORPUS, (s1, s2, y))
+    assert len(timed) == len(scored) and [c.dev for c in est.candidates_] == [c.dev for c in scored]
+    with pytest.raises(UsageError, match="output_dir"):
+        _comp(teacher, depths=(1,)).prepare(CORPUS, (s1, s2, y))

@@ -56,7 +56,7 @@ def test_a_killed_page_run_keeps_its_finished_depths(tiny_bert, env, monkeypatch
     store = ResultsStore(env / "state")
     options = {"models": [str(tiny_bert)], "backends": ["torch"], "epochs": 1, "batch_size": 8, "max_length": 16,
                "speed_sentences": 16, "speed_batch_size": 16, "speed_repeats": 1, "corpus": ["wiki", "snli"],
-               "tests": ["stsb"], "folders": str(env / "runs")}
+               "tests": ["stsb"], "folders": str(env / "runs"), "timings": "per-depth"}
     ctx = PageContext(store=store, output=env / "out", data_dir=str(data), command=("test",), options=options)
     real_fit, fits = Compressor.fit, []
 
@@ -76,7 +76,8 @@ def test_a_killed_page_run_keeps_its_finished_depths(tiny_bert, env, monkeypatch
     assert len(fits) == 1  # the finished depth is not fitted again: only the chosen model's fit (from the work files)
 
 
-def test_compress_page_refuses_unknown_options(tmp_path):
-    ctx = PageContext(store=ResultsStore(tmp_path), output=tmp_path, options={"budgte": 1})
+@pytest.mark.parametrize("options", [{"budgte": 1}, {"timings": "sometimes"}])
+def test_compress_page_refuses_unknown_options(tmp_path, options):
+    ctx = PageContext(store=ResultsStore(tmp_path), output=tmp_path, options=options)
     with pytest.raises(ValueError, match="unknown compress page option"):
         get_page("compress").run(ctx)

@@ -1,10 +1,11 @@
 """The ``compress`` page: the fastest model within 1.0 point of STS-B dev Spearman, and the whole frontier, for the
 built-in models (``layerwise results run compress``; ``render`` reads the store only).
 
-One part per model: :class:`~layerwise.Compressor` fitted on the page's corpus (:mod:`.data`) with STS-B dev
-choosing and the test sets scored, keyed on the model's identity, the data's checksums and every setting. The fit
-keeps its candidates and students under ``folders/<model>/work``, so a killed run continues; the part is stored
-when the model is done, with the chosen model saved beside it.
+One part per model and depth: :class:`~layerwise.Compressor` at that depth on the page's corpus (:mod:`.data`), STS-B
+dev choosing and the test sets scored, keyed on the model's identity, the data's checksums, every setting and the
+depth; then one part per model for the chosen model (saved under ``folders/<model>/model``). Every depth shares the
+work folder ``folders/<model>/work`` (candidates, students, graphs), so a killed run continues; with ``timings=last``
+(the default) every depth is scored before any is timed (:meth:`~layerwise.Compressor.prepare`).
 """
 
 from __future__ import annotations
@@ -61,14 +62,21 @@ class CompressPageConfig:
     corpus_limit: int | None = None  # a seeded sample of the corpus (None: all of it)
     tests: tuple[str, ...] = TESTS
     folders: str = "runs/compress"  # candidates, students, graphs and chosen models (large; not in the repository)
+    # "last": every depth scored first, then all timed in one block (the timings can wait for a quiet machine);
+    # "per-depth": each depth scored, timed and stored in turn (a run spanning sessions keeps every finished depth;
+    # the work folder, with the students, does not survive a new checkout)
+    timings: str = "last"
 
     def protocol(self) -> dict:
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items() if k != "folders"}
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()
+                if k not in ("folders", "timings")}
 
 
 def _config(ctx: PageContext) -> CompressPageConfig:
     known = set(CompressPageConfig.__dataclass_fields__) | {"models"}
     bad = sorted(set(ctx.options) - known)
+    if ctx.options.get("timings", "last") not in ("last", "per-depth"):
+        bad.append(f"timings={ctx.options['timings']!r} (valid: last, per-depth)")
     if bad:
         raise ValueError(f"unknown compress page option(s) {bad}; valid: {', '.join(sorted(known))}")
     listed = ("backends", "corpus", "tests")  # JSON lists, or comma-separated names (--option tests=stsb,sickr)
@@ -84,7 +92,8 @@ def _settings(config: CompressPageConfig) -> CompressSettings:
 
 
 def run(ctx: PageContext) -> None:
-    """Compute the parts every model lacks: one per depth (a kill loses at most one depth), then the chosen model."""
+    """Compute the parts every model lacks: every depth's candidates scored first, then each depth timed and stored
+as one part (a kill keeps every scored candidate and every stored depth), then the chosen model."""
     config = _config(ctx)
     data = page_data(config.corpus, config.tests, limit=config.corpus_limit, seed=config.seed,
                      data_dir=ctx.data_dir)
@@ -92,9 +101,12 @@ def run(ctx: PageContext) -> None:
         encoder = LayerEncoder(model, max_length=config.max_length, cache_dir=False, show_progress=False)
         key = {"model": model_key(encoder.identity), "data": data.checksums(), "protocol": config.protocol()}
         name, root = Path(model).name, Path(config.folders) / Path(model).name
-        for depth in range(1, encoder.identity.n_layers):  # the full depth: the original, in every part
-            if ctx.store.load(NAME, f"{name}-l{depth}", {**key, "depth": depth}) is not None:
-                continue
+        missing = [depth for depth in range(1, encoder.identity.n_layers)  # the full depth: the original, in all
+                   if ctx.store.load(NAME, f"{name}-l{depth}", {**key, "depth": depth}) is None]
+        if config.timings == "last":  # students trained, every candidate scored, nothing timed (load is harmless)
+            for depth in missing:
+                _compressor(model, config, root, depth).prepare(data.corpus, data.dev, tests=data.tests)
+        for depth in missing:  # then the timings, in one block (read back: only the timing is new)
             t0 = time.perf_counter()
             est = _compressor(model, config, root, depth).fit(data.corpus, data.dev, tests=data.tests)
             payload = {"model": model, "depth": depth, "result": est.result_.to_dict(), "corpus": data.counts,

@@ -127,8 +127,9 @@ class Compression:
         self._tmp: tempfile.TemporaryDirectory | None = None  # graphs, when there is no folder
 
     # -- the run ---------------------------------------------------------------------------------------------
-    def run(self) -> CompressResult:
-        """Measure every candidate the folder lacks (each saved as soon as it is done); returns them all."""
+    def score(self) -> list[Candidate]:
+        """Train the students and score every candidate the folder lacks (each written as soon as it is scored);
+        nothing is timed: the candidates' ``speed`` is empty until :meth:`run` times them."""
         cfg, L = self.config, self.n_layers
         self._stacks = {name: self._pair_stack(p) for name, p in [("dev", self.data.dev), *self.data.tests.items()]}
         a, b = self._stacks["dev"]
@@ -143,7 +144,13 @@ class Compression:
             for job in jobs:
                 scored.append(self._scored(*job))
                 bar.update(1)
-        with progress(total=len(jobs), desc="compress candidates: throughput", unit="candidate",
+        return scored
+
+    def run(self) -> CompressResult:
+        """Score (:meth:`score`), then time every candidate against the original in one block; returns them all."""
+        cfg, L = self.config, self.n_layers
+        scored = self.score()
+        with progress(total=len(scored), desc="compress candidates: throughput", unit="candidate",
                       disable=not self._show()) as bar:
             measured = []
             for c in scored:

@@ -127,11 +127,7 @@ class Compressor(SentenceEstimator):
         tests : dict of name -> pairs, or None
             Test pairs, scored for every candidate and reported (never used to choose).
         """
-        config, budget = self._config()
-        data = CompressData(corpus=tuple(self._corpus(corpus, config)), dev=_pairs(dev, "dev"),
-                            tests={str(k): _pairs(v, f"tests[{k!r}]") for k, v in (tests or {}).items()})
-        run = Compression(config, data, folder=self.output_dir, cache_dir=self._settings().cache_dir,
-                          show_progress=self.show_progress, device=self._settings().device)
+        run, budget = self._compression(corpus, dev, tests)
         result = run.run()
         self.result_ = result
         self.candidates_ = list(result.candidates)
@@ -146,6 +142,25 @@ class Compressor(SentenceEstimator):
         logger.info("chose %s: dev Spearman %.2f (original %.2f), %.2fx the original's throughput",
                     self.chosen_.name, self.chosen_.dev, self.original_.dev, self.chosen_.ratio)
         return self
+
+    def prepare(self, corpus, dev, *, tests: dict | None = None) -> list[Candidate]:
+        """Train the students and score every candidate into ``output_dir``, timing nothing; a later :meth:`fit`
+        with the same parameters and data reads them back and only times them. For a busy machine: the scores do
+        not depend on the load, the throughput does. Returns the scored candidates (``speed`` empty)."""
+        if self.output_dir is None:
+            raise UsageError("prepare() keeps its work in output_dir, which is None; pass output_dir=FOLDER (fit() "
+                             "then reads the scored candidates back from it)")
+        run, _ = self._compression(corpus, dev, tests)
+        return run.score()
+
+    def _compression(self, corpus, dev, tests) -> tuple[Compression, float]:
+        """The run of these parameters on this data (every argument checked before any work), and the budget."""
+        config, budget = self._config()
+        data = CompressData(corpus=tuple(self._corpus(corpus, config)), dev=_pairs(dev, "dev"),
+                            tests={str(k): _pairs(v, f"tests[{k!r}]") for k, v in (tests or {}).items()})
+        run = Compression(config, data, folder=self.output_dir, cache_dir=self._settings().cache_dir,
+                          show_progress=self.show_progress, device=self._settings().device)
+        return run, budget
 
     def __getstate__(self) -> dict:
         """Pickled (joblib, copy) without the run's encoder and models; what was learned is kept."""
