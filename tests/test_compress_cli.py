@@ -53,6 +53,16 @@ def test_compress_end_to_end(tiny_bert, env, capsys, monkeypatch):
     assert json.loads((out / "report.json").read_text())["candidates"] == report["candidates"]
 
 
+def test_prepare_scores_and_a_later_run_only_times(tiny_bert, env, capsys, monkeypatch):
+    corpus, dev, _ = _files(env)
+    out = env / "out"
+    assert main(_args(tiny_bert, corpus, dev, out, "--prepare")) == 0
+    assert "scored" in capsys.readouterr().out and not (out / "report.json").exists()
+    monkeypatch.setattr(build_module.Compression, "_measure", lambda *a: pytest.fail("scored again"))
+    assert main(_args(tiny_bert, corpus, dev, out)) == 0
+    assert all(c["speed"]["seconds"] for c in json.loads((out / "report.json").read_text())["candidates"])
+
+
 @pytest.mark.parametrize("extra,n_corpus,message", [
     (("--depths", "3"), 40, "depth 3 is outside 1..2"),
     (("--backends", "torch,tensorrt"), 40, "unknown backend 'tensorrt'"),

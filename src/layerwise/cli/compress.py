@@ -51,6 +51,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--speed-repeats", type=positive_int, default=3, help="timed passes per model (default: 3)")
     p.add_argument("--device", default="cpu", help="where models train and run (default: cpu)")
     p.add_argument("--cache-dir", default=None, help="layer-stack cache (default: $LAYERWISE_HOME/cache)")
+    p.add_argument("--prepare", action="store_true",
+                   help="train the students and score every candidate into DIR/work, time nothing and write no "
+                        "report (the same command without --prepare then only times them: on a quiet machine)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars, only the results")
     add_corpus_columns(p)
     add_pair_columns(p)
@@ -84,6 +87,11 @@ def run(args, command) -> int:
     check_destination(out / "model", True)  # a model/ folder layerwise did not export is refused before the fit
     est = Compressor(args.model, depths=args.depths, budget=args.budget, backends=args.backends, settings=settings,
                      output_dir=str(out / "work"), show_progress=not args.quiet)
+    if args.prepare:
+        scored = est.prepare(corpus, dev, tests=tests)
+        print(f"scored {len(scored)} candidates into {out / 'work'}; run the same command without --prepare to time "
+              "them and choose")
+        return 0
     env = environment(command)
     env["machine"]["load_average_start"], t0 = list(os.getloadavg()), time.perf_counter()
     est.fit(corpus, dev, tests=tests)
