@@ -18,8 +18,6 @@ cut above the highest state used, :func:`layerwise.methods.lc.export.export_laye
 
 from __future__ import annotations
 
-import io
-import json
 import logging
 import math
 import os
@@ -27,18 +25,17 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
-from sklearn.linear_model import LogisticRegression
 
-from layerwise.base import SentenceEstimator, check_int, check_labels, check_scores, check_texts
-from layerwise.encoders.layer_encoder import LayerEncoder, ModelIdentity
+from layerwise.base import SentenceEstimator, check_int, check_texts
+from layerwise.encoders.layer_encoder import LayerEncoder
 from layerwise.encoders.registry import DEFAULT_MODEL
 from layerwise.errors import UsageError
-from layerwise.evaluation.classification import CLASSIFIER, fit_logreg, inner_splits
+from layerwise.evaluation.classification import fit_logreg, inner_splits
 from layerwise.evaluation.metrics import spearman
-from layerwise.evaluation.sts import check_gold
-from layerwise.export.sentence_transformers import EXPORT_MARKER
 from layerwise.layers import LayerStack
 from layerwise.methods.lc.export import SubsetExport, export_layer_subset
+from layerwise.methods.lc.fit_arguments import fit_arguments
+from layerwise.methods.lc.saved import read_fitted, write_learned
 from layerwise.methods.lc.screen import DEFAULT_RIDGE_ALPHA, RidgeScreen
 from layerwise.methods.lc.search import LayerSubsetSearch
 from layerwise.methods.lc.transfer import (
@@ -49,15 +46,12 @@ from layerwise.methods.lc.transfer import (
     pair_features,
 )
 from layerwise.pooling import layer_mean
-from layerwise.reports import write_bytes, write_json
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["LC_POOLINGS", "LayerCombination"]
 
 LC_POOLINGS = ("mean", "cls")  # token pooling of each hidden state (layer_mean kinds)
-STATE_FILE = "layer_combination.json"  # what fit learned beyond the subset: scores, settings, classifier
-ARRAYS_FILE = "layer_combination.npz"  # every subset's score (and the classifier's weights): numbers only
 
 
 class LayerCombination(SentenceEstimator):
@@ -160,7 +154,7 @@ class LayerCombination(SentenceEstimator):
         - ``fit(texts, labels)``: texts with class labels (str or int), by the transfer protocol.
         - ``fit(texts1, texts2, labels=labels)``: text pairs with class labels (e.g. paraphrase or not).
         """
-        form, (first, second, target) = self._check_fit_args(sentences1, sentences2_or_labels, scores, labels)
+        form, (first, second, target) = fit_arguments(sentences1, sentences2_or_labels, scores, labels)
         self._check_params()
         for attr in ("classes_", "classifier_", "is_pair_"):  # a refit of the other form leaves nothing stale
             self.__dict__.pop(attr, None)
@@ -169,38 +163,6 @@ class LayerCombination(SentenceEstimator):
         else:
             self._fit_classification(first, second, target)
         return self
-
-    def _check_fit_args(self, sentences1, middle, scores, labels):
-        """("sts" | "classification", (texts, texts2 or None, scores or labels)), or a UsageError naming the
-        argument."""
-        if scores is not None and labels is not None:
-            raise UsageError("fit got both scores and labels: pass fit(sentences1, sentences2, scores) for STS pairs "
-                             "or fit(texts, labels) / fit(texts1, texts2, labels=labels) for classification")
-        if middle is None:
-            raise UsageError("fit needs a second argument: fit(sentences1, sentences2, scores) for STS pairs or "
-                             "fit(texts, labels) for classification")
-        if scores is not None:
-            s1 = check_texts(sentences1, name="sentences1")
-            s2 = check_texts(middle, name="sentences2")
-            gold = _as_scores(scores, len(s1))
-            if len(s2) != len(s1):
-                raise UsageError(f"sentences1 has {len(s1)} texts but sentences2 has {len(s2)}; pass one pair per row")
-            return "sts", (s1, s2, gold)
-        if labels is not None:
-            t1 = check_texts(sentences1, name="texts1")
-            t2 = check_texts(middle, name="texts2")
-            if len(t2) != len(t1):
-                raise UsageError(f"texts1 has {len(t1)} texts but texts2 has {len(t2)}; pass one pair per row")
-            return "classification", (t1, t2, check_labels(labels, len(t1)))
-        texts = check_texts(sentences1, name="texts")
-        if isinstance(middle, (str, bytes)):
-            raise UsageError("labels must be a list with one label per text, got a single string")
-        middle = list(middle)
-        if middle and all(isinstance(x, str) for x in middle) and len(set(middle)) == len(middle):
-            raise UsageError(f"the second argument holds {len(middle)} distinct strings, which is a second list of "
-                             "sentences rather than labels: for STS pairs pass fit(sentences1, sentences2, scores); "
-                             "for pair classification fit(texts1, texts2, labels=labels)")
-        return "classification", (texts, None, check_labels(middle, len(texts)))
 
     def _check_params(self) -> None:
         """Every parameter, before any model loads (UsageError naming the parameter)."""
@@ -352,7 +314,7 @@ class LayerCombination(SentenceEstimator):
         """The fitted model on held-out data, in the forms of :meth:`fit` and on the scale of ``score_``: Spearman x100
         of the embeddings' cosine with ``scores`` (STS pairs), or accuracy x100 of :meth:`predict` (labels)."""
         self._check_fitted()
-        form, (first, second, target) = self._check_fit_args(sentences1, sentences2_or_labels, scores, labels)
+        form, (first, second, target) = fit_arguments(sentences1, sentences2_or_labels, scores, labels)
         if form == "sts":
             a = self.encode(first, normalize_embeddings=True)
             b = self.encode(second, normalize_embeddings=True)
@@ -382,7 +344,7 @@ class LayerCombination(SentenceEstimator):
                            f"{int(self.masks_.sum(1).max())} hidden states were)")
         return float(self.scores_[hit[0]])
 
-    # -- save / load -----------------------------------------------------------------------------------
+    # -- save / load (methods/lc/saved.py) --------------------------------------------------------------
 
     def save(self, folder: str | os.PathLike, *, overwrite: bool = False) -> Path:
         """Write a sentence-transformers folder: the encoder cut above the highest chosen hidden state, then
@@ -395,16 +357,7 @@ class LayerCombination(SentenceEstimator):
         spec = SubsetExport(model=str(self.model), layers=tuple(self.layers_), pooling=self.pooling,
                             max_length=int(self.max_length))
         out = export_layer_subset(spec, folder, overwrite=overwrite)
-        state = {"params": {k: (str(v) if isinstance(v, os.PathLike) else v) for k, v in self.get_params().items()},
-                 "task": self.task_, "layers": list(self.layers_), "score": self.score_, "n_states": self.n_states_}
-        arrays = {"scores": np.asarray(self.scores_, dtype=np.float64), "masks": np.asarray(self.masks_, dtype=bool)}
-        if self.task_ == "classification":
-            state.update(classes=self.classes_.tolist(), is_pair=bool(self.is_pair_))
-            arrays.update(_classifier_arrays(self.classifier_))
-        buf = io.BytesIO()
-        np.savez(buf, **arrays)
-        write_bytes(out / ARRAYS_FILE, buf.getvalue())
-        write_json(out / STATE_FILE, state)
+        write_learned(self, out)
         return out
 
     @classmethod
@@ -412,62 +365,4 @@ class LayerCombination(SentenceEstimator):
         """A fitted LayerCombination from a folder written by :meth:`save` (or by ``export_layer_subset``: then
         ``score_`` is NaN and ``scores_`` empty, since no search is recorded). Its ``model`` is that folder (the cut
         encoder); ``params`` override the encoder settings (``device``, ``batch_size``, ``cache_dir``, ...)."""
-        folder = Path(folder)
-        marker = folder / EXPORT_MARKER
-        if not marker.is_file():
-            raise UsageError(f"{folder} holds no {EXPORT_MARKER}: it was not written by LayerCombination.save or "
-                             "layerwise export; pass the folder save() wrote")
-        info = json.loads(marker.read_text())
-        if info.get("kind") != "layer_subset":
-            raise UsageError(f"{folder} holds a {info.get('kind')!r} export, not a layer combination; load it with "
-                             "SentenceTransformer(folder) (or the estimator that wrote it)")
-        state_path = folder / STATE_FILE
-        state = json.loads(state_path.read_text()) if state_path.is_file() else {}
-        kept = {k: v for k, v in state.get("params", {}).items() if k in cls._get_param_names()}
-        kept.update(pooling=info["pooling"], max_length=int(info.get("max_length", kept.get("max_length", 256))))
-        est = cls(**{**kept, "model": str(folder), **params})
-        est.model_identity_ = ModelIdentity.from_dict(info["source"])
-        est.layers_ = tuple(int(x) for x in info["layers"])
-        est.score_ = float(state["score"]) if state.get("score") is not None else float("nan")
-        n_states = int(info.get("layers_kept", max(est.layers_))) + 1
-        est.n_states_ = int(state.get("n_states", n_states))
-        est.task_ = state.get("task", "sts")
-        arrays_path = folder / ARRAYS_FILE
-        if arrays_path.is_file():
-            with np.load(arrays_path, allow_pickle=False) as arrays:
-                est.scores_ = arrays["scores"]
-                est.masks_ = arrays["masks"]
-                if est.task_ == "classification":
-                    est.classes_ = np.asarray(state["classes"])
-                    est.is_pair_ = bool(state["is_pair"])
-                    est.classifier_ = _classifier_from_arrays(arrays, len(est.classes_), int(est.seed))
-        else:
-            est.scores_ = np.zeros(0)
-            est.masks_ = np.zeros((0, est.n_states_), dtype=bool)
-        return est
-
-
-def _as_scores(scores, n: int) -> np.ndarray:
-    """``scores`` as float64 (n,) that can rank subsets, or a UsageError naming ``scores``."""
-    gold = check_scores(scores, n)
-    if n < 3:
-        raise UsageError(f"{n} pairs are too few to rank layer subsets; pass at least 3")
-    try:
-        return check_gold(gold)
-    except ValueError as exc:
-        raise UsageError(f"scores: {exc}") from None
-
-
-def _classifier_arrays(classifier) -> dict[str, np.ndarray]:
-    """The fitted logistic regression as plain arrays (no pickle): its weights and intercepts."""
-    return {"coef": classifier.coef_, "intercept": classifier.intercept_}
-
-
-def _classifier_from_arrays(arrays, n_classes: int, seed: int):
-    """The classifier back from :func:`_classifier_arrays` (predictions equal to the saved one's)."""
-    clf = LogisticRegression(random_state=seed, **CLASSIFIER)
-    clf.coef_ = np.asarray(arrays["coef"])
-    clf.intercept_ = np.asarray(arrays["intercept"])
-    clf.classes_ = np.arange(n_classes)
-    clf.n_features_in_ = clf.coef_.shape[1]
-    return clf
+        return read_fitted(cls, folder, params)
