@@ -208,3 +208,21 @@ def test_compare_scores_of_a_copy_is_p_one_and_mismatches_are_refused():
         compare_scores(s, bootstrap_scores(a, metric="spearman", gold=gold, n_resamples=50, seed=1))
     with pytest.raises(ValueError, match="unknown metric"):
         bootstrap_scores(a, metric="kendall", gold=gold)
+
+
+def test_packed_ranks_keep_order_and_ties_and_scores_round_trip():
+    from layerwise.evaluation.unit_outputs import pack_ranks, pack_scores, unpack_ranks, unpack_scores
+
+    rng = np.random.default_rng(11)
+    x = np.round(rng.normal(size=50), 1)  # ties
+    gold = rng.normal(size=50)
+    r = unpack_ranks(pack_ranks(x), 50)
+    assert spearmanr(r, gold).statistic == spearmanr(x, gold).statistic
+    assert ((r[:, None] < r[None, :]) == (x[:, None] < x[None, :])).all()
+    assert (unpack_scores(pack_scores(x), 50) == x).all()
+    many = np.arange(70_000.0)[::-1]
+    assert pack_ranks(many).startswith("u4:") and (unpack_ranks(pack_ranks(many)) == many).all()
+    with pytest.raises(ValueError, match="expected 49"):
+        unpack_ranks(pack_ranks(x), 49)
+    with pytest.raises(ValueError, match="finite"):
+        pack_ranks(np.array([1.0, np.nan]))
