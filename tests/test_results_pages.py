@@ -234,9 +234,9 @@ def test_lattemix_page_runs_resumes_and_renders(tiny_bert, tmp_path, monkeypatch
     page.run(ctx)
     names = sorted(p.name for p in store.parts("lattemix"))
     tiny = tiny_bert.name
-    assert names == [f"layer-{tiny}-{i}" for i in range(3)] + [f"main-{tiny}", f"pc-{tiny}",
-                                                               f"sweep-{tiny}-default-default",
-                                                               f"sweep-{tiny}-groups-n_groups=1"]
+    assert names == ["gold-scores"] + [f"layer-{tiny}-{i}" for i in range(3)] + [
+        f"main-{tiny}", f"pc-{tiny}", f"sweep-{tiny}-default-default", f"sweep-{tiny}-groups-n_groups=1"]
+    _check_lattemix_outputs(ctx, store)
     main = next(p for p in store.parts("lattemix") if p.name.startswith("main"))
     assert main.key["train_limit"] == 30 and main.key["data"]["train"] and main.key["kinds"] == ["categorical", "ae"]
     monkeypatch.setattr(experiment, "_train", lambda *a, **k: (_ for _ in ()).throw(AssertionError("recomputed")))
@@ -244,12 +244,36 @@ def test_lattemix_page_runs_resumes_and_renders(tiny_bert, tmp_path, monkeypatch
     page.render(ctx)
     rows = table_rows((tmp_path / "out" / "lattemix.md").read_text())
     assert ["hidden state", "mean stsb", "Latte-Mix cos stsb", "Latte-Mix -JS stsb"] in rows
-    assert ["varied", "setting (others as default)", "stsb cos", "stsb -JS", "stsb -L2", "train s"] in rows
+    assert ["varied", "setting (others as default)", "stsb cos", "stsb -JS", "stsb -L2", "train s",
+            "p vs default (cos)", "p vs default (-JS)"] in rows
+    assert next(r for r in rows if r[0] == "groups")[-2:] != ["not tested", "not tested"]
     pc = next(p for p in store.parts("lattemix") if p.name.startswith("pc-")).payload
     assert 0 < pc["share"] < 1 and set(pc["scores"]) == {"mean", "mean_pc1_removed"}
-    mean_row = next(r for r in rows if r[0] == "mean pooling (no special tokens)" and len(r) == 2)
+    mean_row = next(r for r in rows if r[0] == "mean pooling (no special tokens)" and len(r) == 3)
+    assert mean_row[2] == "reference"
     assert float(mean_row[1]) == pytest.approx(pc["scores"]["mean"]["stsb"], abs=0.005)
     assert (tmp_path / "out" / "lattemix-layers.png").is_file()
+
+
+def _check_lattemix_outputs(ctx, store):
+    """The main part keeps each pair's similarity per method and seed; the page's p is the module's on them."""
+    from scipy.stats import spearmanr
+
+    from layerwise.benchmarks.lattemix.pages import load_page_parts
+    from layerwise.benchmarks.significance_parts import load_gold
+    from layerwise.evaluation.significance import bootstrap_scores, compare_scores
+    from layerwise.evaluation.unit_outputs import unpack_ranks
+
+    parts = load_page_parts(ctx)
+    main, part = parts.main[0], next(p for p in store.parts("lattemix") if p.name.startswith("main"))
+    gold = load_gold(store, "lattemix", part.key["data"]["eval"])["stsb"]
+    cos = unpack_ranks(main.runs["categorical"].predictions["cosine"]["stsb"][0], len(gold))
+    assert 100 * spearmanr(cos, gold).statistic == pytest.approx(main.runs["categorical"].scores["cosine"]["stsb"][0],
+                                                                 abs=1e-9)
+    mean = unpack_ranks(main.baseline_predictions["mean"]["stsb"], len(gold))
+    want = compare_scores(*(bootstrap_scores(x, metric="spearman", gold=gold, n_resamples=2000, seed=0)
+                            for x in (cos, mean)))
+    assert parts.tests[("main", main.model["name"], "categorical/cosine")] == want
 
 
 @pytest.mark.slow
@@ -281,9 +305,12 @@ def test_the_library_finds_every_committed_part_under_the_key_it_computes(monkey
         due = la._missing(cfg, store, regime, model, sums)
         assert len(due) == len(cfg.runs(regime))
         assert all(store.load("layer-attention", run_name(regime, o, p, s), checkpoint_key(k)) for o, p, s, k in due)
+    # the curve is reused; the main tables, the sweep and the component are due again (their keys now ask for
+    # per-pair outputs): stop at their first encoding
     monkeypatch.setattr(lm, "_prepare", lambda *a, **k: pytest.fail("a stored Latte-Mix part would be recomputed"))
     page = PageConfig()
-    for m in page.models:
-        assert lm.run_main(page, store, m, data_dir=data_dir) is False
     assert lm.run_curve(page, store, page.models[0], data_dir=data_dir) == 0
-    assert lm.run_sweep(page, store, page.models[0], data_dir=data_dir) == 0
+    monkeypatch.setattr(lm, "_prepare", lambda *a, **k: (_ for _ in ()).throw(LookupError("due")))
+    for run in (lm.run_main, lm.run_sweep):
+        with pytest.raises(LookupError):
+            run(page, store, page.models[0], data_dir=data_dir)

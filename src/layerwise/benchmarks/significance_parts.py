@@ -21,14 +21,23 @@ from layerwise.benchmarks.store import Part, ResultsStore
 from layerwise.evaluation.significance import BootstrapScores, SignificanceResult, bootstrap_scores, compare_scores
 from layerwise.evaluation.unit_outputs import pack_ranks, unpack_ranks
 
-__all__ = ["ALPHA", "GOLD_PART", "N_RESAMPLES", "NOT_TESTED", "SEED", "STSComparison", "load_gold", "p_cell",
-           "pack_predictions", "save_gold", "significance_note"]
+__all__ = ["ALPHA", "GOLD_PART", "N_RESAMPLES", "NOT_TESTED", "OUTPUTS_KEY", "SEED", "STSComparison", "load_gold", "p_cell",
+           "pack_predictions", "save_gold", "significance_note",
+           "without_outputs"]
 
 ALPHA = 0.01  # the level every page reports
 N_RESAMPLES = 2000  # resamples of the paired bootstrap
 SEED = 0  # its seed (the same resamples for every row of a table)
 GOLD_PART = "gold-scores"
 NOT_TESTED = "not tested"
+#: The key entry of a part that keeps its per-unit outputs: a part stored before had no such entry, so the next
+#: ``layerwise results run`` computes it again under the new key (the newer part wins; the old one stays).
+OUTPUTS_KEY = "outputs"
+
+
+def without_outputs(key: dict) -> dict:
+    """``key`` without :data:`OUTPUTS_KEY`: the key the same part had before it kept its outputs."""
+    return {k: v for k, v in key.items() if k != OUTPUTS_KEY}
 
 
 def p_cell(result: SignificanceResult | None) -> str:

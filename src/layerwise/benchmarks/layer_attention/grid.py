@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from layerwise.benchmarks.significance_parts import OUTPUTS_KEY, without_outputs
 from layerwise.methods.layer_attention.train import ContrastiveConfig
 
 __all__ = ["GRID_POOLERS", "GridConfig", "RetrievalSettings", "RunResult", "SearchRow", "checkpoint_key", "run_key",
@@ -177,10 +178,10 @@ def run_key(config: GridConfig, model: dict, data: dict, regime: str, objective:
     }
 
 
-OUTPUTS_KEY, OUTPUTS = "outputs", "per-pair cosine ranks"
+OUTPUTS = "per-pair cosine ranks"
 
 
 def checkpoint_key(key: dict) -> dict:
     """The key an encoder-trained run's model folder is named by: the run key without what only adds outputs, so
     a model trained before the outputs were kept is evaluated again rather than trained again."""
-    return {k: v for k, v in key.items() if k != OUTPUTS_KEY}
+    return without_outputs(key)
