@@ -67,7 +67,7 @@ def _prepare(page: PageConfig, enc, sets, layers, limit, data_dir):
 
 def _train(page, data, config, layer, seeds) -> KindResult:
     return evaluate_config(data, config, page.train, layer=layer, seeds=seeds,
-                           include_special=page.include_special, aggregation=page.aggregation, keep_predictions=True)
+                           include_special=page.include_special, aggregation=page.aggregation)
 
 
 #: The main table, the sweep and the first-component part keep each test pair's similarity (dense ranks) for the
@@ -124,8 +124,7 @@ def run_curve(page: PageConfig, store: ResultsStore, model: str, *, data_dir=Non
     data = _prepare(page, enc, page.small_sets, todo, page.layer_train_limit, data_dir)
     for layer in todo:
         base = score_similarities(data, baseline_similarities(data, layer), page.aggregation)
-        run = evaluate_config(data, config, page.train, layer=layer, seeds=page.seeds[:1],
-                              include_special=page.include_special, aggregation=page.aggregation)
+        run = _train(page, data, config, layer, page.seeds[:1])
         point = LayerPoint(layer=layer, mean=base["mean"], categorical=run.scores, training_text=data.train_info)
         store.save(Part(PAGE_NAME, f"layer-{_short(model)}-{layer}", keys[layer], point.to_payload(),
                         runs=[run_record(command)]))

@@ -203,17 +203,16 @@ def evaluate_config(
     include_special: bool = False,
     aggregation: str = "all",
     save_dir=None,
-    keep_predictions: bool = False,
 ) -> KindResult:
     """Train one model per seed on ``layer``'s training tokens and score every similarity on every data set.
 
-    Returns the scores (metric -> data set -> [per seed]), training seconds, final loss and KL per seed (and, with
-    ``keep_predictions``, each pair's similarity as dense ranks in the same layout, for the page's paired tests).
+    Returns the scores (metric -> data set -> [per seed]), training seconds, final loss and KL per seed, and each
+    pair's similarity as dense ranks in the same layout (``predictions``, for the results page's paired tests).
     """
     config = replace(config, input_dim=int(data.train_tokens.vectors.shape[-1]))
     metrics = SIMILARITIES[config.kind]
     scores = {m: {name: [] for name in data.datasets} for m in metrics}
-    predictions = {m: {name: [] for name in data.datasets} for m in metrics} if keep_predictions else {}
+    predictions = {m: {name: [] for name in data.datasets} for m in metrics}
     seconds, losses, kls = [], [], []
     for seed in seeds:
         model, hist = train_on_token_stack(config, data.train_tokens, layer, replace(train, seed=int(seed)),
@@ -229,8 +228,7 @@ def evaluate_config(
             for name in data.datasets:
                 sim = _similarities(data, name, lambda a, b, mix=mix, m=m: pair_similarity(mix.take(a), mix.take(b), m))
                 scores[m][name].append(_correlation(data, name, sim, aggregation))
-                if keep_predictions:
-                    predictions[m][name].append(pack_ranks(sim))
+                predictions[m][name].append(pack_ranks(sim))
     return KindResult(config=config.to_dict(), train=train.to_dict(), seeds=list(seeds), layer=layer,
                       include_special=include_special, scores=scores, train_seconds=seconds, final_loss=losses,
                       final_kl=kls, predictions=predictions)
@@ -246,8 +244,9 @@ def run_lattemix(run: LatteMixRun, *, data_dir=None, encoder_options: dict | Non
     aggregation = run.aggregation
     runs = {}
     for kind in run.kinds:
-        runs[kind] = evaluate_config(data, replace(run.config, kind=kind), run.train, layer=layer, seeds=run.seeds,
-                                     include_special=run.include_special, aggregation=aggregation, save_dir=save_dir)
+        kept = evaluate_config(data, replace(run.config, kind=kind), run.train, layer=layer, seeds=run.seeds,
+                               include_special=run.include_special, aggregation=aggregation, save_dir=save_dir)
+        runs[kind] = replace(kept, predictions={})  # the command's results file keeps scores only
     return LatteMixResult(
         settings=run, model=encoder.identity, layer=layer, aggregation=aggregation,
         data={name: DataSetInfo(split=d.split, n_pairs=len(d), source=d.source)
