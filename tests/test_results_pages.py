@@ -44,9 +44,25 @@ def test_render_from_the_committed_store_keeps_every_number(name, tmp_path):
     before = table_rows((RESULTS / f"{name}.md").read_text(encoding="utf-8"))
     after = table_rows((tmp_path / f"{name}.md").read_text(encoding="utf-8"))
     assert len(before) > 20 and len(after) == len(before)
+    after, untested = without_test_columns(after)
+    assert untested and set(untested) <= {"not tested", "reference"}  # every committed part predates the outputs
     assert row_numbers(after) == row_numbers(before)
     renamed = {"first_last_mean": "first0_last_mean"}
     assert [[renamed.get(c, c) for c in r] for r in before] == after
+
+
+def without_test_columns(rows: list[list[str]]) -> tuple[list[list[str]], list[str]]:
+    """The rows with every column headed "p vs ..." dropped (per table: a header row starts a table), and the
+    dropped cells below the headers."""
+    out, dropped, cols = [], [], set()
+    for row in rows:
+        here = {i for i, c in enumerate(row) if c.startswith("p vs ")}
+        if here or (cols and len(row) != len(out[-1]) + len(cols)):
+            cols = here  # a header row (a table without a p column resets it)
+        elif cols:
+            dropped += [row[i] for i in sorted(cols)]
+        out.append([c for i, c in enumerate(row) if i not in cols])
+    return out, dropped
 
 
 def _data(folder):
@@ -82,7 +98,8 @@ def test_layer_attention_page_runs_resumes_and_recomputes_only_changed_settings(
     page.run(ctx)
     parts = {p.name: p for p in store.parts("layer-attention")}
     assert sorted(parts) == ["encoder-unsup-last_cls-seed0", "frozen-unsup-first0_last_mean-seed0",
-                             "frozen-unsup-layer_attention-seed0", "search-untouched-encoder"]
+                             "frozen-unsup-layer_attention-seed0", "gold-scores", "search-untouched-encoder"]
+    _check_layer_attention_outputs(ctx, store)
     vectors = [(r["vector"], r["index"]) for r in parts["search-untouched-encoder"].payload["rows"]]
     assert vectors == [("last-layer mean", "exact (numpy)"), ("[CLS]_Last", "exact (numpy)")]  # 6 texts: no IVF
     searched = parts["frozen-unsup-layer_attention-seed0"]
@@ -102,7 +119,7 @@ def test_layer_attention_page_runs_resumes_and_recomputes_only_changed_settings(
     ctx3 = PageContext(store=store, output=tmp_path / "out", data_dir=str(data),
                        options=_la_options(tiny_bert, tmp_path, steps=3, regimes=["frozen"]))
     page.run(ctx3)  # a changed setting: new parts, the old ones kept
-    assert len(store.parts("layer-attention")) == 6
+    assert len(store.parts("layer-attention")) == 7  # the gold scores are stored once
     written = page.render(ctx3)
     md = (tmp_path / "out" / "layer-attention.md").read_text()
     assert any(p.suffix == ".png" for p in written)
@@ -113,6 +130,66 @@ def test_layer_attention_page_runs_resumes_and_recomputes_only_changed_settings(
     assert rows[6][:2] == ["vector", "index"] and [r[0] for r in rows[7:]] == ["last-layer mean", "[CLS]_Last"]
     steps = [r.history["steps_this_run"] for r in load_page_runs(ctx3).runs]
     assert steps == [3, 3]  # the newest key of each part is shown
+
+
+def _check_layer_attention_outputs(ctx, store):
+    """Each run keeps its test pairs' cosines; the page's p is the significance module's on those vectors."""
+    from scipy.stats import spearmanr
+
+    from layerwise.benchmarks.layer_attention.pages import load_page_runs
+    from layerwise.benchmarks.significance_parts import load_gold
+    from layerwise.evaluation.significance import bootstrap_scores, compare_scores
+    from layerwise.evaluation.unit_outputs import unpack_ranks
+
+    page = load_page_runs(ctx)
+    run = {r.pooler: r for r in page.regime("frozen")}
+    part = next(p for p in store.parts("layer-attention") if p.name == "frozen-unsup-layer_attention-seed0")
+    gold = load_gold(store, "layer-attention", part.key["data"]["sts"])["stsb"]
+    cos = {k: unpack_ranks(r.predictions["stsb"], len(gold)) for k, r in run.items()}
+    assert spearmanr(cos["layer_attention"], gold).statistic * 100 == pytest.approx(
+        run["layer_attention"].sts["stsb"], abs=1e-9)  # the stored ranks are exactly those of the cosines
+    want = compare_scores(*(bootstrap_scores(cos[k], metric="spearman", gold=gold, n_resamples=2000, seed=0)
+                            for k in ("first0_last_mean", "layer_attention")))
+    assert page.tests[("frozen", "unsup", "first0_last_mean")] == want
+    assert page.tests[("encoder", "unsup", "last_cls")] is None  # no layer_attention run in that table
+
+
+def test_layer_attention_p_column_old_parts_and_a_copy_of_the_reference(tmp_path):
+    """Runs stored without predictions render "not tested"; a pooler whose predictions equal layer_attention's
+    gets p = 1, "no"."""
+    import numpy as np
+
+    from layerwise.benchmarks.layer_attention.grid import RunResult
+    from layerwise.benchmarks.layer_attention.pages import grid_config, pooler_tests
+    from layerwise.benchmarks.layer_attention.report import PageRuns, _sts_table
+    from layerwise.benchmarks.significance_parts import pack_predictions, save_gold
+    from layerwise.benchmarks.store import Part
+
+    rng = np.random.default_rng(0)
+    gold = {"stsb": rng.integers(0, 6, 12).astype(float), "sickr": rng.normal(size=9)}
+    cos = {s: g + rng.normal(size=len(g)) for s, g in gold.items()}
+    store, sums = ResultsStore(tmp_path), {"stsb": "a", "sickr": "b"}
+    hist = {"steps_this_run": 1, "train_seconds": 1.0}
+
+    def run(pooler, predictions):
+        r = RunResult("frozen", "unsup", pooler, 0, {"stsb": 1.0, "sickr": 2.0}, hist, "x", 3,
+                      predictions=predictions)
+        return r, Part("layer-attention", pooler, {"data": {"sts": sums}}, r.to_payload())
+
+    made = [run("layer_attention", pack_predictions(cos)), run("last_mean", pack_predictions(cos)),
+            run("last_cls", {})]
+    runs, parts = [r for r, _ in made], [p for _, p in made]
+    assert RunResult.from_payload(parts[0].payload) == runs[0]  # the packed cosines round-trip with the run
+    assert set(pooler_tests(store, runs, parts, ["stsb", "sickr"]).values()) == {None}  # no gold stored
+    save_gold(store, "layer-attention", gold, sums)
+    tests = pooler_tests(store, runs, parts, ["stsb", "sickr"])
+    assert tests[("frozen", "unsup", "last_mean")].p_value == 1.0
+    assert tests[("frozen", "unsup", "last_cls")] is None
+    config = grid_config({"grid": {"poolers": ["layer_attention", "last_mean", "last_cls"], "objectives": ["unsup"]}})
+    page = PageRuns(config, "m", runs, tests=tests)
+    cells = {r[0]: r[-1] for r in table_rows("\n".join(_sts_table(page, "frozen", config.poolers, "unsup")))}
+    assert cells == {"pooler": "p vs layer_attention (avg)", "**layer_attention**": "reference",
+                     "last_mean": "1.0000 (no)", "last_cls": "not tested"}
 
 
 def test_layer_attention_grid_refuses_unknown_settings():
@@ -157,9 +234,9 @@ def test_lattemix_page_runs_resumes_and_renders(tiny_bert, tmp_path, monkeypatch
     page.run(ctx)
     names = sorted(p.name for p in store.parts("lattemix"))
     tiny = tiny_bert.name
-    assert names == [f"layer-{tiny}-{i}" for i in range(3)] + [f"main-{tiny}", f"pc-{tiny}",
-                                                               f"sweep-{tiny}-default-default",
-                                                               f"sweep-{tiny}-groups-n_groups=1"]
+    assert names == ["gold-scores"] + [f"layer-{tiny}-{i}" for i in range(3)] + [
+        f"main-{tiny}", f"pc-{tiny}", f"sweep-{tiny}-default-default", f"sweep-{tiny}-groups-n_groups=1"]
+    _check_lattemix_outputs(ctx, store)
     main = next(p for p in store.parts("lattemix") if p.name.startswith("main"))
     assert main.key["train_limit"] == 30 and main.key["data"]["train"] and main.key["kinds"] == ["categorical", "ae"]
     monkeypatch.setattr(experiment, "_train", lambda *a, **k: (_ for _ in ()).throw(AssertionError("recomputed")))
@@ -167,12 +244,36 @@ def test_lattemix_page_runs_resumes_and_renders(tiny_bert, tmp_path, monkeypatch
     page.render(ctx)
     rows = table_rows((tmp_path / "out" / "lattemix.md").read_text())
     assert ["hidden state", "mean stsb", "Latte-Mix cos stsb", "Latte-Mix -JS stsb"] in rows
-    assert ["varied", "setting (others as default)", "stsb cos", "stsb -JS", "stsb -L2", "train s"] in rows
+    assert ["varied", "setting (others as default)", "stsb cos", "stsb -JS", "stsb -L2", "train s",
+            "p vs default (cos)", "p vs default (-JS)"] in rows
+    assert next(r for r in rows if r[0] == "groups")[-2:] != ["not tested", "not tested"]
     pc = next(p for p in store.parts("lattemix") if p.name.startswith("pc-")).payload
     assert 0 < pc["share"] < 1 and set(pc["scores"]) == {"mean", "mean_pc1_removed"}
-    mean_row = next(r for r in rows if r[0] == "mean pooling (no special tokens)" and len(r) == 2)
+    mean_row = next(r for r in rows if r[0] == "mean pooling (no special tokens)" and len(r) == 3)
+    assert mean_row[2] == "reference"
     assert float(mean_row[1]) == pytest.approx(pc["scores"]["mean"]["stsb"], abs=0.005)
     assert (tmp_path / "out" / "lattemix-layers.png").is_file()
+
+
+def _check_lattemix_outputs(ctx, store):
+    """The main part keeps each pair's similarity per method and seed; the page's p is the module's on them."""
+    from scipy.stats import spearmanr
+
+    from layerwise.benchmarks.lattemix.pages import load_page_parts
+    from layerwise.benchmarks.significance_parts import load_gold
+    from layerwise.evaluation.significance import bootstrap_scores, compare_scores
+    from layerwise.evaluation.unit_outputs import unpack_ranks
+
+    parts = load_page_parts(ctx)
+    main, part = parts.main[0], next(p for p in store.parts("lattemix") if p.name.startswith("main"))
+    gold = load_gold(store, "lattemix", part.key["data"]["eval"])["stsb"]
+    cos = unpack_ranks(main.runs["categorical"].predictions["cosine"]["stsb"][0], len(gold))
+    assert 100 * spearmanr(cos, gold).statistic == pytest.approx(main.runs["categorical"].scores["cosine"]["stsb"][0],
+                                                                 abs=1e-9)
+    mean = unpack_ranks(main.baseline_predictions["mean"]["stsb"], len(gold))
+    want = compare_scores(*(bootstrap_scores(x, metric="spearman", gold=gold, n_resamples=2000, seed=0)
+                            for x in (cos, mean)))
+    assert parts.tests[("main", main.model["name"], "categorical/cosine")] == want
 
 
 @pytest.mark.slow
@@ -193,17 +294,23 @@ def test_the_library_finds_every_committed_part_under_the_key_it_computes(monkey
     from layerwise.benchmarks.lattemix import experiment as lm
     from layerwise.benchmarks.lattemix.grid import PageConfig
     from layerwise.benchmarks.layer_attention import experiment as la
-    from layerwise.benchmarks.layer_attention.grid import GridConfig
+    from layerwise.benchmarks.layer_attention.grid import GridConfig, checkpoint_key, run_name
 
     store = ResultsStore(RESULTS / "state")
     cfg = GridConfig()
     data = la.load_grid_data(cfg, data_dir)
     model, sums = la.grid_model_key(cfg), la.data_checksums(data)
-    assert la._missing(cfg, store, "frozen", model, sums) == []
-    assert la._missing(cfg, store, "encoder", model, sums) == []
+    # every run is due again (its key now asks for per-pair outputs), and is stored under the key without them
+    for regime in ("frozen", "encoder"):
+        due = la._missing(cfg, store, regime, model, sums)
+        assert len(due) == len(cfg.runs(regime))
+        assert all(store.load("layer-attention", run_name(regime, o, p, s), checkpoint_key(k)) for o, p, s, k in due)
+    # the curve is reused; the main tables, the sweep and the component are due again (their keys now ask for
+    # per-pair outputs): stop at their first encoding
     monkeypatch.setattr(lm, "_prepare", lambda *a, **k: pytest.fail("a stored Latte-Mix part would be recomputed"))
     page = PageConfig()
-    for m in page.models:
-        assert lm.run_main(page, store, m, data_dir=data_dir) is False
     assert lm.run_curve(page, store, page.models[0], data_dir=data_dir) == 0
-    assert lm.run_sweep(page, store, page.models[0], data_dir=data_dir) == 0
+    monkeypatch.setattr(lm, "_prepare", lambda *a, **k: (_ for _ in ()).throw(LookupError("due")))
+    for run in (lm.run_main, lm.run_sweep):
+        with pytest.raises(LookupError):
+            run(page, store, page.models[0], data_dir=data_dir)

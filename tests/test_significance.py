@@ -2,14 +2,17 @@
 
 import numpy as np
 import pytest
-from scipy.stats import spearmanr
+from scipy.stats import pearsonr, spearmanr
 
 from layerwise.evaluation.significance import (
     BOOTSTRAP_TEST,
     SignificanceResult,
     bootstrap_counts,
+    bootstrap_scores,
+    compare_scores,
     paired_bootstrap_accuracy,
     paired_bootstrap_spearman,
+    resampled_pearson,
     resampled_spearman,
 )
 
@@ -20,7 +23,8 @@ def _slow_spearman(x, gold, c):
 
 def _slow_p(observed, draws):
     draws = np.asarray(draws)
-    return (1 + sum(not abs(d - observed) < abs(observed) for d in draws)) / (len(draws) + 1)
+    tol = 1e-9 * max(1.0, abs(observed))  # float noise on the boundary counts as on it
+    return (1 + sum(not abs(d - observed) < abs(observed) - tol for d in draws)) / (len(draws) + 1)
 
 
 def _slow_spearman_test(gold, a, b, rows, groups, aggregation, n_resamples, seed):
@@ -134,3 +138,91 @@ def test_result_round_trip_and_shape_errors():
         paired_bootstrap_spearman(np.arange(5.0), np.arange(5.0), np.arange(4.0))
     with pytest.raises(ValueError, match="at least 2 row"):
         paired_bootstrap_spearman(np.arange(5.0), np.arange(5.0), np.arange(5.0)[::-1], rows=[[0]])
+
+
+def test_resampled_pearson_matches_scipy_on_expanded_samples():
+    rng = np.random.default_rng(6)
+    gold, a, _ = _systems(rng, 40)
+    counts = next(bootstrap_counts(40, 30, seed=3, batch=30))
+    slow = [pearsonr(np.repeat(a, c), np.repeat(gold, c)).statistic for c in counts]
+    np.testing.assert_allclose(resampled_pearson(a, gold, counts), slow, rtol=0, atol=1e-12)
+
+
+def test_compare_scores_with_the_same_evaluations_is_the_paired_test():
+    rng = np.random.default_rng(7)
+    n, k = 60, 3
+    gold, _, _ = _systems(rng, n)
+    a = np.stack([np.round(gold + rng.normal(scale=1.0, size=n), 1) for _ in range(k)])  # a system per seed
+    b = np.stack([np.round(gold + rng.normal(scale=1.3, size=n), 1) for _ in range(k)])
+    rows = [np.arange(n)] * k
+    want = paired_bootstrap_spearman(gold, a, b, rows=rows, n_resamples=300, seed=2)
+    got = compare_scores(bootstrap_scores(a, rows, metric="spearman", gold=gold, n_resamples=300, seed=2),
+                         bootstrap_scores(b, rows, metric="spearman", gold=gold, n_resamples=300, seed=2))
+    assert got.difference == pytest.approx(want.difference, abs=1e-9)
+    assert got.p_value == want.p_value and got.n_units == want.n_units == n
+
+
+@pytest.mark.parametrize("metric", ["spearman", "pearson"])
+def test_compare_scores_of_unequal_seed_counts_matches_its_slow_twin(metric):
+    """A row of 3 seeds over two disjoint sets against a baseline of 1 seed: the difference of the seed means."""
+    rng = np.random.default_rng(8)
+    n = 30
+    gold, _, _ = _systems(rng, n)
+    sets = [np.arange(0, 14), np.arange(14, n)]
+    a = [np.round(gold + rng.normal(scale=1.0, size=n), 1) for _ in range(3)]
+    b = [np.round(gold + rng.normal(scale=1.5, size=n), 1)]
+    rows_a, rows_b = [r for _ in a for r in sets], [r for _ in b for r in sets]
+    out_a, out_b = [x for x in a for _ in sets], [x for x in b for _ in sets]
+    got = compare_scores(bootstrap_scores(out_a, rows_a, metric=metric, gold=gold, n_resamples=120, seed=4),
+                         bootstrap_scores(out_b, rows_b, metric=metric, gold=gold, n_resamples=120, seed=4))
+    corr = spearmanr if metric == "spearman" else pearsonr
+
+    def stat(c):
+        def mean(outs, rows):
+            return np.mean([corr(np.repeat(o[r], c[r]), np.repeat(gold[r], c[r])).statistic for o, r in zip(outs, rows)])
+        return 100 * (mean(out_a, rows_a) - mean(out_b, rows_b))
+
+    observed = stat(np.ones(n, dtype=int))
+    draws = [stat(row) for block in bootstrap_counts(n, 120, 4) for row in block]
+    assert got.difference == pytest.approx(observed, abs=1e-9)
+    assert got.p_value == pytest.approx(_slow_p(observed, draws), abs=1e-12)
+
+
+def test_compare_scores_of_seed_averaged_correctness_is_the_accuracy_test():
+    rng = np.random.default_rng(9)
+    ca, cb = rng.random((2, 40)) < 0.7, rng.random(40) < 0.6
+    want = paired_bootstrap_accuracy(ca.mean(axis=0), cb, n_resamples=200, seed=3)
+    got = compare_scores(bootstrap_scores(ca, [np.arange(40)] * 2, metric="accuracy", n_resamples=200, seed=3),
+                         bootstrap_scores(cb, metric="accuracy", n_resamples=200, seed=3))
+    assert got.difference == pytest.approx(want.difference, abs=1e-9)
+    assert got.p_value == want.p_value
+
+
+def test_compare_scores_of_a_copy_is_p_one_and_mismatches_are_refused():
+    rng = np.random.default_rng(10)
+    gold, a, _ = _systems(rng, 30)
+    s = bootstrap_scores(a, metric="spearman", gold=gold, n_resamples=50, seed=0)
+    same = compare_scores(s, bootstrap_scores(a.copy(), metric="spearman", gold=gold, n_resamples=50, seed=0))
+    assert same.difference == 0 and same.p_value == 1.0 and not same.significant()
+    with pytest.raises(ValueError, match="different resamples"):
+        compare_scores(s, bootstrap_scores(a, metric="spearman", gold=gold, n_resamples=50, seed=1))
+    with pytest.raises(ValueError, match="unknown metric"):
+        bootstrap_scores(a, metric="kendall", gold=gold)
+
+
+def test_packed_ranks_keep_order_and_ties_and_scores_round_trip():
+    from layerwise.evaluation.unit_outputs import pack_ranks, pack_scores, unpack_ranks, unpack_scores
+
+    rng = np.random.default_rng(11)
+    x = np.round(rng.normal(size=50), 1)  # ties
+    gold = rng.normal(size=50)
+    r = unpack_ranks(pack_ranks(x), 50)
+    assert spearmanr(r, gold).statistic == spearmanr(x, gold).statistic
+    assert ((r[:, None] < r[None, :]) == (x[:, None] < x[None, :])).all()
+    assert (unpack_scores(pack_scores(x), 50) == x).all()
+    many = np.arange(70_000.0)[::-1]
+    assert pack_ranks(many).startswith("u4:") and (unpack_ranks(pack_ranks(many)) == many).all()
+    with pytest.raises(ValueError, match="expected 49"):
+        unpack_ranks(pack_ranks(x), 49)
+    with pytest.raises(ValueError, match="finite"):
+        pack_ranks(np.array([1.0, np.nan]))

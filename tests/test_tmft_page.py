@@ -108,10 +108,10 @@ def test_page_runs_resumes_and_renders(tiny_bert, data_dir, tmp_path, monkeypatc
     runs = {f"run-{name}-{p}-L{d}-seed{s}-ep{e}" for p, s, e in (("none", 0, 1), ("none", 1, 1), ("ws", 0, 1),
                                                                   ("none", 0, 2)) for d in (0, 2)}
     runs.add(f"run-{name}-none-L{'_'.join(map(str, lc))}-seed0-ep1")
-    assert set(parts) == runs | {f"frontier-{name}", f"throughput-{name}"}
+    assert set(parts) == runs | {f"frontier-{name}", f"throughput-{name}", "gold-scores"}
     key = parts[f"run-{name}-ws-L2-seed0-ep1"].key
     assert key["config"]["epochs"] == 1 and key["model"]["weights_sha256"] and set(key["data"]) == {"stsb", "wordsim"}
-    assert all(p.payload["wall_seconds"] > 0 for p in parts.values())
+    assert all(p.payload["wall_seconds"] > 0 for p in parts.values() if p.name != "gold-scores")
     assert all(p.payload["cpu_seconds"] > 0 and len(p.payload["load_average_at_end"]) == 3
                for name, p in parts.items() if name.startswith("run-"))
     monkeypatch.setattr(experiment, "run_tmft", lambda *a, **k: (_ for _ in ()).throw(AssertionError("recomputed")))
@@ -131,6 +131,7 @@ def test_page_runs_resumes_and_renders(tiny_bert, data_dir, tmp_path, monkeypatc
                  for d in (0, 2))
     ws_line = next(s for s in md.splitlines() if s.startswith("- WS + TMFT against plain TMFT"))
     assert f"TMFT's seed spread: up to {spread:.2f}" in ws_line  # the noise a pre-step's gain is read against
+    _check_depth_test(parts, name, md, store)
     ws = parts[f"run-{name}-ws-L2-seed0-ep1"].payload["pre_step"]  # the word step's own scores, per depth
     assert f"| 2 | {ws['dev_spearman']:.2f} | {ws['test_spearman']:.2f} |" in md
     assert "| run | wall (min) | CPU/wall |" in md  # every run of this page recorded every column
@@ -145,6 +146,44 @@ def test_page_runs_resumes_and_renders(tiny_bert, data_dir, tmp_path, monkeypatc
         page.run(PageContext(store=store, output=out, data_dir=str(data_dir),
                              options=_options(tiny_bert, tmp_path, overrides={**_options(tiny_bert, tmp_path)["overrides"],
                                                                               "lr": 2e-3})))
+
+
+def _check_depth_test(parts, name, md, store):
+    """Each run keeps its test pairs' cosine ranks; depth 0 (2 seeds) against the full depth 2 (2 seeds) is the
+    significance module's test of the mean over seeds on those vectors, shown in the depth's row."""
+    from layerwise.benchmarks.significance_parts import load_gold, p_cell
+    from layerwise.evaluation.significance import bootstrap_scores, compare_scores
+    from layerwise.evaluation.unit_outputs import unpack_ranks
+
+    run = parts[f"run-{name}-none-L0-seed0-ep1"]
+    gold = load_gold(store, "tmft", run.key["data"])["stsb"]
+    ranks = {(d, s): unpack_ranks(parts[f"run-{name}-none-L{d}-seed{s}-ep1"].payload["test_predictions"], len(gold))
+             for d in (0, 2) for s in (0, 1)}
+    assert 100 * spearmanr(ranks[(0, 0)], gold).statistic == pytest.approx(run.payload["test_spearman"], abs=1e-9)
+    want = compare_scores(*(bootstrap_scores(np.stack([ranks[(d, 0)], ranks[(d, 1)]]), [np.arange(len(gold))] * 2,
+                                             metric="spearman", gold=gold, n_resamples=2000, seed=0) for d in (0, 2)))
+    row = next(s for s in md.splitlines() if s.startswith("| 0 |") and "x |" in s)  # the verdict table's row
+    assert row.endswith(f" {p_cell(want)} |")
+
+
+def test_an_old_run_is_not_tested_and_a_copy_of_its_baseline_gets_p_one():
+    from layerwise.benchmarks.significance_parts import p_cell
+    from layerwise.benchmarks.truncated.significance import group_test
+    from layerwise.evaluation.unit_outputs import pack_ranks
+    from layerwise.methods.truncated.run import TMFTResult
+
+    rng = np.random.default_rng(0)
+    gold = rng.normal(size=20)
+
+    def result(predictions):
+        return TMFTResult({}, {}, 1, 2, 0.0, 0.0, 0.0, 1, 0.0, None, {"stsb": "abc"}, None,
+                          test_predictions=predictions)
+
+    new = result(pack_ranks(gold + rng.normal(size=20)))
+    assert p_cell(group_test({"abc": gold}, (new,), (result(new.test_predictions),))) == "1.0000 (no)"
+    assert group_test({"abc": gold}, (new,), (result(None),)) is None  # stored before the predictions were kept
+    assert group_test({}, (new,), (new,)) is None  # no gold stored for that data
+    assert p_cell(None) == "not tested"
 
 
 def test_page_refuses_bad_options():

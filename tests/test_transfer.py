@@ -296,8 +296,8 @@ def test_exact_protocol_chooses_by_kfold_exhaustive_saga_and_reports_the_screens
 
 
 def test_transfer_keeps_per_example_correctness_and_tests_lc_against_each_baseline():
+    from layerwise.evaluation.unit_outputs import pack_correct, unpack_correct
     from layerwise.methods.lc.transfer import subset_correct
-    from layerwise.methods.lc.transfer_significance import pack_correct, unpack_correct
 
     bits = np.random.default_rng(0).random(13) < 0.5
     assert (unpack_correct(pack_correct(bits), 13) == bits).all()

@@ -13,13 +13,20 @@ the overlap between evaluations is kept as it is.
 
 p-value (two-sided): under the null hypothesis the difference is 0; the bootstrap distribution of ``d*`` is
 centred on the observed difference ``d``, so the test counts resamples that move as far from ``d`` as ``d`` is from 0:
-``p = (1 + #{|d*_b - d| >= |d|}) / (B + 1)``.
+``p = (1 + #{|d*_b - d| >= |d|}) / (B + 1)`` (``>=`` up to 1e-9 of the scale: see ``_p_value``).
 
 Fast path: a resample is a (B, n) matrix of multiplicities ``c``; the Spearman correlation of the expanded sample
 (each unit repeated ``c_i`` times) is the weighted Pearson correlation of *average ranks of the expanded sample*,
 and the average rank of a tie group of values with total multiplicity ``W`` after ``W_before`` smaller values is
 ``W_before + (W + 1) / 2``. Sorting each score vector once gives every resample's ranks with one cumulative sum,
 so no resample is sorted. The slow twin in the tests repeats the units and calls :func:`scipy.stats.spearmanr`.
+
+Systems compared across stored runs (a results page's row against its baseline row, each averaged over its own
+seeds): :func:`bootstrap_scores` gives one system's score on each of its evaluations in every resample, and
+:func:`compare_scores` tests the difference of two systems' mean scores, ``mean_k score(a_k) - mean_m score(b_m)``
+(the difference of the seed means the page shows; with the same evaluations on both sides it is the statistic of
+:func:`paired_bootstrap_spearman`). The resamples depend only on ``(n units, n_resamples, seed)``, so a baseline's
+scores are drawn once and compared with every row of a table.
 """
 
 from __future__ import annotations
@@ -31,10 +38,14 @@ import numpy as np
 
 __all__ = [
     "BOOTSTRAP_TEST",
+    "BootstrapScores",
     "SignificanceResult",
     "bootstrap_counts",
+    "bootstrap_scores",
+    "compare_scores",
     "paired_bootstrap_accuracy",
     "paired_bootstrap_spearman",
+    "resampled_pearson",
     "resampled_spearman",
 ]
 
@@ -107,6 +118,18 @@ def resampled_spearman(x: np.ndarray, gold: np.ndarray, counts: np.ndarray) -> n
         return (c * rx * ry).sum(axis=1) / np.sqrt((c * rx * rx).sum(axis=1) * (c * ry * ry).sum(axis=1))
 
 
+def resampled_pearson(x: np.ndarray, gold: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Pearson's r of ``x`` with ``gold`` (both (n,)) in each resample of ``counts`` (B, n) -> (B,): the Pearson
+    correlation weighted by the multiplicities, equal to :func:`scipy.stats.pearsonr` of the repeated units."""
+    c = counts.astype(np.float64)
+    total = c.sum(axis=1, keepdims=True)
+    x, gold = np.asarray(x, dtype=np.float64), np.asarray(gold, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        dx = x[None, :] - (c * x).sum(axis=1, keepdims=True) / total
+        dy = gold[None, :] - (c * gold).sum(axis=1, keepdims=True) / total
+        return (c * dx * dy).sum(axis=1) / np.sqrt((c * dx * dx).sum(axis=1) * (c * dy * dy).sum(axis=1))
+
+
 def _evaluations(a, b, rows, n: int) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
     """(a (K, n), b (K, n), rows: K index arrays) with shapes checked; ``rows=None`` is one evaluation of all."""
     a, b = np.atleast_2d(np.asarray(a, dtype=np.float64)), np.atleast_2d(np.asarray(b, dtype=np.float64))
@@ -132,14 +155,20 @@ def _cells(rows: list[np.ndarray], groups: np.ndarray | None, aggregation: str) 
     return [[r[groups[r] == g] for g in np.unique(groups[r])] for r in rows]
 
 
+def _p_value(observed: float, resampled: np.ndarray) -> float:
+    """Two-sided p: resamples at least as far from ``observed`` as it is from 0; NaN counts as far (conservative).
+
+    "As far" allows 1e-9 of the statistic's scale: a discrete statistic (an accuracy) lands exactly on the boundary
+    in many resamples, and the same difference summed in another order must not fall on the other side of it."""
+    tol = 1e-9 * max(1.0, abs(observed))
+    far = int(np.sum(~(np.abs(resampled - observed) < abs(observed) - tol)))
+    return (1 + far) / (len(resampled) + 1)
+
+
 def _run(stat, n: int, n_resamples: int, seed: int) -> tuple[float, float]:
     """(observed statistic, p-value): ``stat(counts (B, n)) -> (B,)`` on all-ones and on the resamples."""
     observed = float(stat(np.ones((1, n), dtype=np.int64))[0])
-    far = 0
-    for counts in bootstrap_counts(n, n_resamples, seed):
-        d = stat(counts)
-        far += int(np.sum(~(np.abs(d - observed) < abs(observed))))  # NaN counts as far (conservative)
-    return observed, (1 + far) / (n_resamples + 1)
+    return observed, _p_value(observed, np.concatenate([stat(c) for c in bootstrap_counts(n, n_resamples, seed)]))
 
 
 def paired_bootstrap_spearman(gold: np.ndarray, a: np.ndarray, b: np.ndarray, *, rows: Sequence | None = None,
@@ -193,3 +222,61 @@ def paired_bootstrap_accuracy(correct_a: np.ndarray, correct_b: np.ndarray, *, r
 
     observed, p = _run(stat, len(units), n_resamples, seed)
     return SignificanceResult(BOOTSTRAP_TEST, "accuracy", observed, p, n_resamples, seed, len(units))
+
+
+_SCORERS = {"spearman": resampled_spearman, "pearson": resampled_pearson}
+
+
+@dataclass(frozen=True)
+class BootstrapScores:
+    """One system's score (x100) on each of its K evaluations, observed and in every resample of the units."""
+
+    metric: str  # "spearman", "pearson" or "accuracy"
+    observed: np.ndarray  # (K,)
+    resampled: np.ndarray  # (n_resamples, K)
+    n_units: int
+    seed: int
+
+
+def bootstrap_scores(outputs, rows: Sequence | None = None, *, metric: str, gold: np.ndarray | None = None,
+                     n_resamples: int = 10_000, seed: int = 0) -> BootstrapScores:
+    """A system's scores on resamples of the ``n`` units, for :func:`compare_scores`.
+
+    ``outputs``: (n,) or (K, n), evaluation k scoring ``outputs[k][rows[k]]`` (``rows=None``: one evaluation of all
+    units): predicted similarities with ``gold`` (n,) for ``spearman``/``pearson``, per-example correctness (0/1, or
+    a fraction) for ``accuracy``. Every unit is resampled, whether or not an evaluation reads it, so two systems
+    over the same ``n`` units with the same ``n_resamples`` and ``seed`` share their resamples."""
+    if metric not in (*_SCORERS, "accuracy"):
+        raise ValueError(f"unknown metric {metric!r}; valid: {', '.join((*_SCORERS, 'accuracy'))}")
+    outputs = np.atleast_2d(np.asarray(outputs, dtype=np.float64))
+    n = outputs.shape[1]
+    if metric != "accuracy":
+        gold = np.asarray(gold, dtype=np.float64)
+        if gold.shape != (n,):
+            raise ValueError(f"gold must have shape ({n},), got {gold.shape}")
+    a, _, rows = _evaluations(outputs, outputs, rows, n)
+
+    def scores(counts: np.ndarray) -> np.ndarray:  # (B, K)
+        if metric == "accuracy":
+            c = counts.astype(np.float64)
+            with np.errstate(invalid="ignore"):
+                return 100.0 * np.stack([(c[:, r] * a[k, r]).sum(axis=1) / c[:, r].sum(axis=1)
+                                         for k, r in enumerate(rows)], axis=1)
+        return 100.0 * np.stack([_SCORERS[metric](a[k, r], gold[r], counts[:, r]) for k, r in enumerate(rows)],
+                                axis=1)
+
+    observed = scores(np.ones((1, n), dtype=np.int64))[0]
+    resampled = np.concatenate([scores(c) for c in bootstrap_counts(n, n_resamples, seed)])
+    return BootstrapScores(metric, observed, resampled, n, seed)
+
+
+def compare_scores(a: BootstrapScores, b: BootstrapScores) -> SignificanceResult:
+    """Test ``mean_k a_k - mean_m b_m`` (the difference of the two systems' mean scores over their evaluations, e.g.
+    their seeds) on the resamples both were scored on."""
+    if (a.metric, a.n_units, a.seed, len(a.resampled)) != (b.metric, b.n_units, b.seed, len(b.resampled)):
+        raise ValueError("the two systems were scored on different resamples or metrics: "
+                         f"{(a.metric, a.n_units, a.seed, len(a.resampled))} vs "
+                         f"{(b.metric, b.n_units, b.seed, len(b.resampled))}")
+    observed = float(a.observed.mean() - b.observed.mean())
+    p = _p_value(observed, a.resampled.mean(axis=1) - b.resampled.mean(axis=1))
+    return SignificanceResult(BOOTSTRAP_TEST, a.metric, observed, p, len(a.resampled), a.seed, a.n_units)

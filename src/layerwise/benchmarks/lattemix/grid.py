@@ -75,6 +75,7 @@ class MainResult:
     baselines: dict  # pooling -> set -> Spearman x100
     runs: dict[str, KindResult]
     total_seconds: float
+    baseline_predictions: dict = field(default_factory=dict)  # pooling -> set -> packed ranks; {}: not kept
 
     def to_payload(self) -> dict:
         return asdict(self)
@@ -105,6 +106,7 @@ class FirstPCResult:
     n_tokens: int  # training tokens it was fitted on (special tokens left out)
     scores: dict  # "mean" / "mean_pc1_removed" -> set -> Spearman x100 (no special tokens)
     training_text: dict = field(default_factory=dict)
+    predictions: dict = field(default_factory=dict)  # the same keys -> set -> packed ranks; {}: not kept
 
     def to_payload(self) -> dict:
         return asdict(self)
@@ -118,6 +120,7 @@ class SweepRow:
     scores: dict  # metric -> set -> [first seed]
     train_seconds: list
     training_text: dict = field(default_factory=dict)
+    predictions: dict = field(default_factory=dict)  # metric -> set -> [first seed] packed ranks; {}: not kept
 
     def to_payload(self) -> dict:
         return asdict(self)

@@ -8,9 +8,17 @@ import numpy as np
 
 from layerwise.benchmarks.lattemix.grid import FirstPCResult, LayerPoint, MainResult, SweepRow
 from layerwise.benchmarks.lattemix.report import METHOD_NAMES
+from layerwise.benchmarks.significance_parts import p_cell, significance_note
+from layerwise.evaluation.significance import SignificanceResult
 from layerwise.reports import fmt, sample_std
 
-__all__ = ["PageParts", "draw_layers", "render_markdown", "summary"]
+__all__ = ["MAIN_BASELINE", "SWEEP_BASELINE", "SWEEP_TESTED", "PageParts", "draw_layers", "render_markdown",
+           "summary"]
+
+MAIN_BASELINE = "mean"  # every row of a main table is tested against mean pooling of the same hidden state
+SWEEP_BASELINE = "default"  # every sweep row against the default setting, for each of SWEEP_TESTED
+SWEEP_TESTED = ("cosine", "js")
+_RERUN = "layerwise results run lattemix"
 
 
 @dataclass
@@ -22,6 +30,8 @@ class PageParts:
     curve_seed: int | None = None
     provenance: list[str] = field(default_factory=list)
     first_pc: FirstPCResult | None = None  # first model, the sweep's training text
+    # each comparison row against its baseline (pages.page_tests keys); None: a side has no stored predictions
+    tests: dict[tuple, SignificanceResult | None] = field(default_factory=dict)
 
 
 def _averages(main: MainResult, sets) -> dict[str, float]:
@@ -32,21 +42,30 @@ def _averages(main: MainResult, sets) -> dict[str, float]:
     return avgs
 
 
-def _main_section(main: MainResult) -> list[str]:
+def _main_section(main: MainResult, tests: dict) -> list[str]:
     m, sets = main.model, list(main.data)
     seeds = next(iter(main.runs.values())).seeds
     avgs = _averages(main, sets)
+
+    def p(method: str) -> str:
+        return "reference" if method == MAIN_BASELINE else p_cell(tests.get(("main", m["name"], method)))
+
+    base = METHOD_NAMES[MAIN_BASELINE]
     lines = [f"## {m['name']} (hidden state {main.layer}, the last)", "",
              f"Training: {main.training_text['n_sentences']} sentences, {main.training_text['n_tokens']} "
              f"tokens; trained rows: mean ± std over seeds {seeds}.", "",
-             "| method | " + " | ".join(sets) + " | avg |", "|---|" + "---|" * (len(sets) + 1)]
+             significance_note("each row's avg", base, f"the row's avg minus {base}'s (the mean Spearman over the "
+                               "sets, and for a trained row over its seeds, each seed scored on each set; the union "
+                               "of the sets' test pairs is resampled)", _RERUN), "",
+             "| method | " + " | ".join(sets) + f" | avg | p vs {base} (avg) |", "|---|" + "---|" * (len(sets) + 2)]
     for meth, per in main.baselines.items():
-        lines.append(f"| {METHOD_NAMES[meth]} | " + " | ".join(f"{per[d]:.2f}" for d in sets) + f" | {avgs[meth]:.2f} |")
+        lines.append(f"| {METHOD_NAMES[meth]} | " + " | ".join(f"{per[d]:.2f}" for d in sets)
+                     + f" | {avgs[meth]:.2f} | {p(meth)} |")
     for kind, run in main.runs.items():
         for metric, per in run.scores.items():
             key = f"{kind}/{metric}"
             lines.append(f"| {METHOD_NAMES[key]} | " + " | ".join(fmt(float(np.mean(per[d])), sample_std(per[d]))
-                                                                for d in sets) + f" | {avgs[key]:.2f} |")
+                                                                for d in sets) + f" | {avgs[key]:.2f} | {p(key)} |")
     lines += ["", "| model | train seconds per seed | final loss | final KL |", "|---|---|---|---|"]
     for kind, run in main.runs.items():
         lines.append(f"| {kind} | {np.mean(run.train_seconds):.1f} | {np.mean(run.final_loss):.2f} | "
@@ -86,14 +105,20 @@ def _sweep_section(parts: PageParts, model: str) -> list[str]:
              "mirrors the encoder, plain KL). The paper's settings: tau 0.3, a 3-layer decoder, KL thresholding at "
              "0.3 nats per latent group (`paper:` rows). -L2: minus the squared L2 distance of the categorical "
              "mixtures (rows stored before it existed show –).", "",
+             significance_note("each setting's cos and -JS", "default", "the row's Spearman minus the default "
+                               f"row's, averaged over {' and '.join(sets)} (one seed each; the union of the sets' "
+                               "test pairs is resampled)", _RERUN), "",
              "| varied | setting (others as default) | " + " | ".join(f"{d} {label}" for d in sets
                                                                      for _, label in metrics)
-             + " | train s |", "|---|---|" + "---|" * (len(sets) * len(metrics)) + "---|"]
+             + " | train s | " + " | ".join(f"p vs default ({label})" for m, label in metrics if m in SWEEP_TESTED)
+             + " |", "|---|---|" + "---|" * (len(sets) * len(metrics)) + "---|" + "---|" * len(SWEEP_TESTED)]
     for r in rows:
         sc = r.scores
+        ps = ["reference" if r.vary == SWEEP_BASELINE else p_cell(parts.tests.get(("sweep", r.vary, str(r.change), m)))
+              for m in SWEEP_TESTED]
         lines.append(f"| {r.vary} | {r.change or 'default'} | " + " | ".join(
             f"{sc[m][d][0]:.2f}" if m in sc else "–" for d in sets for m, _ in metrics)
-            + f" | {r.train_seconds[0]:.1f} |")
+            + f" | {r.train_seconds[0]:.1f} | " + " | ".join(ps) + " |")
     return lines + ["", "AE vs Normal VAE vs categorical VAE (the paper's Table 2) are the rows of the main tables "
                     "above.", ""]
 
@@ -108,8 +133,12 @@ def _first_pc_section(parts: PageParts, model: str) -> list[str]:
             "variance. A token's coordinate on it is its first-principal-component word embedding "
             "(`layerwise.methods.lattemix.principal.FirstComponent.coordinate`); removing it from the mean vector "
             "(`remove`) tests how much that one direction pulls the cosine of mean pooling.", "",
-            "| pooling | " + " | ".join(sets) + " |", "|---|" + "---|" * len(sets),
-            *(f"| {label} | " + " | ".join(f"{pc.scores[key][d]:.2f}" for d in sets) + " |" for label, key in rows),
+            significance_note("the component removed", rows[0][0], f"the row's Spearman minus {rows[0][0]}'s, "
+                              f"averaged over {' and '.join(sets)} (the union of the sets' test pairs is resampled)",
+                              _RERUN), "",
+            "| pooling | " + " | ".join(sets) + f" | p vs {rows[0][0]} |", "|---|" + "---|" * (len(sets) + 1),
+            *(f"| {label} | " + " | ".join(f"{pc.scores[key][d]:.2f}" for d in sets) + " | "
+              + ("reference" if key == "mean" else p_cell(parts.tests.get(("pc",)))) + " |" for label, key in rows),
             ""]
 
 
@@ -133,7 +162,7 @@ def render_markdown(parts: PageParts) -> str:
                      "and AE with a 32-d latent.")
     lines.append("")
     for main in parts.main:
-        lines += _main_section(main)
+        lines += _main_section(main, parts.tests)
     first = parts.main[0].model["name"] if parts.main else "?"
     if parts.layers:
         lines += _curve_section(parts, first)

@@ -12,14 +12,25 @@ from pathlib import Path
 
 from layerwise.benchmarks.lattemix.experiment import PAGE_NAME, run_curve, run_main, run_sweep
 from layerwise.benchmarks.lattemix.grid import FirstPCResult, LayerPoint, MainResult, PageConfig, SweepRow, variant_name
-from layerwise.benchmarks.lattemix.page_report import PageParts, draw_layers, render_markdown, summary
+from layerwise.benchmarks.lattemix.page_report import (
+    MAIN_BASELINE,
+    SWEEP_BASELINE,
+    SWEEP_TESTED,
+    PageParts,
+    draw_layers,
+    render_markdown,
+    summary,
+)
 from layerwise.benchmarks.page_parts import latest_by_name, provenance_lines, save_png
 from layerwise.benchmarks.registry import PageContext, ResultsPage, register
+from layerwise.benchmarks.significance_parts import STSComparison, load_gold
+from layerwise.benchmarks.store import Part, ResultsStore
+from layerwise.evaluation.significance import SignificanceResult
 from layerwise.reports import write_json, write_text
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PAGE", "load_page_parts", "page_config", "render", "run"]
+__all__ = ["PAGE", "load_page_parts", "page_config", "page_tests", "render", "run"]
 
 NAME = PAGE_NAME
 
@@ -59,11 +70,54 @@ def load_page_parts(ctx: PageContext):
     sweep = [stored[n] for n in (f"sweep-{first}-{variant_name(v, c)}" for v, c in page.sweep) if n in stored]
     seed_from = layers or sweep
     pc = [stored[f"pc-{first}"]] if page.first_pc and f"pc-{first}" in stored else []
-    return PageParts(main=main, layers=[LayerPoint(**p.payload) for p in layers],
-                     sweep=[SweepRow(**p.payload) for p in sweep], small_sets=list(page.small_sets),
-                     curve_seed=seed_from[0].key["seeds"][0] if seed_from else None,
-                     provenance=provenance_lines(used + layers + sweep + pc),
-                     first_pc=FirstPCResult(**pc[0].payload) if pc else None)
+    parts = PageParts(main=main, layers=[LayerPoint(**p.payload) for p in layers],
+                      sweep=[SweepRow(**p.payload) for p in sweep], small_sets=list(page.small_sets),
+                      curve_seed=seed_from[0].key["seeds"][0] if seed_from else None,
+                      provenance=provenance_lines(used + layers + sweep + pc),
+                      first_pc=FirstPCResult(**pc[0].payload) if pc else None)
+    parts.tests = page_tests(ctx.store, parts, used, sweep, pc)
+    return parts
+
+
+def _comparison(store: ResultsStore, parts: list[Part], sets: list[str]) -> STSComparison | None:
+    """The comparison over ``sets`` with the gold scores the parts were scored on (None: none stored, or the parts
+    read different data)."""
+    sums = [p.key["data"]["eval"] for p in parts]
+    gold = load_gold(store, NAME, sums[0]) if sums and all(x == sums[0] for x in sums) else None
+    return STSComparison(gold, sets) if gold is not None and set(sets) <= set(gold) else None
+
+
+def _seed_runs(per_set: dict) -> list[dict]:
+    """set -> [per seed packed] as one run dict per seed ([] when not kept)."""
+    n = min((len(v) for v in per_set.values()), default=0)
+    return [{d: v[i] for d, v in per_set.items()} for i in range(n)]
+
+
+def page_tests(store: ResultsStore, parts: PageParts, main_parts: list[Part], sweep_parts: list[Part],
+               pc_parts: list[Part]) -> dict[tuple, SignificanceResult | None]:
+    """Every comparison row against its baseline row (paired bootstrap; None: a side stored without predictions):
+    ``("main", model, method)`` against mean pooling (avg over the table's sets and the row's seeds),
+    ``("sweep", vary, change, metric)`` against the default row, ``("pc",)`` the first component removed against
+    mean pooling without special tokens."""
+    out: dict[tuple, SignificanceResult | None] = {}
+    for main, part in zip(parts.main, main_parts, strict=True):
+        cmp, base = _comparison(store, [part], list(main.data)), [main.baseline_predictions.get(MAIN_BASELINE, {})]
+        rows = {m: [main.baseline_predictions.get(m, {})] for m in main.baselines if m != MAIN_BASELINE}
+        rows |= {f"{k}/{m}": _seed_runs(run.predictions.get(m, {})) for k, run in main.runs.items() for m in run.scores}
+        for method, runs in rows.items():
+            out[("main", main.model["name"], method)] = cmp and cmp.test(method, runs, MAIN_BASELINE, base)
+    default = next((r for r in parts.sweep if r.vary == SWEEP_BASELINE), None)
+    cmp = _comparison(store, sweep_parts, parts.small_sets)
+    for r in parts.sweep:
+        for metric in SWEEP_TESTED:
+            base = [{d: v[0] for d, v in default.predictions.get(metric, {}).items()}] if default else []
+            runs = [{d: v[0] for d, v in r.predictions.get(metric, {}).items()}]
+            out[("sweep", r.vary, str(r.change), metric)] = (
+                cmp and default and cmp.test(f"{r.vary} {r.change} {metric}", runs, f"default {metric}", base))
+    if parts.first_pc is not None:
+        cmp, pred = _comparison(store, pc_parts, parts.small_sets), parts.first_pc.predictions
+        out[("pc",)] = cmp and cmp.test("pc1 removed", [pred.get("mean_pc1_removed", {})], "mean", [pred.get("mean", {})])
+    return out
 
 
 def render(ctx: PageContext) -> list[Path]:

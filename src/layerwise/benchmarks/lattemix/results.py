@@ -100,6 +100,9 @@ class KindResult:
     train_seconds: list  # per seed
     final_loss: list  # per seed: mean loss over the last 5% of steps
     final_kl: list  # per seed: mean KL over the last 5% of steps
+    # metric -> data set -> [per seed] each pair's similarity as dense ranks (unit_outputs.pack_ranks), kept for the
+    # results page's paired tests; {}: not kept
+    predictions: dict = field(default_factory=dict)
 
     @property
     def model_config(self) -> LatteMixConfig:

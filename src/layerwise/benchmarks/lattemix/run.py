@@ -21,10 +21,12 @@ from layerwise.benchmarks.lattemix.results import (
     LatteMixRun,
     TrainingText,
 )
+from layerwise.benchmarks.significance_parts import pack_predictions
 from layerwise.data import load_snli, load_sts, load_wiki_head
 from layerwise.encoders.layer_encoder import LayerEncoder
 from layerwise.encoders.tokens import TokenStack
 from layerwise.evaluation.metrics import aggregate_correlation, cosine_rows, spearman
+from layerwise.evaluation.unit_outputs import pack_ranks
 from layerwise.layers import validate_layers
 from layerwise.methods.lattemix.config import LatteMixConfig
 from layerwise.methods.lattemix.principal import fit_first_component
@@ -33,7 +35,8 @@ from layerwise.methods.lattemix.train import TrainConfig, train_on_token_stack
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LatteMixData", "LatteMixResult", "LatteMixRun", "evaluate_baselines", "evaluate_config",
+__all__ = ["LatteMixData", "LatteMixResult", "LatteMixRun", "baseline_similarities", "evaluate_baselines",
+           "evaluate_config", "score_similarities",
            "evaluate_first_pc", "prepare",
            "run_lattemix", "training_sentences"]
 
@@ -138,44 +141,56 @@ def prepare(
     )
 
 
-def _score(data: LatteMixData, name: str, sim_fn, aggregation: str) -> float:
-    d, i1, i2 = data.datasets[name]
-    sim = sim_fn(i1, i2)
-    groups = np.asarray(d.subsets)
-    return 100 * aggregate_correlation(sim, d.scores, groups, aggregation, spearman)
+def _similarities(data: LatteMixData, name: str, sim_fn) -> np.ndarray:
+    """``sim_fn(i1, i2)`` on the pairs of data set ``name``: (n_pairs,)."""
+    _, i1, i2 = data.datasets[name]
+    return sim_fn(i1, i2)
 
 
-def evaluate_baselines(data: LatteMixData, layer: int, *, aggregation: str = "all") -> dict[str, dict[str, float]]:
-    """CLS, mean (with and without special tokens) and max pooling of one hidden state: method -> data set -> Spearman."""
-    out: dict[str, dict[str, float]] = {}
+def _correlation(data: LatteMixData, name: str, sim: np.ndarray, aggregation: str) -> float:
+    d = data.datasets[name][0]
+    return 100 * aggregate_correlation(sim, d.scores, np.asarray(d.subsets), aggregation, spearman)
+
+
+def score_similarities(data: LatteMixData, sims: dict, aggregation: str = "all") -> dict:
+    """method -> data set -> Spearman x100 of the similarities ``sims`` (method -> data set -> (n_pairs,))."""
+    return {m: {n: _correlation(data, n, s, aggregation) for n, s in per.items()} for m, per in sims.items()}
+
+
+def baseline_similarities(data: LatteMixData, layer: int) -> dict[str, dict[str, np.ndarray]]:
+    """Cosines of CLS, mean (with and without special tokens) and max pooling of one hidden state: method -> data
+    set -> (n_pairs,)."""
     poolings = {
         "cls": data.eval_tokens.pool(layer, "cls"),
         "mean": data.eval_tokens.pool(layer, "mean"),
         "mean_no_special": data.eval_tokens.pool(layer, "mean", include_special=False),
         "max": data.eval_tokens.pool(layer, "max"),
     }
-    for method, emb in poolings.items():
-        out[method] = {
-            name: _score(data, name, lambda a, b, e=emb: cosine_rows(e[a], e[b]), aggregation)
-            for name in data.datasets
-        }
-    return out
+    return {method: {name: _similarities(data, name, lambda a, b, e=emb: cosine_rows(e[a], e[b]))
+                     for name in data.datasets} for method, emb in poolings.items()}
 
 
-def evaluate_first_pc(data: LatteMixData, layer: int, *, aggregation: str = "all") -> dict:
+def evaluate_baselines(data: LatteMixData, layer: int, *, aggregation: str = "all") -> dict[str, dict[str, float]]:
+    """CLS, mean (with and without special tokens) and max pooling of one hidden state: method -> data set -> Spearman."""
+    return score_similarities(data, baseline_similarities(data, layer), aggregation)
+
+
+def evaluate_first_pc(data: LatteMixData, layer: int, *, aggregation: str = "all",
+                      keep_predictions: bool = False) -> dict:
     """Mean pooling (no special tokens) with and without the first principal component of the training tokens.
 
-    Returns {"share", "n_tokens", "scores": {"mean" | "mean_pc1_removed": {set: Spearman x100}}}; the component
-    is fitted on the training tokens of ``layer`` (never the evaluation sentences). The mean of the vectors with the
-    component removed is the mean vector with it removed (the removal is affine), so it is removed after pooling.
+    Returns {"share", "n_tokens", "scores": {"mean" | "mean_pc1_removed": {set: Spearman x100}}} (and, with
+    ``keep_predictions``, "predictions": the same keys -> set -> each pair's cosine, packed as dense ranks); the
+    component is fitted on the training tokens of ``layer`` (never the evaluation sentences). The mean of the vectors
+    with the component removed is the mean vector with it removed (the removal is affine), so it is removed after
+    pooling.
     """
     pc = fit_first_component(data.train_tokens.token_vectors(layer, include_special=False))
     mean = data.eval_tokens.pool(layer, "mean", include_special=False)
-    scores = {}
-    for label, emb in (("mean", mean), ("mean_pc1_removed", pc.remove(mean))):
-        scores[label] = {name: _score(data, name, lambda a, b, e=emb: cosine_rows(e[a], e[b]), aggregation)
-                         for name in data.datasets}
-    return {"share": pc.share, "n_tokens": pc.n_tokens, "scores": scores}
+    sims = {label: {name: _similarities(data, name, lambda a, b, e=emb: cosine_rows(e[a], e[b]))
+                    for name in data.datasets} for label, emb in (("mean", mean), ("mean_pc1_removed", pc.remove(mean)))}
+    out = {"share": pc.share, "n_tokens": pc.n_tokens, "scores": score_similarities(data, sims, aggregation)}
+    return {**out, "predictions": {k: pack_predictions(v) for k, v in sims.items()}} if keep_predictions else out
 
 
 def evaluate_config(
@@ -191,11 +206,13 @@ def evaluate_config(
 ) -> KindResult:
     """Train one model per seed on ``layer``'s training tokens and score every similarity on every data set.
 
-    Returns the scores (metric -> data set -> [per seed]), training seconds, final loss and KL per seed.
+    Returns the scores (metric -> data set -> [per seed]), training seconds, final loss and KL per seed, and each
+    pair's similarity as dense ranks in the same layout (``predictions``, for the results page's paired tests).
     """
     config = replace(config, input_dim=int(data.train_tokens.vectors.shape[-1]))
     metrics = SIMILARITIES[config.kind]
     scores = {m: {name: [] for name in data.datasets} for m in metrics}
+    predictions = {m: {name: [] for name in data.datasets} for m in metrics}
     seconds, losses, kls = [], [], []
     for seed in seeds:
         model, hist = train_on_token_stack(config, data.train_tokens, layer, replace(train, seed=int(seed)),
@@ -209,12 +226,12 @@ def evaluate_config(
         mix = sentence_mixtures(model, data.eval_tokens, layer, include_special=include_special)
         for m in metrics:
             for name in data.datasets:
-                scores[m][name].append(
-                    _score(data, name, lambda a, b, mix=mix, m=m: pair_similarity(mix.take(a), mix.take(b), m), aggregation)
-                )
+                sim = _similarities(data, name, lambda a, b, mix=mix, m=m: pair_similarity(mix.take(a), mix.take(b), m))
+                scores[m][name].append(_correlation(data, name, sim, aggregation))
+                predictions[m][name].append(pack_ranks(sim))
     return KindResult(config=config.to_dict(), train=train.to_dict(), seeds=list(seeds), layer=layer,
                       include_special=include_special, scores=scores, train_seconds=seconds, final_loss=losses,
-                      final_kl=kls)
+                      final_kl=kls, predictions=predictions)
 
 
 def run_lattemix(run: LatteMixRun, *, data_dir=None, encoder_options: dict | None = None,
@@ -227,8 +244,9 @@ def run_lattemix(run: LatteMixRun, *, data_dir=None, encoder_options: dict | Non
     aggregation = run.aggregation
     runs = {}
     for kind in run.kinds:
-        runs[kind] = evaluate_config(data, replace(run.config, kind=kind), run.train, layer=layer, seeds=run.seeds,
-                                     include_special=run.include_special, aggregation=aggregation, save_dir=save_dir)
+        kept = evaluate_config(data, replace(run.config, kind=kind), run.train, layer=layer, seeds=run.seeds,
+                               include_special=run.include_special, aggregation=aggregation, save_dir=save_dir)
+        runs[kind] = replace(kept, predictions={})  # the command's results file keeps scores only
     return LatteMixResult(
         settings=run, model=encoder.identity, layer=layer, aggregation=aggregation,
         data={name: DataSetInfo(split=d.split, n_pairs=len(d), source=d.source)

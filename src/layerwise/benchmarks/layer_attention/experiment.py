@@ -15,14 +15,23 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from layerwise.benchmarks.layer_attention.grid import GridConfig, RunResult, SearchRow, run_key, run_name
+from layerwise.benchmarks.layer_attention.grid import (
+    GridConfig,
+    RunResult,
+    SearchRow,
+    checkpoint_key,
+    run_key,
+    run_name,
+)
 from layerwise.benchmarks.layer_attention.run import load_training_examples
 from layerwise.benchmarks.page_parts import run_record, sts_checksum
+from layerwise.benchmarks.significance_parts import pack_predictions, save_gold
 from layerwise.benchmarks.store import Part, ResultsStore, keyed_name, model_key
 from layerwise.data import available_sts, load_sts
 from layerwise.data.checksum import content_checksum
 from layerwise.encoders.layer_encoder import LayerEncoder
 from layerwise.encoders.trainable import SentenceModel
+from layerwise.evaluation.metrics import cosine_rows
 from layerwise.evaluation.retrieval import FaissIndex, load_quora_retrieval, search
 from layerwise.evaluation.sts import sts_scores
 from layerwise.methods.layer_attention.frozen import (
@@ -39,7 +48,7 @@ from layerwise.training.checkpoint import STATE_JSON
 logger = logging.getLogger(__name__)
 
 __all__ = ["PAGE_NAME", "UNTOUCHED_SEARCH", "GridData", "data_checksums", "load_grid_data", "run_encoder_runs",
-           "run_frozen_grid", "sts_spearman", "untouched_search", "untouched_search_key"]
+           "run_frozen_grid", "save_test_gold", "sts_spearman", "untouched_search", "untouched_search_key"]
 
 PAGE_NAME = "layer-attention"
 
@@ -88,6 +97,17 @@ def sts_spearman(emb1: np.ndarray, emb2: np.ndarray, d) -> float:
     return float(sts_scores(emb1, emb2, d.scores, groups=np.asarray(d.subsets), aggregation="all")["spearman"])
 
 
+def _evaluate_sts(pairs: dict, data: GridData) -> tuple[dict[str, float], dict[str, str]]:
+    """Spearman x100 per set and each test pair's predicted cosine (packed): ``pairs`` set -> (emb1, emb2)."""
+    sts = {n: sts_spearman(a, b, data.sts[n]) for n, (a, b) in pairs.items()}
+    return sts, pack_predictions({n: cosine_rows(a, b) for n, (a, b) in pairs.items()})
+
+
+def save_test_gold(store: ResultsStore, data: GridData, sums: dict, command=()) -> None:
+    """The gold scores of the STS test sets, once per their checksums (the page's paired tests read them)."""
+    save_gold(store, PAGE_NAME, {n: d.scores for n, d in data.sts.items()}, sums["sts"], [run_record(command)])
+
+
 def _missing(config: GridConfig, store: ResultsStore, regime: str, model: dict, sums: dict) -> list[tuple]:
     out = []
     for obj, pooler, seed in config.runs(regime):
@@ -127,8 +147,8 @@ def _frozen_run(config, data, feats: _FrozenFeatures, obj, pooler, seed) -> RunR
     torch.manual_seed(seed)
     pool = build_pooler(PoolerConfig(kind=pooler, hidden_size=feats.hidden, n_states=feats.n_states))
     hist = train_pooler_on_features(pool, feats.views[obj], config.contrastive("frozen", obj, seed), dev=feats.dev)
-    sts = {n: sts_spearman(embed_features(pool, a), embed_features(pool, b), data.sts[n])
-           for n, (a, b) in feats.sts.items()}
+    sts, predictions = _evaluate_sts({n: (embed_features(pool, a), embed_features(pool, b))
+                                      for n, (a, b) in feats.sts.items()}, data)
     with_pooler, without = (), ()
     if feats.quora is not None and config.searches("frozen", pooler, seed):
         emb = embed_features(pool, feats.quora)
@@ -138,7 +158,7 @@ def _frozen_run(config, data, feats: _FrozenFeatures, obj, pooler, seed) -> RunR
                             for kind in r.indexes)
         without = (feats.without,)
     return RunResult("frozen", obj, pooler, seed, sts, hist, data.examples[obj][1], len(feats.views[obj][0]),
-                     with_pooler, without)
+                     with_pooler, without, predictions=predictions)
 
 
 def run_frozen_grid(config: GridConfig, store: ResultsStore, *, data_dir=None, command=()) -> int:
@@ -150,6 +170,8 @@ def run_frozen_grid(config: GridConfig, store: ResultsStore, *, data_dir=None, c
     skey = untouched_search_key(config, model, sums, len(data.quora.corpus)) if data.quora is not None else None
     search_todo = skey is not None and store.load(PAGE_NAME, UNTOUCHED_SEARCH, skey) is None
     feats = _FrozenFeatures(config, data, sorted({t[0] for t in todo})) if todo else None
+    if todo:
+        save_test_gold(store, data, sums, command)
     for obj, pooler, seed, key in todo:
         _save(store, _frozen_run(config, data, feats, obj, pooler, seed), key, command)
     if search_todo:
@@ -193,14 +215,14 @@ def untouched_search(config: GridConfig, quora_data, quora) -> list[dict]:
 
 
 def _encoder_run(config: GridConfig, data: GridData, obj, pooler, seed, key: dict) -> RunResult:
-    folder = Path(config.checkpoints) / obj / pooler / keyed_name(f"seed{seed}", key)
+    folder = Path(config.checkpoints) / obj / pooler / keyed_name(f"seed{seed}", checkpoint_key(key))
     seed_everything(seed)  # before the pooler is built: one seed, one initialisation
     sm = SentenceModel.from_pretrained(config.model, pooler=pooler, max_length=config.max_length)
     hist = train_contrastive(sm, data.examples[obj][0], config.contrastive("encoder", obj, seed), folder,
                              dev=data.dev, resume=(folder / "last" / STATE_JSON).is_file())
     best = SentenceModel.load(folder / "best")
-    sts = {n: sts_spearman(best.encode(list(d.sentences1)), best.encode(list(d.sentences2)), d)
-           for n, d in data.sts.items()}
+    sts, predictions = _evaluate_sts({n: (best.encode(list(d.sentences1)), best.encode(list(d.sentences2)))
+                                      for n, d in data.sts.items()}, data)
     with_pooler, without = (), ()
     if data.quora is not None and config.searches("encoder", pooler, seed):
         r = config.retrieval
@@ -210,7 +232,7 @@ def _encoder_run(config: GridConfig, data: GridData, obj, pooler, seed, key: dic
                             for kind in r.indexes)
         without = (SearchRow.from_search(search(data.quora, best.encode(data.quora.corpus, use_pooler=False))),)
     return RunResult("encoder", obj, pooler, seed, sts, hist, data.examples[obj][1], len(data.examples[obj][0]),
-                     with_pooler, without, checkpoint=str(folder))
+                     with_pooler, without, checkpoint=str(folder), predictions=predictions)
 
 
 def run_encoder_runs(config: GridConfig, store: ResultsStore, *, data_dir=None, command=(),
@@ -224,5 +246,6 @@ def run_encoder_runs(config: GridConfig, store: ResultsStore, *, data_dir=None, 
         if not train:
             left.append(run_name("encoder", obj, pooler, seed))
             continue
+        save_test_gold(store, data, sums, command)
         _save(store, _encoder_run(config, data, obj, pooler, seed, key), key, command)
     return left

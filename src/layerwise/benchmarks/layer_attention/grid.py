@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from layerwise.benchmarks.significance_parts import OUTPUTS_KEY, without_outputs
 from layerwise.methods.layer_attention.train import ContrastiveConfig
 
-__all__ = ["GRID_POOLERS", "GridConfig", "RetrievalSettings", "RunResult", "SearchRow", "run_key",
+__all__ = ["GRID_POOLERS", "GridConfig", "RetrievalSettings", "RunResult", "SearchRow", "checkpoint_key", "run_key",
            "run_name"]
 
 # Every pooler of the page; ``first0_last_mean`` = mean of hidden states {0, L} (0 = embedding output).
@@ -125,6 +126,9 @@ class RunResult:
     search_without_pooler: tuple[SearchRow, ...] = ()  # last-layer mean of the same encoder
     checkpoint: str | None = None  # encoder regime: the model folder (not kept in the repo)
     extra: dict = field(default_factory=dict)  # anything else the run recorded
+    # data set -> the dense rank of every test pair's predicted cosine (benchmarks.significance_parts); {}: a
+    # run stored before they were kept (its paired test renders "not tested")
+    predictions: dict[str, str] = field(default_factory=dict)
 
     @property
     def steps_per_second(self) -> float:
@@ -168,4 +172,16 @@ def run_key(config: GridConfig, model: dict, data: dict, regime: str, objective:
         # views computed in batches sorted by token count (encoders.batching): the dropout masks depend on the batches
         "features": {"view_seed": 0, "dropout_once_per_example": True, "batches": "token_length"}
         if regime == "frozen" else None,
+        # the run keeps each test pair's predicted cosine (the paired test against layer_attention reads them); a
+        # run stored before had no such key, so the next `results run` recomputes it and the newer part wins
+        OUTPUTS_KEY: OUTPUTS,
     }
+
+
+OUTPUTS = "per-pair cosine ranks"
+
+
+def checkpoint_key(key: dict) -> dict:
+    """The key an encoder-trained run's model folder is named by: the run key without what only adds outputs, so
+    a model trained before the outputs were kept is evaluated again rather than trained again."""
+    return without_outputs(key)

@@ -17,14 +17,23 @@ from layerwise.benchmarks.layer_attention.experiment import (
     run_frozen_grid,
 )
 from layerwise.benchmarks.layer_attention.grid import GridConfig, RetrievalSettings, RunResult, run_name
-from layerwise.benchmarks.layer_attention.report import PageRuns, draw_figure, render_markdown, summary
+from layerwise.benchmarks.layer_attention.report import (
+    REFERENCE,
+    PageRuns,
+    draw_figure,
+    render_markdown,
+    summary,
+)
 from layerwise.benchmarks.page_parts import latest_by_name, provenance_lines, save_png
 from layerwise.benchmarks.registry import PageContext, ResultsPage, register
+from layerwise.benchmarks.significance_parts import STSComparison, load_gold
+from layerwise.benchmarks.store import Part, ResultsStore
+from layerwise.evaluation.significance import SignificanceResult
 from layerwise.reports import write_json, write_text
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PAGE", "grid_config", "load_page_runs", "render", "run"]
+__all__ = ["PAGE", "grid_config", "load_page_runs", "pooler_tests", "render", "run"]
 
 NAME = PAGE_NAME
 OPTIONS = ("grid", "train_encoder")
@@ -75,8 +84,31 @@ def load_page_runs(ctx: PageContext):
             used.append(part)
     model = used[0].key["model"]["name"] if used else config.model
     search = parts.get(UNTOUCHED_SEARCH) if "frozen" in config.regimes else None
+    sets = list(runs[0].sts) if runs else []
     return PageRuns(config, model, runs, provenance_lines(used + ([search] if search else [])), not_run,
-                    untouched_search=search.payload["rows"] if search else [])
+                    untouched_search=search.payload["rows"] if search else [],
+                    tests=pooler_tests(ctx.store, runs, used, sets))
+
+
+def pooler_tests(store: ResultsStore, runs: list[RunResult], parts: list[Part],
+                 sets: list[str]) -> dict[tuple[str, str, str], SignificanceResult | None]:
+    """(regime, objective, pooler) -> the paired bootstrap of the pooler's average STS (mean over its seeds and the
+    ``sets``) minus :data:`REFERENCE`'s of the same regime and objective; None where a side's runs (or the
+    gold scores of their test sets) were stored without per-pair predictions. ``parts[i]`` holds ``runs[i]``."""
+    cells: dict[tuple[str, str], list[tuple[RunResult, Part]]] = {}
+    for run, part in zip(runs, parts, strict=True):
+        cells.setdefault((run.regime, run.objective), []).append((run, part))
+    out: dict[tuple[str, str, str], SignificanceResult | None] = {}
+    for (regime, obj), members in cells.items():
+        checksums = [p.key["data"]["sts"] for _, p in members]
+        gold = load_gold(store, NAME, checksums[0]) if all(c == checksums[0] for c in checksums) else None
+        comparison = STSComparison(gold, sets) if gold is not None and set(sets) <= set(gold) else None
+        reference = [r.predictions for r, _ in members if r.pooler == REFERENCE]
+        for pooler in dict.fromkeys(r.pooler for r, _ in members if r.pooler != REFERENCE):
+            rows = [r.predictions for r, _ in members if r.pooler == pooler]
+            out[(regime, obj, pooler)] = (comparison.test(pooler, rows, REFERENCE, reference)
+                                          if comparison is not None else None)
+    return out
 
 
 def render(ctx: PageContext) -> list[Path]:

@@ -7,9 +7,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from layerwise.benchmarks.layer_attention.grid import GridConfig, RunResult
+from layerwise.benchmarks.significance_parts import p_cell, significance_note
+from layerwise.evaluation.significance import SignificanceResult
 from layerwise.reports import fmt, sample_std
 
-__all__ = ["PageRuns", "draw_figure", "render_markdown", "summary"]
+__all__ = ["REFERENCE", "PageRuns", "draw_figure", "render_markdown", "summary"]
+
+#: The row every other pooler of a table is tested against (the page compares the poolers with it).
+REFERENCE = "layer_attention"
 
 
 @dataclass
@@ -22,6 +27,8 @@ class PageRuns:
     provenance: list[str] = field(default_factory=list)  # markdown bullet lines (commands, dates, versions)
     not_run: dict[str, list[str]] = field(default_factory=dict)  # regime -> "objective / pooler / seed n" not stored
     untouched_search: list[dict] = field(default_factory=list)  # SearchRow dicts with "vector": no pooler at all
+    # (regime, objective, pooler) -> its avg against REFERENCE's, paired bootstrap; None: a side has no predictions
+    tests: dict[tuple[str, str, str], SignificanceResult | None] = field(default_factory=dict)
 
     def regime(self, regime: str) -> list[RunResult]:
         return [r for r in self.runs if r.regime == regime]
@@ -46,17 +53,28 @@ def pooler_means(runs: list[RunResult], sets, obj, pooler) -> dict | None:
             "steps_per_second": float(np.mean([r.steps_per_second for r in rs]))}
 
 
-def _sts_table(runs, sets, poolers, obj) -> list[str]:
-    lines = ["| pooler | seeds | " + " | ".join(sets) + " | avg | training steps/s (evaluation excluded) |",
-             "|---|---|" + "---|" * (len(sets) + 2)]
+def _sts_table(page: PageRuns, regime: str, poolers, obj) -> list[str]:
+    runs, sets = page.regime(regime), page.sets
+    tested = any(_select(runs, obj, REFERENCE))  # a p column where the table has the reference row
+    lines = ["| pooler | seeds | " + " | ".join(sets) + " | avg | training steps/s (evaluation excluded) |"
+             + (f" p vs {REFERENCE} (avg) |" if tested else ""),
+             "|---|---|" + "---|" * (len(sets) + 2 + tested)]
     for pooler in poolers:
         m = pooler_means(runs, sets, obj, pooler)
         if m is None:
             continue
-        name = f"**{pooler}**" if pooler == "layer_attention" else pooler
+        name = f"**{pooler}**" if pooler == REFERENCE else pooler
+        p = ("reference" if pooler == REFERENCE else p_cell(page.tests.get((regime, obj, pooler))))
         lines.append(f"| {name} | {m['seeds']} | " + " | ".join(fmt(*m["sts"][d]) for d in sets)
-                     + f" | {m['avg']:.2f} | {m['steps_per_second']:.2f} |")
+                     + f" | {m['avg']:.2f} | {m['steps_per_second']:.2f} |" + (f" {p} |" if tested else ""))
     return lines
+
+
+def _test_note() -> str:
+    return significance_note(
+        "each pooler's avg", REFERENCE, f"the pooler's avg minus {REFERENCE}'s (each the mean Spearman over its "
+        "seeds and the sets; every pair of every set is a unit, the union of the sets' test pairs is resampled)",
+        "layerwise results run layer-attention")
 
 
 def _verdict(runs, poolers, obj) -> str:
@@ -126,8 +144,9 @@ def _frozen_section(page: PageRuns) -> list[str]:
              "![frozen grid](layer-attention-frozen.png)", ""]
     if missing:
         lines += ["**Not run yet**: " + "; ".join(missing) + " (objective / pooler / seed).", ""]
+    lines += [_test_note(), ""]
     for obj in cfg.objectives:
-        lines += [f"### `{obj}`", "", *_sts_table(frozen, page.sets, cfg.poolers, obj), "",
+        lines += [f"### `{obj}`", "", *_sts_table(page, "frozen", cfg.poolers, obj), "",
                   _verdict(frozen, cfg.poolers, obj), ""]
     if _retrieval_table(frozen):
         lines += [f"### Quora duplicate-question search, frozen encoder ({cfg.retrieval.split} split, seed "
@@ -171,9 +190,10 @@ def _encoder_section(page: PageRuns) -> list[str]:
                   "`layerwise results run layer-attention` trains them (resumable).", ""]
     if not enc:
         return lines + ["The conclusions above are about poolers on a frozen encoder only.", ""]
+    lines += [_test_note(), ""]
     for obj in cfg.objectives:
         if any(r.objective == obj for r in enc):
-            lines += [f"### `{obj}`", "", *_sts_table(enc, page.sets, cfg.encoder_poolers, obj), "",
+            lines += [f"### `{obj}`", "", *_sts_table(page, "encoder", cfg.encoder_poolers, obj), "",
                       _verdict(enc, cfg.encoder_poolers, obj), ""]
     if _retrieval_table(enc):
         lines += [f"### Quora duplicate-question search, encoder trained ({cfg.retrieval.split} split)", "",

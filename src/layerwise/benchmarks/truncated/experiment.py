@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from layerwise.benchmarks.page_parts import RunTimer, latest_by_name, run_record, sts_checksum
+from layerwise.benchmarks.significance_parts import OUTPUTS_KEY, load_gold, save_gold
 from layerwise.benchmarks.store import Part, ResultsStore, model_key
 from layerwise.benchmarks.truncated.analysis import Frontier, Throughput, throughput, zero_training_frontier
 from layerwise.data import load_sts
@@ -34,7 +35,7 @@ from layerwise.training.distributed import run_on_main
 logger = logging.getLogger(__name__)
 
 __all__ = ["PAGE_NAME", "SpeedSettings", "frontier_part", "result_from_payload", "run_part_name", "run_runs", "throughput_part",
-           "stored"]
+           "stored", "stored_gold"]
 
 PAGE_NAME = "tmft"
 
@@ -58,6 +59,28 @@ def _data_key(config: TMFTConfig, data_dir) -> dict:
     return data
 
 
+#: A run keeps each test pair's predicted cosine (dense ranks) for the page's paired tests; a run stored before has
+#: no such key entry, so the next run recomputes it (from its checkpoints where they are kept: no retraining).
+OUTPUTS = "test-pair cosine ranks"
+
+
+def _save_gold(store: ResultsStore, page: str, config: TMFTConfig, key: dict, data_dir, command) -> None:
+    """The test set's gold scores, once per the data checksum the run's key holds."""
+    test = sts_pairs(config.dataset, data_dir, config.train_limit)[2]
+    save_gold(store, page, {config.dataset: test.scores}, {config.dataset: key["data"][config.dataset]},
+              [run_record(command)])
+
+
+def stored_gold(store: ResultsStore, results: list[TMFTResult], page: str = PAGE_NAME) -> dict:
+    """data checksum -> the gold test scores stored for it, for every data set the results were scored on."""
+    out = {}
+    for data in {tuple(sorted(r.data.items())) for r in results if len(r.data) == 1}:
+        gold = load_gold(store, page, dict(data))
+        if gold is not None:
+            out[data[0][1]] = gold[data[0][0]]
+    return out
+
+
 def result_from_payload(payload: dict) -> TMFTResult:
     known = {f.name for f in fields(TMFTResult)}
     return TMFTResult(**{k: v for k, v in payload.items() if k in known})
@@ -72,11 +95,12 @@ def run_runs(configs: list[TMFTConfig], store: ResultsStore, *, checkpoints, dat
         if config.model not in identities:
             identities[config.model] = model_key(_identity(config.model))
         keys.append({"model": identities[config.model], "data": _data_key(config, data_dir),
-                     "config": config.to_dict()})
+                     "config": config.to_dict(), OUTPUTS_KEY: OUTPUTS})
     for config, key in zip(configs, keys, strict=True):
         name = run_part_name(config)
         part = store.load(page, name, key)
         if part is None:
+            _save_gold(store, page, config, key, data_dir, command)
             timer = RunTimer()
             result = run_tmft(config, data_dir=data_dir, output=checkpoints, show_progress=show_progress,
                               device=device)

@@ -28,6 +28,7 @@ from layerwise.benchmarks.truncated.experiment import (
     run_part_name,
     run_runs,
     stored,
+    stored_gold,
     throughput_part,
 )
 from layerwise.benchmarks.truncated.figures import draw_cost, draw_layers, draw_speed
@@ -179,7 +180,7 @@ def load_page(ctx: PageContext):
     run_loads = {p.name: run_time_row(p, p.payload) for p in used if p.name.startswith("run-")}
     devices = sorted({p.payload.get("device", "cpu") for p in used if p.name.startswith("run-")})
     return TMFTPage(TITLE, asdict(page), results, frontiers, speeds, lc, missing, provenance_lines(used), seconds,
-                    loads, run_loads, devices, estimates)
+                    loads, run_loads, devices, estimates, gold=stored_gold(ctx.store, results))
 
 
 def estimate_seconds(config: TMFTConfig, done: list[tuple[TMFTConfig, float]]) -> float | None:

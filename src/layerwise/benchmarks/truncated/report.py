@@ -12,7 +12,9 @@ from pathlib import Path
 import numpy as np
 
 from layerwise.benchmarks.page_parts import run_time_table
+from layerwise.benchmarks.significance_parts import p_cell, significance_note
 from layerwise.benchmarks.truncated.analysis import Frontier, Throughput
+from layerwise.benchmarks.truncated.significance import group_test
 from layerwise.methods.truncated.run import TMFTResult
 
 __all__ = ["LABELS", "Group", "TMFTPage", "curves", "group_results", "groups", "page_models", "render_markdown", "summary"]
@@ -35,6 +37,7 @@ class TMFTPage:
     run_loads: dict[str, tuple] = field(default_factory=dict)  # part name -> run_time_row
     devices: list[str] = field(default_factory=list)  # where the TMFT runs shown trained ("cpu", "cuda"...)
     estimates: dict[str, list] = field(default_factory=dict)  # model -> estimated seconds per run not stored yet
+    gold: dict = field(default_factory=dict)  # data checksum -> gold test scores (the paired tests read them)
 
 
 @dataclass(frozen=True)
@@ -175,14 +178,22 @@ def _lc_lines(page: TMFTPage) -> list[str]:
     lines = [f"Subset D = {tuple(page.lc_layers)} (chosen on STS-B dev by the full-depth search of {model}; "
              f"no training: dev {fr.dev_spearman:.2f}, test {fr.test_spearman:.2f}). The model is truncated at "
              f"max(D) = {max(page.lc_layers)} and fine-tuned with the mean of D as the sentence vector.", "",
-             "| run | test | dev |", "|---|---|---|"]
+             _note("LC-TMFT's test score", f"TMFT at {max(page.lc_layers)}"), "",
+             f"| run | test | dev | p vs TMFT at {max(page.lc_layers)} |", "|---|---|---|---|"]
     if len(page.lc_layers) == 1:
         lines.insert(1, "D is a single hidden state here, so LC-TMFT is TMFT at that depth.")
+    p = p_cell(group_test(page.gold, g.results, base.results)) if g and base else ""
     lines.append(f"| LC-TMFT D={','.join(map(str, page.lc_layers))} | "
-                 + (f"{g.cell()} | {g.cell('dev_spearman')} |" if g else "not run yet | |"))
-    lines.append(f"| TMFT at {max(page.lc_layers)} | " + (f"{base.cell()} | {base.cell('dev_spearman')} |"
-                                                           if base else "not run yet | |"))
+                 + (f"{g.cell()} | {g.cell('dev_spearman')} | {p} |" if g else "not run yet | | |"))
+    lines.append(f"| TMFT at {max(page.lc_layers)} | " + (f"{base.cell()} | {base.cell('dev_spearman')} | reference |"
+                                                           if base else "not run yet | | |"))
     return lines + [""]
+
+
+def _note(what: str, baseline: str) -> str:
+    return significance_note(what, baseline, "the difference of the two mean test Spearman correlations over their "
+                             "seeds (every seed of one against every seed of the other), the STS-B test pairs "
+                             "resampled", "layerwise results run tmft")
 
 
 def _epoch_check(page: TMFTPage) -> list[str]:
@@ -241,13 +252,15 @@ def _verdict(page: TMFTPage) -> list[str]:
         full, untrained = gs[top].mean_std()[0], fr.row(top).single_test_spearman
         rates = {r.depth: r.sentences_per_second for r in speed.rows} if speed else {}
         lines += [f"**{model}** (TMFT at full depth {top}: {full:.2f}; the full model untrained: {untrained:.2f})", "",
-                  "| depth | parameters (share) | speed-up | TMFT test | vs TMFT at full depth | vs untrained full model |",
-                  "|---|---|---|---|---|---|"]
+                  _note("each depth's TMFT test score", "TMFT at full depth"), "",
+                  "| depth | parameters (share) | speed-up | TMFT test | vs TMFT at full depth | vs untrained full model "
+                  "| p vs TMFT at full depth |", "|---|---|---|---|---|---|---|"]
         for d in sorted(x for x in gs if x < top):
             score, g = gs[d].mean_std()[0], gs[d]
             up = f"{rates[d] / rates[top]:.2f}x" if d in rates and top in rates else "not timed"
             lines.append(f"| {d} | {g.parameters:,} ({g.parameters / g.results[0].full_parameters:.0%}) | {up} | "
-                         f"{score:.2f} | {score - full:+.2f} | {score - untrained:+.2f} |")
+                         f"{score:.2f} | {score - full:+.2f} | {score - untrained:+.2f} | "
+                         f"{p_cell(group_test(page.gold, g.results, gs[top].results))} |")
         wins = [d for d in gs if d < top and gs[d].mean_std()[0] >= untrained]
         lines += ["", f"- Truncated depths that reach the full model *without any training* ({untrained:.2f}): "
                   + (f"{sorted(wins)}: there truncation saves compute at no loss." if wins else
@@ -272,8 +285,10 @@ def _pre_step_lines(page: TMFTPage, model: str, plain: dict) -> list[str]:
         gs = {g.depth: g for g in curves(page) if g.model == model and g.pre_step == pre}
         both = sorted(d for d in gs if d in plain)
         if both:
-            diffs = ", ".join(f"{d}: {gs[d].mean_std()[0] - plain[d].mean_std()[0]:+.2f}" for d in both)
-            out.append(f"- {LABELS[pre]} against plain TMFT, per depth: {diffs}.{noise}")
+            diffs = ", ".join(f"{d}: {gs[d].mean_std()[0] - plain[d].mean_std()[0]:+.2f} "
+                              f"(p: {p_cell(group_test(page.gold, gs[d].results, plain[d].results))})" for d in both)
+            out.append(f"- {LABELS[pre]} against plain TMFT, per depth (p: the paired bootstrap of the difference "
+                       f"over the test pairs, as in the table above): {diffs}.{noise}")
     return out
 
 

@@ -44,10 +44,11 @@ from layerwise.evaluation.classification import (
     outer_splits,
     parallel_map,
 )
+from layerwise.evaluation.unit_outputs import pack_correct
 from layerwise.layers import LayerStack
 from layerwise.methods.lc.features import TransferFeatures, pair_features
 from layerwise.methods.lc.screen import DEFAULT_RIDGE_ALPHA, RidgeScreen
-from layerwise.methods.lc.transfer_significance import lc_significance, pack_correct
+from layerwise.methods.lc.transfer_significance import lc_significance
 from layerwise.pooling import named_selections, random_layers
 
 logger = logging.getLogger(__name__)

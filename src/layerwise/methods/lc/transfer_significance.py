@@ -2,34 +2,20 @@
 paired bootstrap over the test examples (:func:`layerwise.evaluation.significance.paired_bootstrap_accuracy`).
 
 Each outer split keeps, per method, whether each of its test examples (in the order of its test rows) was
-classified correctly, packed eight to a byte in base64 (a few kB per split even for SST-2). The outer splits' test
-parts are seeded shuffles that overlap; the bootstrap draws the task's examples once per resample and every split
+classified correctly, packed eight to a byte in base64 by :mod:`layerwise.evaluation.unit_outputs` (a few kB per
+split even for SST-2). The outer splits' test parts are seeded shuffles that overlap; the bootstrap draws the task's examples once per resample and every split
 keeps the drawn examples of its own test part, so the statistic (the mean over splits of LC's accuracy minus the
 baseline's) is resampled with that overlap kept.
 """
 
 from __future__ import annotations
 
-import base64
-
 import numpy as np
 
 from layerwise.evaluation.significance import paired_bootstrap_accuracy
+from layerwise.evaluation.unit_outputs import unpack_correct
 
-__all__ = ["lc_significance", "pack_correct", "unpack_correct"]
-
-
-def pack_correct(correct: np.ndarray) -> str:
-    """A boolean vector (n,) as base64 text (its length is the split's ``n_test``)."""
-    return base64.b64encode(np.packbits(np.asarray(correct, dtype=bool)).tobytes()).decode("ascii")
-
-
-def unpack_correct(text: str, n: int) -> np.ndarray:
-    """The boolean vector (n,) that :func:`pack_correct` wrote."""
-    bits = np.unpackbits(np.frombuffer(base64.b64decode(text), dtype=np.uint8))
-    if len(bits) < n or bits[n:].any():
-        raise ValueError(f"packed correctness of {len(bits)} bits does not hold {n} test examples")
-    return bits[:n].astype(bool)
+__all__ = ["lc_significance"]
 
 
 def lc_significance(correct: list[dict[str, str]], rows: list[np.ndarray], n_examples: int, *, n_resamples: int,

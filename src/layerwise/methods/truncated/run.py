@@ -27,7 +27,9 @@ from layerwise.data.wordsim import load_wordsim
 from layerwise.encoders import LayerEncoder
 from layerwise.encoders.registry import resolve_model
 from layerwise.encoders.truncate import count_parameters
+from layerwise.evaluation.metrics import cosine_rows
 from layerwise.evaluation.sts import sts_scores
+from layerwise.evaluation.unit_outputs import pack_ranks
 from layerwise.keys import keyed_name, model_key
 from layerwise.methods.truncated.config import TMFTConfig
 from layerwise.methods.truncated.model import TruncatedModel
@@ -59,6 +61,9 @@ class TMFTResult:
     pre_step: dict | None  # what the pre-step did and scored
     data: dict  # checksums of every data set used
     saved_model: str | None  # the sentence-transformers folder of the kept checkpoint
+    # each test pair's cosine as its dense rank (evaluation.unit_outputs.pack_ranks): what a paired test of two runs
+    # reads; None: a result stored before it was kept
+    test_predictions: str | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -274,14 +279,16 @@ def run_tmft(config: TMFTConfig, *, data_dir=None, output: str | Path = "runs/tm
     fit = fine_tune(config, TMFTData(train_set, dev_set, word_pairs, texts), folder=folder,
                     mlm_folder=mlm_folder(config, output), show_progress=show_progress, device=device)
     model, run = fit.model, fit.run
-    scores = sts_scores(model.encode(list(test.sentences1)), model.encode(list(test.sentences2)), test.scores)
+    emb1, emb2 = model.encode(list(test.sentences1)), model.encode(list(test.sentences2))
+    scores = sts_scores(emb1, emb2, test.scores)
     saved = run_on_main(model.save, folder / "model", provenance={"config": config.to_dict(), "model": model_key(identity)})
     return TMFTResult(
         config=config.to_dict(), model=model_key(identity), parameters=model.n_parameters(),
         full_parameters=_full_parameters(config.model), dev_spearman=float(run.best_dev),
         test_spearman=float(scores["spearman"]), test_pearson=float(scores["pearson"]), steps=fit.steps,
         train_seconds=run.train_seconds, pre_step=fit.pre_step,
-        data={config.dataset: content_checksum([train_set, dev_set, test])}, saved_model=str(saved))
+        data={config.dataset: content_checksum([train_set, dev_set, test])}, saved_model=str(saved),
+        test_predictions=pack_ranks(cosine_rows(emb1, emb2)))
 
 
 def _full_parameters(model: str) -> int:
