@@ -26,7 +26,7 @@ def test_page_runs_resumes_and_renders(tiny_bert, tmp_path, monkeypatch):
     page.run(ctx)
     parts = {p.name: p for p in store.parts("multitask")}
     assert sorted(parts) == ["BASELINE+MIX-seed0", "BASELINE+MIX-seed1", "BASELINE-seed0", "BASELINE-seed1",
-                             "encoder-training-data"]
+                             "encoder-training-data", "gold-scores"]
     assert parts["encoder-training-data"].payload == {"files": []}  # the tiny model declares no training data
     key = parts["BASELINE-seed1"].key
     assert key["seed"] == 1 and key["config"]["epochs"] == 1 and key["model"]["weights_sha256"]
@@ -108,10 +108,12 @@ def test_page_runs_more_seeds_for_the_best_experiment_once_every_first_seed_is_s
     parts = {p.name: p for p in store.parts("multitask")}
     dev = {n: parts[f"{n}-seed0"].payload["dev"]["overall"] for n in options["experiments"]}
     best = max(dev, key=dev.get)
-    assert sorted(parts) == sorted([f"{n}-seed0" for n in dev] + [f"{best}-seed1", "encoder-training-data"])
+    assert sorted(parts) == sorted([f"{n}-seed0" for n in dev] + [f"{best}-seed1", "encoder-training-data",
+                                                                  "gold-scores"])
     from layerwise.methods.multitask.run import ExperimentResult
 
-    results = [ExperimentResult.from_payload(p.payload) for n, p in parts.items() if n != "encoder-training-data"]
+    results = [ExperimentResult.from_payload(p.payload) for n, p in parts.items()
+               if n not in ("encoder-training-data", "gold-scores")]
     assert best_experiment(page_config(options), results) == best
     assert best_experiment(page_config(options), results[:1]) is None  # not every first seed: unknown
     get_page("multitask").render(ctx)

@@ -226,3 +226,35 @@ def test_packed_ranks_keep_order_and_ties_and_scores_round_trip():
         unpack_ranks(pack_ranks(x), 49)
     with pytest.raises(ValueError, match="finite"):
         pack_ranks(np.array([1.0, np.nan]))
+
+
+def test_compare_combined_matches_its_slow_twin_and_checks_its_terms():
+    """A weighted sum of two tasks' differences (accuracy and Pearson), each task's units drawn on their own."""
+    from layerwise.evaluation.significance import compare_combined
+
+    rng = np.random.default_rng(11)
+    ca, cb = rng.random((2, 25)) < 0.7, rng.random((1, 25)) < 0.6
+    gold, a, b = _systems(rng, 18)
+    acc = (bootstrap_scores(ca, [np.arange(25)] * 2, metric="accuracy", n_resamples=90, seed=5),
+           bootstrap_scores(cb, metric="accuracy", n_resamples=90, seed=5))
+    cor = (bootstrap_scores(a, metric="pearson", gold=gold, n_resamples=90, seed=6),
+           bootstrap_scores(b, metric="pearson", gold=gold, n_resamples=90, seed=6))
+    got = compare_combined([(*acc, 1 / 3), (*cor, 1 / 6)])
+
+    def stat(c1, c2):
+        d_acc = np.mean([np.repeat(x, c1).mean() for x in ca]) - np.repeat(cb[0], c1).mean()
+        d_cor = (pearsonr(np.repeat(a, c2), np.repeat(gold, c2)).statistic
+                 - pearsonr(np.repeat(b, c2), np.repeat(gold, c2)).statistic)
+        return 100 * (d_acc / 3 + d_cor / 6)
+
+    observed = stat(np.ones(25, dtype=int), np.ones(18, dtype=int))
+    draws = [stat(r1, r2) for b1, b2 in zip(bootstrap_counts(25, 90, 5), bootstrap_counts(18, 90, 6))
+             for r1, r2 in zip(b1, b2)]
+    assert got.difference == pytest.approx(observed, abs=1e-9) and got.metric == "combined" and got.n_units == 43
+    assert got.p_value == pytest.approx(_slow_p(observed, draws), abs=1e-12)
+    same = compare_combined([(acc[0], acc[0], 1 / 3), (cor[0], cor[0], 1 / 6)])
+    assert same.difference == 0 and same.p_value == 1.0
+    with pytest.raises(ValueError, match="distinct seeds"):
+        compare_combined([(*acc, 1.0), (*acc, 1.0)])
+    with pytest.raises(ValueError, match="at least one"):
+        compare_combined([])

@@ -26,7 +26,9 @@ seeds): :func:`bootstrap_scores` gives one system's score on each of its evaluat
 :func:`compare_scores` tests the difference of two systems' mean scores, ``mean_k score(a_k) - mean_m score(b_m)``
 (the difference of the seed means the page shows; with the same evaluations on both sides it is the statistic of
 :func:`paired_bootstrap_spearman`). The resamples depend only on ``(n units, n_resamples, seed)``, so a baseline's
-scores are drawn once and compared with every row of a table.
+scores are drawn once and compared with every row of a table. :func:`compare_combined` tests a weighted sum of such
+differences over several disjoint sets of units (the tasks of a multi-task score), each resampled independently
+(a stratified bootstrap: each set keeps its size in every resample).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ __all__ = [
     "SignificanceResult",
     "bootstrap_counts",
     "bootstrap_scores",
+    "compare_combined",
     "compare_scores",
     "paired_bootstrap_accuracy",
     "paired_bootstrap_spearman",
@@ -280,3 +283,26 @@ def compare_scores(a: BootstrapScores, b: BootstrapScores) -> SignificanceResult
     observed = float(a.observed.mean() - b.observed.mean())
     p = _p_value(observed, a.resampled.mean(axis=1) - b.resampled.mean(axis=1))
     return SignificanceResult(BOOTSTRAP_TEST, a.metric, observed, p, len(a.resampled), a.seed, a.n_units)
+
+
+def compare_combined(terms: Sequence[tuple[BootstrapScores, BootstrapScores, float]]) -> SignificanceResult:
+    """Test ``sum_t w_t (mean_k a_t,k - mean_m b_t,m)`` for ``terms`` ``(a_t, b_t, w_t)`` over disjoint sets of
+    units, e.g. a score that averages several tasks' scores, each task's units resampled on its own.
+
+    Every term's two systems share their resamples (as :func:`compare_scores` requires), all terms have the same
+    number of resamples, and the terms' seeds differ, so resample ``i`` of the combined statistic draws each set
+    independently (a stratified bootstrap). ``metric`` is ``"combined"``, ``n_units`` the sum of the sets' units,
+    ``seed`` the first term's."""
+    if not terms:
+        raise ValueError("compare_combined needs at least one (a, b, weight) term")
+    for a, b, _ in terms:
+        compare_scores(a, b)  # the same checks: one metric, the same resamples on both sides
+    seeds = [a.seed for a, _, _ in terms]
+    if len(set(seeds)) != len(seeds) or len({len(a.resampled) for a, _, _ in terms}) != 1:
+        raise ValueError(f"the terms must be drawn with distinct seeds and as many resamples each; seeds {seeds}, "
+                         f"resamples {[len(a.resampled) for a, _, _ in terms]}")
+    observed = float(sum(w * (a.observed.mean() - b.observed.mean()) for a, b, w in terms))
+    draws = sum(w * (a.resampled.mean(axis=1) - b.resampled.mean(axis=1)) for a, b, w in terms)
+    a0 = terms[0][0]
+    return SignificanceResult(BOOTSTRAP_TEST, "combined", observed, _p_value(observed, draws), len(a0.resampled),
+                              a0.seed, sum(a.n_units for a, _, _ in terms))

@@ -2,10 +2,12 @@
 
 One part per (experiment, seed), named ``<experiment>-seed<k>`` and keyed on the model identity (weights,
 tokenizer, config hashes), the content checksums of every data split, every :class:`MultitaskConfig` field and the
-seed. A part whose key is stored is never recomputed; a run that was cut off resumes from its checkpoints under
-``checkpoints/<experiment>/seed<k>-<first 8 hex digits of the key's digest>/``: a run under changed settings trains
-in a folder of its own and never meets another setting's checkpoints (those folders are large: the store is the
-record).
+seed, and :data:`~layerwise.benchmarks.significance_parts.OUTPUTS_KEY` (the part keeps its per-example test
+outputs). A part whose key is stored is never recomputed; a run that was cut off resumes from its checkpoints under
+``checkpoints/<experiment>/seed<k>-<first 8 hex digits of the digest of the key without its outputs entry>/``: a run
+under changed settings trains in a folder of its own and never meets another setting's checkpoints (those folders
+are large: the store is the record). The STS test gold scores are stored once per test checksum (part
+``gold-scores``).
 """
 
 from __future__ import annotations
@@ -14,8 +16,12 @@ import logging
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
+
 from layerwise.benchmarks.page_parts import RunTimer, latest_by_name, run_record
+from layerwise.benchmarks.significance_parts import OUTPUTS_KEY, load_gold, save_gold, without_outputs
 from layerwise.benchmarks.store import Part, ResultsStore, keyed_name, model_key
+from layerwise.data.checksum import content_checksum
 from layerwise.encoders.layer_encoder import LayerEncoder
 from layerwise.encoders.model_files import declared_training_data
 from layerwise.encoders.registry import resolve_model
@@ -26,7 +32,8 @@ from layerwise.training.distributed import run_on_main
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PAGE_NAME", "TRAINING_DATA", "part_name", "run_parts", "stored_results", "training_data_part"]
+__all__ = ["PAGE_NAME", "TRAINING_DATA", "part_name", "run_parts", "save_test_gold", "stored_gold", "stored_results",
+           "training_data_part"]
 
 PAGE_NAME = "multitask"
 
@@ -40,8 +47,30 @@ def _model_key(model: str) -> dict:
     return model_key(LayerEncoder(model, cache_dir=False).identity)
 
 
+#: A run keeps its per-example test outputs (SST and PARA correctness, STS predictions) for the page's paired tests;
+#: a part stored before has no such key entry, so the next run computes it again, from its checkpoints where they
+#: are kept (the checkpoint folder is named by the key without this entry: the model is evaluated, not retrained).
+OUTPUTS = "test per-example correctness (SST, PARA) and STS predictions"
+
+
 def _key(model: dict, data, config: MultitaskConfig, seed: int) -> dict:
-    return {"model": model, "data": data.checksums(), "config": config.to_dict(), "seed": int(seed)}
+    return {"model": model, "data": data.checksums(), "config": config.to_dict(), "seed": int(seed),
+            OUTPUTS_KEY: OUTPUTS}
+
+
+def _gold_checksums(data) -> dict[str, str]:
+    return {"sts": content_checksum(data.sts.test)}
+
+
+def save_test_gold(store: ResultsStore, data, command=()) -> None:
+    """The STS test gold scores, once per the test split's checksum (the paired Pearson tests read them)."""
+    save_gold(store, PAGE_NAME, {"sts": data.sts.test.targets}, _gold_checksums(data), [run_record(command)])
+
+
+def stored_gold(store: ResultsStore, checksum: str) -> np.ndarray | None:
+    """The STS test gold scores stored for the test split of content checksum ``checksum``, or None."""
+    gold = load_gold(store, PAGE_NAME, {"sts": checksum})
+    return None if gold is None else gold["sts"]
 
 
 def run_parts(configs: list[MultitaskConfig], seeds, store: ResultsStore, *, model: str, checkpoints, data_dir=None,
@@ -62,7 +91,8 @@ def run_parts(configs: list[MultitaskConfig], seeds, store: ResultsStore, *, mod
             key, name = _key(mk, data, config, seed), part_name(config, seed)
             part = store.load(PAGE_NAME, name, key)
             if part is None:
-                folder = Path(checkpoints) / config.name / keyed_name(f"seed{seed}", key)
+                folder = Path(checkpoints) / config.name / keyed_name(f"seed{seed}", without_outputs(key))
+                run_on_main(save_test_gold, store, data, command)
                 timer = RunTimer()
                 result = run_experiment(config, seed, folder, model_name=model, data=data, control=control)
                 timing = {**timer.record(), "device": control.device or "cpu"}  # how much of the machine it had

@@ -15,11 +15,13 @@ from layerwise.benchmarks.multitask.experiment import (
     PAGE_NAME,
     TRAINING_DATA,
     run_parts,
+    stored_gold,
     stored_results,
     training_data_part,
 )
-from layerwise.benchmarks.multitask.findings import best_by_dev
+from layerwise.benchmarks.multitask.findings import CLAIMS, best_by_dev
 from layerwise.benchmarks.multitask.report import MultitaskPage, draw_layer_weights, render_markdown, summary
+from layerwise.benchmarks.multitask.significance import ExperimentTests
 from layerwise.benchmarks.page_parts import latest_by_name, provenance_lines, run_time_row, save_png
 from layerwise.benchmarks.registry import PageContext, ResultsPage, register
 from layerwise.encoders.registry import DEFAULT_MODEL
@@ -28,7 +30,7 @@ from layerwise.reports import write_json, write_text
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PAGE", "PageConfig", "page_config", "render", "run"]
+__all__ = ["PAGE", "PageConfig", "claim_tests", "page_config", "render", "run"]
 
 NAME = PAGE_NAME
 BEST = "best"  # in PageConfig.more_seeds_for: the experiment with the best dev overall score
@@ -135,7 +137,18 @@ def load_page(ctx: PageContext):
     devices = sorted({p.payload.get("timing", {}).get("device", "cpu") for p in used})
     declared = latest_by_name(ctx.store.parts(NAME)).get(TRAINING_DATA)
     return MultitaskPage(TITLE, model, results, provenance_lines(used), missing, times, devices,
-                         None if declared is None else declared.payload["files"])
+                         None if declared is None else declared.payload["files"], claim_tests(ctx.store, results))
+
+
+def claim_tests(store, results, claims=CLAIMS) -> dict:
+    """(experiment, reference) -> score -> the paired test of each claim whose two experiments are stored (the
+    targeted scores and overall; None: not tested), from the runs' test outputs and the stored STS gold."""
+    runs: dict[str, list] = {}
+    for r in results:
+        runs.setdefault(r.config["name"], []).append(r)
+    tests = ExperimentTests(runs, lambda checksum: stored_gold(store, checksum))
+    return {(c.experiment, c.reference): tests.claim_tests(c.experiment, c.reference, c.scores)
+            for c in claims if c.experiment in runs and c.reference in runs}
 
 
 def render(ctx: PageContext) -> list[Path]:

@@ -8,6 +8,8 @@ import numpy as np
 
 from layerwise.benchmarks.multitask.findings import best_by_dev, judge, layer_centres, mean_dev
 from layerwise.benchmarks.page_parts import run_time_table
+from layerwise.benchmarks.significance_parts import ALPHA, N_RESAMPLES, NOT_TESTED, SEED, p_cell
+from layerwise.evaluation.significance import SignificanceResult
 from layerwise.methods.multitask.data import DATA_NOTES
 from layerwise.methods.multitask.run import ExperimentResult
 
@@ -28,6 +30,9 @@ class MultitaskPage:
     run_times: dict[str, tuple] = field(default_factory=dict)  # part name -> run_time_row
     devices: list[str] = field(default_factory=list)  # where the runs shown trained ("cpu", "cuda"...)
     training_data: list[str] | None = None  # files the encoder's folder says it was trained on (None: not read)
+    # (experiment, reference) -> score -> the paired test of their difference (None: not tested); see
+    # benchmarks.multitask.significance
+    tests: dict[tuple[str, str], dict[str, SignificanceResult | None]] = field(default_factory=dict)
 
     def experiments(self) -> list[str]:
         return list(dict.fromkeys(r.config["name"] for r in self.results))
@@ -86,19 +91,33 @@ def _findings(page: MultitaskPage) -> list[str]:
                 "seeds (" + ", ".join(f"{HEADERS[k]} {v:.3f}" for k, v in noise.items()) + "); a claim whose every "
                 "targeted difference is no larger than its score's spread is \"within the seed spread\"."
                 if noise is not None else "Only one seed per experiment is stored: the differences are single runs."),
-             "", "| idea | experiment vs reference | seeds | targeted scores: difference | overall: difference | "
-             "verdict |", "|---|---|---|---|---|---|"]
+             "", _test_note(), "", "| idea | experiment vs reference | seeds | targeted scores: difference | "
+             "targeted scores: p vs reference | overall: difference | overall: p vs reference | verdict |",
+             "|---|---|---|---|---|---|---|---|"]
     for v in verdicts:
         c = v.claim
         target = ", ".join(f"{HEADERS[s]} {v.differences[s]:+.3f}" for s in c.scores)
+        tests = page.tests.get((c.experiment, c.reference), {})
+        p = ", ".join(f"{HEADERS[s]} {p_cell(tests.get(s))}" for s in c.scores)
         idea = c.idea.replace("|", "\\|")  # a literal | (as in |u - v|) would split the markdown cell
-        lines.append(f"| {idea} | {c.experiment} vs {c.reference} | {v.seeds[0]} vs {v.seeds[1]} | {target} | "
-                     f"{v.differences['overall']:+.3f} | {v.word} |")
+        lines.append(f"| {idea} | {c.experiment} vs {c.reference} | {v.seeds[0]} vs {v.seeds[1]} | {target} | {p} | "
+                     f"{v.differences['overall']:+.3f} | {p_cell(tests.get('overall'))} | {v.word} |")
     by_word: dict[str, list[str]] = {}
     for v in verdicts:
         by_word.setdefault(v.word, []).append(v.claim.experiment)
     lines += [""] + [f"- **{word}** ({len(names)}): {', '.join(names)}" for word, names in by_word.items()]
     return lines + ["", *_best_lines(page, noise), ""]
+
+
+def _test_note() -> str:
+    return (f"*p vs reference*: paired bootstrap (two-sided) of the experiment's test score against its reference's "
+            f"(each the mean over its seeds), {N_RESAMPLES} resamples; SST and PARA accuracy resample the test "
+            f"examples (seed {SEED}, {SEED + 1}), STS Pearson the test pairs (seed {SEED + 2}); the overall score "
+            "combines the three resampled scores as the page does, each task's units drawn independently (a "
+            f"stratified bootstrap); *yes* where p < {ALPHA}. The verdict column reads the differences alone. "
+            f"*{NOT_TESTED}*: a run stored before its per-example test outputs were kept (or the two experiments "
+            "scored on different test data); `layerwise results run multitask` recomputes it, evaluating the kept "
+            "checkpoints where they exist.")
 
 
 def _best_lines(page: MultitaskPage, noise: dict[str, float] | None) -> list[str]:

@@ -14,8 +14,9 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
-__all__ = ["TaskScores", "evaluate_split", "metric_term", "overall_score", "predict_embeddings", "predict_logits",
-           "predict_pairs", "predict_sst", "task_metrics", "task_score"]
+__all__ = ["TaskScores", "evaluate_split", "evaluate_split_outputs", "metric_term", "metrics_of_outputs",
+           "overall_score", "predict_embeddings", "predict_logits", "predict_pairs", "predict_sst", "task_metrics",
+           "task_outputs", "task_score"]
 
 
 def overall_score(sst_acc: float, para_acc: float, sts_pearson: float) -> float:
@@ -104,24 +105,39 @@ def _correlations(pred: np.ndarray, gold: np.ndarray) -> tuple[float, float]:
     return float(pearsonr(pred, gold)[0]), float(spearmanr(pred, gold)[0])
 
 
-def task_metrics(model, task: str, spec, split, *, batch_size: int = 64) -> dict[str, float]:
-    """Scores of ``task`` (its :class:`~layerwise.methods.multitask.data.TaskSpec` ``spec``) on ``split`` (labelled
-    sentences or pairs), model in eval mode: ``{"accuracy"}`` for the classification kinds (a one-logit pair head
-    says "class 1" when its logit is > 0), ``{"pearson", "spearman"}`` with the gold scores for pair_regression."""
+def task_outputs(model, task: str, spec, split, *, batch_size: int = 64) -> np.ndarray:
+    """Per-unit outputs of ``task`` on ``split``, model in eval mode: for the classification kinds whether each
+    example is classified correctly (bool (n,); a one-logit pair head says "class 1" when its logit is > 0), for
+    pair_regression each pair's prediction (float32 (n,)). :func:`metrics_of_outputs` scores them; a paired
+    significance test reads them as they are."""
     was = model.training
     model.eval()
     try:
         if spec.kind == "classification":
             logits = predict_logits(model, task, split.sentences, batch_size=batch_size)
-            return {"accuracy": float((logits.argmax(1) == split.labels).mean())}
+            return logits.argmax(1) == split.labels
         out = predict_pairs(model, task, split.first, split.second, batch_size=batch_size)
         if spec.kind == "pair_classification":
-            hits = (out > 0) == (split.targets > 0.5) if out.ndim == 1 else out.argmax(1) == split.targets
-            return {"accuracy": float(hits.mean())}
-        pearson, spearman = _correlations(out, split.targets)
-        return {"pearson": pearson, "spearman": spearman}
+            return (out > 0) == (split.targets > 0.5) if out.ndim == 1 else out.argmax(1) == split.targets
+        return out
     finally:
         model.train(was)
+
+
+def metrics_of_outputs(spec, outputs: np.ndarray, split) -> dict[str, float]:
+    """``{"accuracy"}`` of per-example correctness, or ``{"pearson", "spearman"}`` of pair predictions with the
+    split's gold scores (pair_regression), from :func:`task_outputs`."""
+    if spec.kind in ("classification", "pair_classification"):
+        return {"accuracy": float(np.asarray(outputs).mean())}
+    pearson, spearman = _correlations(outputs, split.targets)
+    return {"pearson": pearson, "spearman": spearman}
+
+
+def task_metrics(model, task: str, spec, split, *, batch_size: int = 64) -> dict[str, float]:
+    """Scores of ``task`` (its :class:`~layerwise.methods.multitask.data.TaskSpec` ``spec``) on ``split`` (labelled
+    sentences or pairs), model in eval mode: ``{"accuracy"}`` for the classification kinds (a one-logit pair head
+    says "class 1" when its logit is > 0), ``{"pearson", "spearman"}`` with the gold scores for pair_regression."""
+    return metrics_of_outputs(spec, task_outputs(model, task, spec, split, batch_size=batch_size), split)
 
 
 def metric_term(metrics: dict[str, float]) -> float:
@@ -129,11 +145,20 @@ def metric_term(metrics: dict[str, float]) -> float:
     return metrics["accuracy"] if "accuracy" in metrics else (metrics["pearson"] + 1.0) / 2.0
 
 
+def evaluate_split_outputs(model, data, split: str, *, tasks=("sst", "para", "sts"),
+                           batch_size: int = 64) -> tuple[TaskScores, dict[str, np.ndarray]]:
+    """(scores on ``split`` ("dev" or "test") of a MultitaskData, task -> its per-unit outputs
+    (:func:`task_outputs`: SST and PARA correctness, STS predictions)); tasks left out score nan."""
+    nan = float("nan")
+    outputs = {t: task_outputs(model, t, data.specs[t], getattr(data.task(t), split), batch_size=batch_size)
+               for t in ("sst", "para", "sts") if t in tasks}
+    got = {t: metrics_of_outputs(data.specs[t], out, getattr(data.task(t), split)) for t, out in outputs.items()}
+    sts = got.get("sts", {})
+    scores = TaskScores(got.get("sst", {}).get("accuracy", nan), got.get("para", {}).get("accuracy", nan),
+                        sts.get("pearson", nan), sts.get("spearman", nan))
+    return scores, outputs
+
+
 def evaluate_split(model, data, split: str, *, tasks=("sst", "para", "sts"), batch_size: int = 64) -> TaskScores:
     """Scores on ``split`` ("dev" or "test") of a MultitaskData; tasks left out score nan."""
-    nan = float("nan")
-    got = {t: task_metrics(model, t, data.specs[t], getattr(data.task(t), split), batch_size=batch_size)
-           for t in ("sst", "para", "sts") if t in tasks}
-    sts = got.get("sts", {})
-    return TaskScores(got.get("sst", {}).get("accuracy", nan), got.get("para", {}).get("accuracy", nan),
-                      sts.get("pearson", nan), sts.get("spearman", nan))
+    return evaluate_split_outputs(model, data, split, tasks=tasks, batch_size=batch_size)[0]

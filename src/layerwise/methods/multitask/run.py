@@ -25,10 +25,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from layerwise.data.checksum import content_checksum
 from layerwise.encoders.registry import resolve_model
+from layerwise.evaluation.unit_outputs import pack_correct, pack_scores, unpack_correct, unpack_scores
 from layerwise.finite import check_finite_weights
 from layerwise.methods.multitask.config import TASKS, MultitaskConfig
-from layerwise.methods.multitask.evaluate import TaskScores, evaluate_split
+from layerwise.methods.multitask.evaluate import TaskScores, evaluate_split, evaluate_split_outputs
 from layerwise.methods.multitask.layer_choice import choose_subsets
 from layerwise.methods.multitask.model import MultitaskNetwork, build_heads
 from layerwise.methods.multitask.schedule import BatchPlan
@@ -39,8 +41,8 @@ from layerwise.training.distributed import local_device
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ExperimentResult", "PhaseSummary", "RunControl", "build_model", "load_encoder", "phases",
-           "run_experiment", "set_prototypes", "train_phases"]
+__all__ = ["ExperimentResult", "PhaseSummary", "RunControl", "build_model", "load_encoder", "pack_test_outputs",
+           "phases", "run_experiment", "set_prototypes", "train_phases", "unpack_test_output"]
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,9 @@ class ExperimentResult:
     subsets: dict[str, dict] = field(default_factory=dict)  # task -> chosen subset (layers="subset")
     model_dir: str = ""
     seconds: float = 0.0
+    # task -> its per-unit test outputs, for paired tests between experiments (:func:`pack_test_outputs`); {}: a
+    # result stored before they were kept
+    test_outputs: dict[str, dict] = field(default_factory=dict)
 
     def to_payload(self) -> dict:
         out = asdict(self)
@@ -89,6 +94,24 @@ class ExperimentResult:
         p = {k: v for k, v in p.items() if k != "timing"}  # a stored part's run timing (see experiment.run_parts)
         return cls(**{**p, "dev": TaskScores.from_dict(p["dev"]), "test": TaskScores.from_dict(p["test"]),
                       "phases": [PhaseSummary(**s) for s in p["phases"]]})
+
+
+def pack_test_outputs(outputs: dict[str, np.ndarray], data) -> dict[str, dict]:
+    """Per-unit test outputs (:func:`~layerwise.methods.multitask.evaluate.evaluate_split_outputs`) as a result
+    keeps them: task -> ``{"n", "checksum"`` (content checksum of the test split: two runs are paired only on the
+    same units) ``, "correct"`` (SST, PARA: packed correctness) ``| "predictions"`` (STS: exact float64)``}``."""
+    out = {}
+    for task, x in outputs.items():
+        packed = {"correct": pack_correct(x)} if x.dtype == bool else {"predictions": pack_scores(x)}
+        out[task] = {"n": len(x), "checksum": content_checksum(data.task(task).test), **packed}
+    return out
+
+
+def unpack_test_output(entry: dict) -> np.ndarray:
+    """One task's per-unit outputs from :func:`pack_test_outputs`: bool correctness or float64 predictions (n,)."""
+    if "correct" in entry:
+        return unpack_correct(entry["correct"], entry["n"])
+    return unpack_scores(entry["predictions"], entry["n"])
 
 
 def load_encoder(model_name: str):
@@ -219,7 +242,8 @@ def run_experiment(config: MultitaskConfig, seed: int, output_dir, *, model_name
     if summaries is None:
         return None  # stopped early
     dev = evaluate_split(model, data, "dev", batch_size=config.batch_size)
-    test = evaluate_split(model, data, "test", batch_size=config.batch_size)
+    test, outputs = evaluate_split_outputs(model, data, "test", batch_size=config.batch_size)
     logger.info("%s seed %d: dev overall %.4f, test overall %.4f", config.name, seed, dev.overall, test.overall)
     return ExperimentResult(config.to_dict(), seed, model_name, dev, test, summaries, model.layer_weights(), subsets,
-                            str(out / summaries[-1].name / "best"), time.perf_counter() - t0)
+                            str(out / summaries[-1].name / "best"), time.perf_counter() - t0,
+                            pack_test_outputs(outputs, data))
