@@ -125,9 +125,10 @@ def test_layer_attention_page_runs_resumes_and_recomputes_only_changed_settings(
     assert any(p.suffix == ".png" for p in written)
     rows = table_rows(md)
     # STS table: header + 2 poolers; search table: header + with the pooler + without it; without a pooler:
-    # header + mean + [CLS]_Last
-    assert rows[0][:3] == ["pooler", "seeds", "stsb"] and len(rows) == 9
-    assert rows[6][:2] == ["vector", "index"] and [r[0] for r in rows[7:]] == ["last-layer mean", "[CLS]_Last"]
+    # header + mean + [CLS]_Last; then the attention weights by length: header, the length buckets, rho
+    assert rows[0][:3] == ["pooler", "seeds", "stsb"] and rows[9][:2] == ["tokens", "sentences"]
+    assert rows[-1][0] == "rho (weight, tokens)" and 9 + 3 <= len(rows) <= 9 + 2 + 4
+    assert rows[6][:2] == ["vector", "index"] and [r[0] for r in rows[7:9]] == ["last-layer mean", "[CLS]_Last"]
     steps = [r.history["steps_this_run"] for r in load_page_runs(ctx3).runs]
     assert steps == [3, 3]  # the newest key of each part is shown
 

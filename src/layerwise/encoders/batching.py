@@ -16,7 +16,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-__all__ = ["CHARS_PER_TOKEN", "cut_texts", "length_sorted_batches"]
+__all__ = ["CHARS_PER_TOKEN", "cut_texts", "length_sorted_batches", "token_lengths"]
 
 CHARS_PER_TOKEN = 64  # generous: wordpiece and BPE tokens are a few characters; BERT makes any word of > 100 one [UNK]
 
@@ -26,6 +26,13 @@ def cut_texts(texts: Sequence[str], max_length: int) -> list[str]:
     bounded by ``max_length`` whatever a text's size (the tokens kept after truncation are the same)."""
     limit = max(int(max_length), 1) * CHARS_PER_TOKEN
     return [t if len(t) <= limit else t[:limit] for t in texts]
+
+
+def token_lengths(tokenizer, texts: Sequence[str], *, max_length: int) -> np.ndarray:
+    """(n,) int64: the tokens (special tokens included) the encoder reads of each text, after the truncation to
+    ``max_length`` that :func:`length_sorted_batches` applies."""
+    enc = tokenizer(cut_texts(list(texts), max_length), truncation=True, max_length=max_length)
+    return np.asarray([len(ids) for ids in enc["input_ids"]], dtype=np.int64)
 
 
 def length_sorted_batches(tokenizer, texts: Sequence[str], *, batch_size: int, max_length: int,

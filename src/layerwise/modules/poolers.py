@@ -42,7 +42,7 @@ from torch import nn
 from layerwise.modules.base import Module
 from layerwise.modules.scalar_mix import ScalarMix
 
-__all__ = ["POOLER_KINDS", "PoolerConfig", "LayerPooler", "build_pooler", "load_pooler"]
+__all__ = ["POOLER_KINDS", "PoolerConfig", "LayerPooler", "build_pooler", "load_pooler", "state_weights"]
 
 POOLER_KINDS = (
     "layer_attention",
@@ -125,6 +125,11 @@ class LayerPooler(Module):
         return torch.softmax(q @ k.transpose(1, 2) / math.sqrt(q.shape[-1]), dim=-1)
 
     def forward(self, cls: torch.Tensor, mean: torch.Tensor) -> torch.Tensor:
+        return self.forward_with_attention(cls, mean)[0]
+
+    def forward_with_attention(self, cls: torch.Tensor, mean: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(output (B, d), the attention weights this pass used: (B, K, K) or (B, K) as :meth:`attention`, None for
+        the kinds without attention). ``forward`` is this pass with the weights dropped."""
         if cls.ndim != 3 or cls.shape != mean.shape:
             raise ValueError(f"cls and mean must both have shape (B, K, d), got {tuple(cls.shape)} and {tuple(mean.shape)}")
         if cls.shape[1] != self.config.n_states or cls.shape[2] != self.config.hidden_size:
@@ -132,7 +137,7 @@ class LayerPooler(Module):
                 f"pooler built for K={self.config.n_states}, d={self.config.hidden_size}; got K={cls.shape[1]}, "
                 f"d={cls.shape[2]}"
             )
-        kind = self.config.kind
+        kind, att = self.config.kind, None
         if kind == "last_cls":
             h = cls[:, -1]
         elif kind == "last_mean":
@@ -153,7 +158,14 @@ class LayerPooler(Module):
             att = self.attention(cls, mean)  # (B, K, K)
             h_l = (att @ self.w_v(v_src)).mean(dim=1)  # (B, d): mean_i sum_j a_ij W_v h_j
             h = h_l if kind == "attention_no_last_cls" else torch.cat([cls[:, -1], h_l], dim=-1)
-        return self.head(h) if self.head is not None else h
+        return (self.head(h) if self.head is not None else h), att
+
+
+def state_weights(attention: torch.Tensor) -> torch.Tensor:
+    """The weight each hidden state's values get in the pooled vector, (B, K), summing to 1 per sentence: ``a_i``
+    of ``layer_attention_ratio`` ((B, K) as it is), and for the K x K kinds the mean over queries ``mean_i a_ij``
+    (h^L = mean_i sum_j a_ij W_v h_j = sum_j (mean_i a_ij) W_v h_j)."""
+    return attention if attention.ndim == 2 else attention.mean(dim=1)
 
 
 def build_pooler(config: PoolerConfig) -> LayerPooler:

@@ -15,11 +15,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from layerwise.benchmarks.layer_attention.attention_length import length_profile
 from layerwise.benchmarks.layer_attention.grid import (
     GridConfig,
     RunResult,
     SearchRow,
     checkpoint_key,
+    records_length,
     run_key,
     run_name,
 )
@@ -29,6 +31,7 @@ from layerwise.benchmarks.significance_parts import pack_predictions, save_gold
 from layerwise.benchmarks.store import Part, ResultsStore, keyed_name, model_key
 from layerwise.data import available_sts, load_sts
 from layerwise.data.checksum import content_checksum
+from layerwise.encoders.batching import token_lengths
 from layerwise.encoders.layer_encoder import LayerEncoder
 from layerwise.encoders.trainable import SentenceModel
 from layerwise.evaluation.metrics import cosine_rows
@@ -37,6 +40,7 @@ from layerwise.evaluation.sts import sts_scores
 from layerwise.methods.layer_attention.frozen import (
     compute_features,
     embed_features,
+    embed_features_with_weights,
     train_pooler_on_features,
     training_views,
 )
@@ -136,6 +140,10 @@ class _FrozenFeatures:
             return compute_features(sm, list(texts), dropout=False, show_progress=show, desc=desc)
 
         self.sts = {n: (feats(d.sentences1, f"{n} 1"), feats(d.sentences2, f"{n} 2")) for n, d in data.sts.items()}
+        self.max_length = config.max_length
+        self.lengths = np.concatenate([token_lengths(sm.tokenizer, s, max_length=config.max_length)
+                                       for d in data.sts.values() for s in (d.sentences1, d.sentences2)]
+                                      or [np.zeros(0, dtype=np.int64)])  # in the order of _sts_embeddings
         self.dev = (feats(data.dev.sentences1), feats(data.dev.sentences2), data.dev.scores)
         self.views = {o: training_views(sm, o, data.examples[o][0], seed=0, show_progress=show) for o in objectives}
         self.quora = feats(data.quora.corpus, "quora") if data.quora is not None else None
@@ -147,8 +155,8 @@ def _frozen_run(config, data, feats: _FrozenFeatures, obj, pooler, seed) -> RunR
     torch.manual_seed(seed)
     pool = build_pooler(PoolerConfig(kind=pooler, hidden_size=feats.hidden, n_states=feats.n_states))
     hist = train_pooler_on_features(pool, feats.views[obj], config.contrastive("frozen", obj, seed), dev=feats.dev)
-    sts, predictions = _evaluate_sts({n: (embed_features(pool, a), embed_features(pool, b))
-                                      for n, (a, b) in feats.sts.items()}, data)
+    pairs, by_length = _sts_embeddings(pool, feats, records_length("frozen", pooler))
+    sts, predictions = _evaluate_sts(pairs, data)
     with_pooler, without = (), ()
     if feats.quora is not None and config.searches("frozen", pooler, seed):
         emb = embed_features(pool, feats.quora)
@@ -158,7 +166,20 @@ def _frozen_run(config, data, feats: _FrozenFeatures, obj, pooler, seed) -> RunR
                             for kind in r.indexes)
         without = (feats.without,)
     return RunResult("frozen", obj, pooler, seed, sts, hist, data.examples[obj][1], len(feats.views[obj][0]),
-                     with_pooler, without, predictions=predictions)
+                     with_pooler, without, predictions=predictions, attention_by_length=by_length)
+
+
+def _sts_embeddings(pool, feats: _FrozenFeatures, by_length: bool) -> tuple[dict, dict]:
+    """(set -> (emb1, emb2), the weights-by-length profile or {}); with ``by_length`` each sentence's state weights
+    come from the same pass as its embedding, in the order of ``feats.lengths`` (set by set, side 1 then 2)."""
+    if not by_length:
+        return {n: (embed_features(pool, a), embed_features(pool, b)) for n, (a, b) in feats.sts.items()}, {}
+    pairs, weights = {}, []
+    for n, (a, b) in feats.sts.items():
+        (ea, wa), (eb, wb) = embed_features_with_weights(pool, a), embed_features_with_weights(pool, b)
+        pairs[n] = (ea, eb)
+        weights += [wa, wb]
+    return pairs, length_profile(feats.lengths, np.concatenate(weights), max_length=feats.max_length)
 
 
 def run_frozen_grid(config: GridConfig, store: ResultsStore, *, data_dir=None, command=()) -> int:

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from layerwise.benchmarks.layer_attention.attention_length import LENGTH_KEY, LENGTH_POOLERS
 from layerwise.benchmarks.significance_parts import OUTPUTS_KEY, without_outputs
 from layerwise.methods.layer_attention.train import ContrastiveConfig
 
-__all__ = ["GRID_POOLERS", "GridConfig", "RetrievalSettings", "RunResult", "SearchRow", "checkpoint_key", "run_key",
-           "run_name"]
+__all__ = ["GRID_POOLERS", "GridConfig", "RetrievalSettings", "RunResult", "SearchRow", "checkpoint_key",
+           "records_length", "run_key", "run_name"]
 
 # Every pooler of the page; ``first0_last_mean`` = mean of hidden states {0, L} (0 = embedding output).
 GRID_POOLERS = ("layer_attention", "attention_cls_only", "attention_mean_only", "attention_no_last_cls",
@@ -129,6 +130,9 @@ class RunResult:
     # data set -> the dense rank of every test pair's predicted cosine (benchmarks.significance_parts); {}: a
     # run stored before they were kept (its paired test renders "not tested")
     predictions: dict[str, str] = field(default_factory=dict)
+    # frozen runs of the attention_length.LENGTH_POOLERS: state weight by token-length bucket of the test sentences
+    # (attention_length.length_profile); {}: not measured
+    attention_by_length: dict = field(default_factory=dict)
 
     @property
     def steps_per_second(self) -> float:
@@ -156,7 +160,7 @@ def run_key(config: GridConfig, model: dict, data: dict, regime: str, objective:
     """The store key of one run. ``model``: :func:`layerwise.benchmarks.store.model_key`; ``data``: the
     checksums from :func:`~layerwise.benchmarks.layer_attention.experiment.data_checksums`."""
     search = config.searches(regime, pooler, seed)
-    return {
+    key = {
         "model": model,
         "data": {"sts": data["sts"], "dev": data["dev"], "train": data["train"][objective],
                  "quora": data.get("quora") if search else None},
@@ -176,12 +180,22 @@ def run_key(config: GridConfig, model: dict, data: dict, regime: str, objective:
         # run stored before had no such key, so the next `results run` recomputes it and the newer part wins
         OUTPUTS_KEY: OUTPUTS,
     }
+    if records_length(regime, pooler):  # only these runs' keys change: the rest of the grid is not recomputed
+        key[LENGTH_ENTRY] = LENGTH_KEY
+    return key
+
+
+def records_length(regime: str, pooler: str) -> bool:
+    """Whether a run records its attention weights by sentence length (frozen runs of the LENGTH_POOLERS)."""
+    return regime == "frozen" and pooler in LENGTH_POOLERS
 
 
 OUTPUTS = "per-pair cosine ranks"
+LENGTH_ENTRY = "attention_by_length"  # the key entry of a run that records its attention weights by sentence length
 
 
 def checkpoint_key(key: dict) -> dict:
-    """The key an encoder-trained run's model folder is named by: the run key without what only adds outputs, so
-    a model trained before the outputs were kept is evaluated again rather than trained again."""
-    return without_outputs(key)
+    """The key a run had before it kept outputs (per-pair predictions, weights by length), which names an
+    encoder-trained run's model folder: a model trained before the outputs were kept is evaluated again rather
+    than trained again."""
+    return {k: v for k, v in without_outputs(key).items() if k != LENGTH_ENTRY}

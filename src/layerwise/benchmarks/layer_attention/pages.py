@@ -10,6 +10,7 @@ import logging
 from dataclasses import fields
 from pathlib import Path
 
+from layerwise.benchmarks.layer_attention.attention_length import draw_length_figure
 from layerwise.benchmarks.layer_attention.experiment import (
     PAGE_NAME,
     UNTOUCHED_SEARCH,
@@ -112,12 +113,16 @@ def pooler_tests(store: ResultsStore, runs: list[RunResult], parts: list[Part],
 
 
 def render(ctx: PageContext) -> list[Path]:
-    """Write ``layer-attention.md``, ``layer-attention.json`` (summary) and the frozen-grid figure."""
+    """Write ``layer-attention.md``, ``layer-attention.json`` (summary), the frozen-grid figure and, once measured,
+    the attention weights by sentence length (``layer-attention-length.png``)."""
     page = load_page_runs(ctx)
     out = Path(ctx.output)
     paths = [write_text(out / f"{NAME}.md", render_markdown(page)), write_json(out / f"{NAME}.json", summary(page))]
     if page.regime("frozen"):
         paths.append(save_png(draw_figure(page), out / f"{NAME}-frozen.png"))
+    length = draw_length_figure(page.runs, page.config.objectives)
+    if length is not None:
+        paths.append(save_png(length, out / f"{NAME}-length.png"))
     return paths
 
 

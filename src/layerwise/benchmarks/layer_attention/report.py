@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from layerwise.benchmarks.layer_attention.attention_length import length_section
 from layerwise.benchmarks.layer_attention.grid import GridConfig, RunResult
 from layerwise.benchmarks.significance_parts import p_cell, significance_note
 from layerwise.evaluation.significance import SignificanceResult
@@ -203,7 +204,8 @@ def _encoder_section(page: PageRuns) -> list[str]:
 
 
 def render_markdown(page: PageRuns) -> str:
-    return "\n".join(_header(page) + _frozen_section(page) + _encoder_section(page)) + "\n"
+    length = length_section(page.runs, page.config.objectives, page.model) if page.regime("frozen") else []
+    return "\n".join(_header(page) + _frozen_section(page) + length + _encoder_section(page)) + "\n"
 
 
 def summary(page: PageRuns) -> dict:

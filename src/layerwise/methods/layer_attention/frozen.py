@@ -21,14 +21,15 @@ from layerwise.encoders.trainable import SentenceModel
 from layerwise.evaluation.sts import sts_scores
 from layerwise.losses.contrastive import objective_loss
 from layerwise.methods.layer_attention.train import ContrastiveConfig, batch_indices, run_history
-from layerwise.modules.poolers import LayerPooler
+from layerwise.modules.poolers import LayerPooler, state_weights
 from layerwise.training import TrainingTask, tensors_sha256, train
 from layerwise.training.batches import check_in_batch_examples
 from layerwise.training.distributed import gather_rows, shard
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["FrozenPoolerTask", "LayerFeatures", "compute_features", "training_views", "train_pooler_on_features", "embed_features"]
+__all__ = ["FrozenPoolerTask", "LayerFeatures", "compute_features", "embed_features", "embed_features_with_weights",
+           "train_pooler_on_features", "training_views"]
 
 
 @dataclass(frozen=True)
@@ -89,13 +90,35 @@ def training_views(model: SentenceModel, objective: str, examples: list, *, seed
 @torch.no_grad()
 def embed_features(pooler: LayerPooler, feats: LayerFeatures, *, batch_size: int = 4096) -> np.ndarray:
     """Pooler outputs (n, d) for precomputed layer vectors, in eval mode."""
+    return _embed(pooler, feats, batch_size, weights=False)[0]
+
+
+@torch.no_grad()
+def embed_features_with_weights(pooler: LayerPooler, feats: LayerFeatures, *,
+                                batch_size: int = 4096) -> tuple[np.ndarray, np.ndarray]:
+    """(pooler outputs (n, d), the weight each hidden state got in that same pass (n, K), summing to 1 per text:
+    :func:`~layerwise.modules.poolers.state_weights`) for an attention pooler, in eval mode."""
+    emb, weights = _embed(pooler, feats, batch_size, weights=True)
+    if weights is None:
+        raise ValueError(f"pooler kind {pooler.config.kind!r} has no attention weights")
+    return emb, weights
+
+
+def _embed(pooler: LayerPooler, feats: LayerFeatures, batch_size: int, *, weights: bool):
     was = pooler.training
     pooler.eval()
     device = next(pooler.parameters(), feats.cls).device
-    out = [pooler(feats.cls[s:s + batch_size].to(device), feats.mean[s:s + batch_size].to(device)).float().cpu()
-           for s in range(0, len(feats), batch_size)]
-    pooler.train(was)
-    return torch.cat(out).numpy()
+    out, att = [], []
+    try:
+        for s in range(0, len(feats), batch_size):
+            h, a = pooler.forward_with_attention(feats.cls[s:s + batch_size].to(device),
+                                                 feats.mean[s:s + batch_size].to(device))
+            out.append(h.float().cpu())
+            if weights and a is not None:
+                att.append(state_weights(a).float().cpu())
+    finally:
+        pooler.train(was)
+    return torch.cat(out).numpy(), (torch.cat(att).numpy() if att else None)
 
 
 class FrozenPoolerTask(TrainingTask):
