@@ -20,7 +20,6 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from layerwise.benchmarks.lc.transfer_run import PAGE as TRANSFER_PAGE
 from layerwise.benchmarks.lc.transfer_run import (
     DEFAULT_TASKS,
     TaskRun,
@@ -29,6 +28,7 @@ from layerwise.benchmarks.lc.transfer_run import (
     part_name,
     task_key,
 )
+from layerwise.benchmarks.lc.transfer_run import PAGE as TRANSFER_PAGE
 from layerwise.benchmarks.page_parts import latest_by_name, run_record
 from layerwise.benchmarks.store import Part, ResultsStore
 from layerwise.data.checksum import content_checksum
@@ -163,7 +163,7 @@ def _timed(features, config: SpeedConfig, task: str, engine: str, enc_seconds: f
 def speed_runs(store: ResultsStore) -> dict[str, dict[str, tuple[EngineRun, Part]]]:
     """task -> engine -> (its latest EngineRun, the part), from the stored parts."""
     out: dict[str, dict[str, tuple[EngineRun, Part]]] = {}
-    for name, part in latest_by_name(store.parts(PAGE)).items():
+    for part in latest_by_name(store.parts(PAGE)).values():
         run = EngineRun.from_dict(part.payload)
         out.setdefault(run.task, {})[run.engine] = (run, part)
     return out
