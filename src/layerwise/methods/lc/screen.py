@@ -175,11 +175,11 @@ class RidgeScreen:
             xd, yd = x[dev], y[dev]
             np.copyto(gb[j], g_all)
             # the F-ordered view of a row-major array is its transpose: its upper triangle is our lower one
-            blas.dsyrk(-1.0, xd.T, beta=1.0, c=gb[j].T, trans=0, lower=0, overwrite_c=1)
+            _in_place(gb[j], blas.dsyrk(-1.0, xd.T, beta=1.0, c=gb[j].T, trans=0, lower=0, overwrite_c=1))
             n[j] = n_all - len(dev)
             s_j = s_all - xd.sum(0)
             mu, ybar = s_j / n[j], (ys_all - yd.sum(0)) / n[j]
-            blas.dsyr(-1.0 / n[j], s_j, a=gb[j].T, lower=0, overwrite_a=1)  # centred: G - s s^T / n
+            _in_place(gb[j], blas.dsyr(-1.0 / n[j], s_j, a=gb[j].T, lower=0, overwrite_a=1))  # G - s s^T / n
             diag = gb[j].reshape(-1)[::p + 1]  # a writable view of the diagonal
             ridge[j] = max(self.alpha * diag.sum() / p, 1e-12)
             diag += ridge[j]
@@ -252,6 +252,12 @@ class RidgeScreen:
         for i in torch.nonzero(info).flatten().tolist():  # not positive definite in floating point: least squares
             w[i] = torch.linalg.lstsq(g[i], xyc[i]).solution
         return w, ybar - torch.einsum("bp,bpc->bc", mu, w)
+
+
+def _in_place(target: np.ndarray, result: np.ndarray) -> None:
+    """BLAS wrappers write into an F-ordered ``c`` in place; should one ever return a copy, take it."""
+    if not np.shares_memory(target, result):
+        target.T[...] = result
 
 
 def _pair_coefficients(weights: torch.Tensor) -> torch.Tensor:
