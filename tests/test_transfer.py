@@ -320,3 +320,37 @@ def test_transfer_keeps_per_example_correctness_and_tests_lc_against_each_baseli
     again = TransferResult.from_dict(result.to_dict())  # kept through the results file
     assert again.significance == result.significance and again.splits[0].correct == split.correct
     assert run_transfer(data, TransferProtocol(n_outer=2, n_inner=2), task="toy").significance == {}
+
+
+def _pair_task_with_ties(n_classes: int, n: int = 120) -> TransferFeatures:
+    """A pair task with ties: rows 0..19 repeat rows 20..39, and pairs 40..59 have two identical sides."""
+    data = _task(pair=True, n=n, n_classes=n_classes, d=5)
+    first, second = data.first.mean.copy(), data.second.mean.copy()
+    first[:20], second[:20] = first[20:40], second[20:40]
+    second[40:60] = first[40:60]
+    return TransferFeatures(first=LayerStack(mean=first, cls=data.first.cls), labels=data.labels,
+                            n_classes=n_classes, second=LayerStack(mean=second, cls=data.second.cls))
+
+
+@pytest.mark.parametrize("n_classes", [2, 5])
+def test_fast_pair_screen_equals_the_reference_engine(n_classes):
+    """The fast pair path (held-out Gram subtracted in BLAS, one triangle, triangular solves) scores every subset
+    as the earlier code does, across outer splits that reuse the kept sums, with tied rows and identical sides."""
+    data = _pair_task_with_ties(n_classes)
+    subsets = all_subsets(data.n_states, 4)
+    fast, reference = RidgeScreen(data, alpha=0.01), RidgeScreen(data, alpha=0.01, engine="reference")
+    for td, _ in outer_splits(data.labels, n_splits=3, seed=0):
+        splits = inner_splits(data.labels[td], n_splits=4, seed=2)
+        np.testing.assert_array_equal(fast.scores(td, splits, subsets), reference.scores(td, splits, subsets))
+
+
+def test_run_transfer_gives_the_same_result_with_either_engine():
+    data = _pair_task_with_ties(2)
+    protocol = TransferProtocol(n_outer=2, n_inner=3, max_layers=2)
+    fast = run_transfer(data, protocol, engine="fast").to_dict()
+    reference = run_transfer(data, protocol, engine="reference").to_dict()
+    for split in fast["splits"] + reference["splits"]:
+        split.pop("seconds")
+    assert fast == reference
+    with pytest.raises(ValueError, match="unknown screen engine 'slow'; valid: fast, reference"):
+        RidgeScreen(data, engine="slow")

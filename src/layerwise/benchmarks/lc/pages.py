@@ -22,6 +22,8 @@ from layerwise.benchmarks.lc.run import SearchConfig, STSRun, run_search
 from layerwise.benchmarks.lc.transfer_check import ShortcutCheck, run_shortcut_check
 from layerwise.benchmarks.lc.transfer_pages import render_transfer_page
 from layerwise.benchmarks.lc.transfer_run import DEFAULT_TASKS, TransferRunConfig, run_transfer_tasks
+from layerwise.benchmarks.lc.transfer_speed import PAGE as SPEED_PAGE
+from layerwise.benchmarks.lc.transfer_speed import SpeedConfig, render_transfer_speed, run_transfer_speed
 from layerwise.benchmarks.registry import PageContext, ResultsPage, register
 from layerwise.benchmarks.store import Part, ResultsStore, model_key
 from layerwise.data import available_sts, load_sts
@@ -109,7 +111,8 @@ def run_entry(env: dict, load_at_save: list[float] | None = None) -> dict:
 
 
 _OPTIONS = {"lc-sts": {"models", "datasets", "settings", "max_length", "dtype", "combined_splits"},
-            "transfer": {"skip_mpnet", "skip_check", "jobs", "exact_tasks", "tasks"}, "ablations": {"models", "jobs"}}
+            "transfer": {"skip_mpnet", "skip_check", "jobs", "exact_tasks", "tasks"}, "ablations": {"models", "jobs"},
+            SPEED_PAGE: {"model", "tasks", "engines", "jobs"}}
 
 
 def _check_options(page: str, ctx: PageContext) -> None:
@@ -209,6 +212,21 @@ def _transfer_render(ctx: PageContext) -> list[Path]:
     return [write_text(ctx.output / "transfer.md", text), write_json(ctx.output / "transfer.json", doc)]
 
 
+# ---------------------------------------------------------------------------------------------- transfer-speed
+
+def _transfer_speed_run(ctx: PageContext) -> None:
+    _check_options(SPEED_PAGE, ctx)
+    o = ctx.options
+    config = SpeedConfig(model=o.get("model", SpeedConfig.model), tasks=tuple(o.get("tasks", DEFAULT_TASKS)),
+                         engines=tuple(o.get("engines", SpeedConfig.engines)), n_jobs=int(o.get("jobs", 2)),
+                         data_dir=ctx.data_dir)
+    run_transfer_speed(config, ctx.store, command=list(ctx.command) or None)
+
+
+def _transfer_speed_render(ctx: PageContext) -> list[Path]:
+    return [write_text(ctx.output / f"{SPEED_PAGE}.md", render_transfer_speed(ctx.store))]
+
+
 # ---------------------------------------------------------------------------------------------- ablations
 
 def _ablations_run(ctx: PageContext) -> None:
@@ -269,6 +287,13 @@ TRANSFER = register(ResultsPage(
     models=MODELS, data=DEFAULT_TASKS, grid={"plan": [list(x[:2]) for x in TRANSFER_PLAN]},
     settings={"protocol": TransferProtocol().to_dict(), "mpnet_screen_dim": 128},
     run=_transfer_run, render=_transfer_render))
+TRANSFER_SPEED = register(ResultsPage(
+    name=SPEED_PAGE, method="speed", title="Transfer protocol: speed against the earlier code, same results",
+    models=("all-MiniLM-L6-v2",), data=DEFAULT_TASKS, grid={"engines": ["fast", "reference"]},
+    settings={"protocol": TransferProtocol().to_dict()}, run=_transfer_speed_run, render=_transfer_speed_render,
+    measures=("src/layerwise/methods/lc/transfer.py", "src/layerwise/methods/lc/screen.py",
+              "src/layerwise/methods/lc/features.py", "src/layerwise/evaluation/classification.py",
+              "src/layerwise/benchmarks/lc/transfer_run.py", "src/layerwise/benchmarks/lc/transfer_speed.py")))
 ABLATIONS = register(ResultsPage(
     name="ablations", method="lc", title="BERT-LC ablations", models=("all-MiniLM-L6-v2",),
     data=ABLATION_STS + ("mr", "cr", "subj", "trec"), grid={"parts": ["sts", "transfer", "limited"]},

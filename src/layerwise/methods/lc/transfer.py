@@ -260,9 +260,11 @@ def run_transfer(
     previous: TransferResult | None = None,
     on_split=None,
     progress=None,
+    engine: str = "fast",
 ) -> TransferResult:
     """The protocol on one task. Outer splits found in ``previous`` (same settings) are reused, so a cut-off
-    run continues where it stopped; ``on_split(result)`` is called after each new split (e.g. to save it)."""
+    run continues where it stopped; ``on_split(result)`` is called after each new split (e.g. to save it).
+    ``engine``: how the ridge screen computes (``RidgeScreen``'s ``engine``; the same numbers either way)."""
     p = protocol
     n_states = data.n_states
     max_layers = default_max_layers(n_states) if p.max_layers is None else int(p.max_layers)
@@ -272,7 +274,8 @@ def run_transfer(
                             n_inner=p.n_inner, seed=p.seed, subsets=subsets, ridge_alpha=p.ridge_alpha)
     if previous is not None and _same_settings(previous, result):
         result.splits = list(previous.splits)
-    ridge = RidgeScreen(data, alpha=p.ridge_alpha, dim=p.screen_dim)  # one per task: its full-data sums are reused
+    # one per task: its full-data sums are reused
+    ridge = RidgeScreen(data, alpha=p.ridge_alpha, dim=p.screen_dim, engine=engine)
     for k, (td, te) in enumerate(outer_splits(data.labels, n_splits=p.n_outer, seed=p.seed)):
         if k < len(result.splits):
             if progress is not None:
