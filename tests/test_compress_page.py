@@ -81,3 +81,23 @@ def test_compress_page_refuses_unknown_options(tmp_path, options):
     ctx = PageContext(store=ResultsStore(tmp_path), output=tmp_path, options=options)
     with pytest.raises(ValueError, match="unknown compress page option"):
         get_page("compress").run(ctx)
+
+
+def test_an_lc_cut_equal_to_a_plain_cut_is_listed_once_as_the_cut():
+    from layerwise.benchmarks.compress.pages import _model_candidates
+    from layerwise.benchmarks.store import Part
+
+    def cand(recipe, layers, dev):
+        return {"recipe": recipe, "depth": max(layers), "layers": list(layers), "backend": "torch",
+                "parameters": 1, "dev": dev, "tests": {}, "speed": {"seconds": [1.0], "original_seconds": [2.0]}}
+
+    key = {"model": "m", "protocol": {"budget": 1.0}}
+    parts = [Part("compress", "m-l1", {**key, "depth": 1}, {"result": {"candidates": [
+                 cand("original", (3,), 80.0), cand("cut", (1,), 60.0)]}}),
+             Part("compress", "m-l2", {**key, "depth": 2}, {"result": {"candidates": [
+                 cand("original", (3,), 80.0), cand("cut", (2,), 55.0), cand("lc-cut", (1,), 60.0),
+                 cand("lc-cut", (0, 2), 62.0)]}})]
+    candidates, original, _ = _model_candidates(parts, key, 1.0)
+    assert [(c.recipe, c.layers) for c in candidates] == [("original", (3,)), ("cut", (1,)), ("cut", (2,)),
+                                                           ("lc-cut", (0, 2))]
+    assert original.dev == 80.0

@@ -139,6 +139,9 @@ def _model_candidates(parts: list[Part], key: dict, budget: float) -> tuple[list
             if (c.recipe, c.layers, c.backend) not in seen:
                 seen.add((c.recipe, c.layers, c.backend))
                 candidates.append(c)
+    plain = {c.layers for c in candidates if c.recipe in ("cut", "original")}
+    # a depth's LC cut may be a lower depth's plain cut (the best subset of 0..2 is {1}, say): listed once, as the cut
+    candidates = [c for c in candidates if not (c.recipe == "lc-cut" and c.layers in plain)]
     if not candidates:
         raise ValueError("no stored depth parts under this key")
     original = next(c for c in candidates if c.recipe == "original" and c.backend == "torch")
