@@ -349,3 +349,13 @@ def test_prepare_scores_without_timing_and_fit_then_only_times(teacher, env, mon
     assert len(timed) == len(scored) and [c.dev for c in est.candidates_] == [c.dev for c in scored]
     with pytest.raises(UsageError, match="output_dir"):
         _comp(teacher, depths=(1,)).prepare(CORPUS, (s1, s2, y))
+
+
+def test_other_timing_settings_reuse_the_trained_students(teacher, env, monkeypatch):
+    from dataclasses import replace
+
+    s1, s2, y = _dev()
+    _comp(teacher, depths=(1,), output_dir=str(env / "w")).prepare(CORPUS, (s1, s2, y))
+    monkeypatch.setattr(distill_module, "train", lambda *a, **kw: pytest.fail("trained again"))
+    again = _comp(teacher, depths=(1,), output_dir=str(env / "w"), settings=replace(FAST, speed_repeats=2))
+    assert any(c.recipe == "distilled" for c in again.prepare(CORPUS, (s1, s2, y)))

@@ -285,6 +285,8 @@ class Compression:
         root = None
         if self.folder is not None:
             key = {k: v for k, v in self._key("distilled", (depth,), "torch").items() if k != "backend"}
+            # the timing settings do not change a student: another timing protocol reuses it
+            key["settings"] = {k: v for k, v in key["settings"].items() if not k.startswith("speed_")}
             root = self.folder / "students" / keyed_name(f"distilled-l{depth}", key)
             if (root / "model" / "config.json").is_file() and (root / "run.json").is_file():
                 self._run_facts[depth] = json.loads((root / "run.json").read_text())
