@@ -267,7 +267,12 @@ def render(ctx: PageContext) -> list[Path]:
         name = Path(r.model).name
         png = plot_frontier(r.candidates, ctx.output / f"compress-{name}.png", title=name, chosen=r.chosen)
         paths.append(png)
-        lines += [f"## {name}", "", _data_line(r), "", *_goals(r), "", *_table(ctx, r), "",
+        done = sorted(p.key["depth"] for p in r.parts)
+        todo = [d for d in range(1, int(r.parts[0].payload["result"]["n_layers"])) if d not in done]
+        status = (f"Depths measured: {', '.join(map(str, done))}"
+                  + (f"; **not yet measured: {', '.join(map(str, todo))}** (the choice below is among the measured "
+                     "depths only)." if todo else " (all)."))
+        lines += [f"## {name}", "", _data_line(r), "", status, "", *_goals(r), "", *_table(ctx, r), "",
                   f"![frontier]({png.name})", ""]
     s = results[0].chosen.speed
     lines += ["## How to read it", "",
