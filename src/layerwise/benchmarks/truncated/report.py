@@ -233,6 +233,11 @@ def _paper_settings(page: TMFTPage) -> list[str]:
         p = p_cell(group_test(page.gold, g.results, base.results)) if g and base else ""
         lines.append(f"| {d} | {base.cell() if base else 'not run yet'} | {g.cell() if g else 'not run yet'} | "
                      f"{diff} | {p} |")
+    walls = [v for k, v in page.wall_seconds.items() if k.startswith(f"run-{model}-none-") and k.endswith(f"-ep{paper}")]
+    if walls:
+        lines += ["", f"The {len(walls)} stored {paper}-epoch runs took {sum(walls) / 60:.1f} min of wall time in all "
+                  f"(devices of this page's runs: {', '.join(page.devices) or 'cpu'}; each run's device, machine "
+                  "and the processes that shared it are under *Provenance and time*)."]
     return lines + [""]
 
 
