@@ -9,7 +9,7 @@ Order of work (so that a cut-off run leaves a useful partial page): the frontier
 then TMFT seed 0 at every depth of the first model, LC-TMFT on the subset the first model's full-depth frontier chose
 on dev, the WS and MLM pre-steps, the other seeds, the epoch check (1 and 10 epochs at two depths), the second model's
 depths (about 4x the first model's time per layer on CPU, so 1 epoch each), and last the paper's settings for the first
-model (10 epochs, 5 seeds, every depth: about 35 h on 2 CPU cores, minutes on a GPU). ``--option device=cuda`` trains
+model (10 epochs, 5 seeds, every depth: about 13 h on 2 CPU cores, 10 min on an H100 in 8 shards). ``--option device=cuda`` trains
 there; ``--option shard=i/n`` trains every n-th run from the i-th, so n processes (or machines) share one grid, each
 saving its own parts into the store.
 """
@@ -70,7 +70,7 @@ class TMFTPageConfig:
     throughput_batch_size: int = 32
     throughput_repeats: int = 3
     # the paper's settings for the first model's TMFT: paper_epochs and every seed of paper_seeds at paper_depths,
-    # trained after everything else (about 35 h on this 2-core CPU; sized for a GPU: --option device=cuda)
+    # trained after everything else (about 13 h on a 2-core CPU at the 3-epoch runs' per-epoch times; sized for a GPU: --option device=cuda)
     paper_epochs: int = 10
     paper_seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
     paper_depths: tuple[int, ...] = (6, 3, 5, 4, 2, 1, 0)  # in the order they train: the epoch check's depths first
