@@ -285,8 +285,8 @@ def test_truncated_model_at_depth_zero_equals_hidden_state_zero(tiny_bert):
 
 
 def test_default_plan_runs_the_second_model_then_the_papers_settings_and_checks_two_epoch_counts():
+    from layerwise.benchmarks.truncated.page_model import epochs_of
     from layerwise.benchmarks.truncated.pages import page_config
-    from layerwise.benchmarks.truncated.report import epochs_of
 
     page = page_config()
     configs = page.configs((0, 6))
@@ -308,8 +308,9 @@ def test_default_plan_runs_the_second_model_then_the_papers_settings_and_checks_
 def test_the_page_says_what_the_mlm_pre_step_did_and_that_its_head_is_fresh():
     from dataclasses import asdict
 
+    from layerwise.benchmarks.truncated.page_model import TMFTPage
     from layerwise.benchmarks.truncated.pages import TMFTPageConfig
-    from layerwise.benchmarks.truncated.report import TMFTPage, render_markdown
+    from layerwise.benchmarks.truncated.report import render_markdown
     from layerwise.methods.truncated.config import TMFTConfig
     from layerwise.methods.truncated.run import TMFTResult
 

@@ -21,6 +21,7 @@ from typing import Sequence
 import numpy as np
 
 from layerwise.encoders.batching import length_sorted_batches
+from layerwise.encoders.onnx_backend import FP32_FILE, INFO_FILE
 from layerwise.encoders.openvino_runtime import INT8_DIR, INT8_XML, OPENVINO_HINT, require_openvino
 from layerwise.errors import UsageError
 from layerwise.files import atomic_folder, remove_stale
@@ -70,8 +71,6 @@ def quantize_openvino(folder: str | Path, tokenizer, texts: Sequence[str], *, ba
 
     ``texts``: the calibration sentences (a few hundred of the user's corpus; at least one). The result replaces
     an earlier ``openvino-int8/`` of the same folder; a killed run leaves the folder as it was."""
-    from layerwise.encoders.onnx_backend import FP32_FILE, INFO_FILE
-
     nncf = require_nncf()
     ov = require_openvino()
     from nncf.quantization.advanced_parameters import AdvancedQuantizationParameters, AdvancedSmoothQuantParameters

@@ -35,7 +35,8 @@ from layerwise.benchmarks.truncated.experiment import (
     throughput_part,
 )
 from layerwise.benchmarks.truncated.figures import draw_cost, draw_layers, draw_speed
-from layerwise.benchmarks.truncated.report import TMFTPage, render_markdown, summary
+from layerwise.benchmarks.truncated.page_model import TMFTPage
+from layerwise.benchmarks.truncated.report import render_markdown, summary
 from layerwise.errors import UsageError
 from layerwise.methods.truncated.config import PRE_STEPS, MLMConfig, TMFTConfig, WSConfig
 from layerwise.reports import write_json, write_text
