@@ -231,6 +231,7 @@ def test_onnx_backends_give_the_torch_embeddings(teacher, env, tmp_path):
 
     s1, s2, y = _dev()
     openvino = ("openvino",) if importlib.util.find_spec("openvino") else ()
+    openvino += ("openvino-int8",) if openvino and importlib.util.find_spec("nncf") else ()
     est = _comp(teacher, depths=(1,), backends=("torch", "onnx", "onnx-int8", *openvino), budget=100.0).fit(
         CORPUS, (s1, s2, y))
     by = {c.name: c for c in est.candidates_}
@@ -249,8 +250,16 @@ def test_onnx_backends_give_the_torch_embeddings(teacher, env, tmp_path):
         if c.backend in ("onnx", "openvino"):
             twin = by[name.replace(f"-{c.backend}", "-torch")]
             assert c.extra["max_abs_diff_vs_torch"] < 1e-4 and abs(c.dev - twin.dev) < 1e-3
-        if c.backend == "onnx-int8":  # quantized: close, not equal (the page states the tolerance)
+        if c.backend.endswith("-int8"):  # quantized: close, not equal (the page states the tolerance)
             assert 0 < c.extra["max_abs_diff_vs_torch"] < 1.0
+    if "openvino-int8" in openvino:  # OpenVINO's int8 model travels in onnx/openvino-int8 and loads back
+        est.chosen_ = next(c for c in est.candidates_ if c.backend == "openvino-int8" and c.recipe == "distilled")
+        est.graph_ = est._run.graph(est.chosen_.recipe, est.chosen_.layers, est.chosen_.backend)
+        vectors = est.encode(SENTENCES)
+        folder = est.save(tmp_path / "ov-int8")
+        assert "onnx/openvino-int8/model.xml" in json.loads((folder / "layerwise_export.json").read_text())["files"]
+        assert 'runtime="openvino"' in (folder / "README.md").read_text()
+        np.testing.assert_allclose(Compressor.load(folder).encode(SENTENCES), vectors, atol=1e-6)
 
 
 def _candidate(name: str, dev: float, seconds: float) -> Candidate:

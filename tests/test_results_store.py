@@ -143,3 +143,31 @@ def test_results_prune_command_and_every_rendered_page_ends_with_the_conventions
     text = (tmp_path / "p.md").read_text()
     assert text.startswith("# page\n\n| a | 1 |\n\n---") and text.endswith("\n".join(FOOTER) + "\n")
     assert "ddof = 1" in text and (tmp_path / "p.json").read_text() == "{}"  # only markdown gets the footer
+
+
+def test_provenance_names_every_machine_and_the_gpu_a_part_used():
+    from layerwise.benchmarks.page_parts import provenance_lines
+    from layerwise.reports import environment
+
+    cpu = environment(["layerwise", "results", "run", "x"])
+    gpu = json.loads(json.dumps(cpu))
+    gpu["machine"].update(platform="Linux-gpu-host", cpu_count=16, gpu="NVIDIA H100 80GB HBM3")
+    runs = [[{"started": "2026-01-01", "command": "a", "environment": cpu}],
+            [{"started": "2026-01-02", "command": "b", "environment": gpu}],
+            [{"started": "2026-01-03", "command": "b", "environment": gpu}]]
+    parts = [Part("p", f"n{i}", {}, {}, runs=r) for i, r in enumerate(runs)]
+    lines = provenance_lines(parts)
+    machines = [line for line in lines if line.startswith("- machine")]
+    assert len(machines) == 2 and machines[1].startswith("- machine (2 run(s)): Linux-gpu-host, 16 CPUs, GPU NVIDIA H100")
+    assert "GPU" not in machines[0] and machines[0].startswith("- machine (1 run(s)): ")
+    assert provenance_lines(parts[:1])[-1].startswith(f"- machine: {cpu['machine']['platform']}")  # one: no count
+
+
+def test_a_copy_without_git_records_the_declared_commit_marked_as_declared(monkeypatch):
+    from layerwise import reports
+
+    monkeypatch.setattr(reports, "source_root", lambda: None)
+    monkeypatch.delenv(reports.SOURCE_COMMIT_ENV, raising=False)
+    assert reports.source_revision() is None
+    monkeypatch.setenv(reports.SOURCE_COMMIT_ENV, "2dc771c")
+    assert reports.source_revision() == {"commit": "2dc771c", "dirty": False, "declared": "LAYERWISE_SOURCE_COMMIT"}

@@ -12,6 +12,7 @@ from conftest import write_stsb, write_unlabeled
 from layerwise.benchmarks import ResultsStore
 from layerwise.benchmarks.catalog import get_page
 from layerwise.benchmarks.registry import PageContext
+from layerwise.errors import UsageError
 from test_tmft import WS_LINES
 
 
@@ -86,8 +87,8 @@ def _options(tiny_bert, tmp_path, **over):
     ws = {"sets": ["rg65"], "epochs": 1, "batch_size": 4}
     return {"minilm": str(tiny_bert), "minilm_depths": [0, 2], "pre_steps": ["none", "ws"], "seeds": [0, 1],
             "mpnet": None, "epochs": 1, "check_depths": [0, 2], "check_epochs": 2, "throughput_sentences": 12,
-            "throughput_repeats": 1, "checkpoints": str(tmp_path / "runs"),
-            "overrides": {"batch_size": 8, "lr": 1e-3, "max_length": 16, "ws": ws}, **over}
+            "throughput_repeats": 1, "checkpoints": str(tmp_path / "runs"), "paper_epochs": 2, "paper_seeds": [0, 1],
+            "paper_depths": [2], "overrides": {"batch_size": 8, "lr": 1e-3, "max_length": 16, "ws": ws}, **over}
 
 
 def test_page_runs_resumes_and_renders(tiny_bert, data_dir, tmp_path, monkeypatch):
@@ -108,6 +109,7 @@ def test_page_runs_resumes_and_renders(tiny_bert, data_dir, tmp_path, monkeypatc
     runs = {f"run-{name}-{p}-L{d}-seed{s}-ep{e}" for p, s, e in (("none", 0, 1), ("none", 1, 1), ("ws", 0, 1),
                                                                   ("none", 0, 2)) for d in (0, 2)}
     runs.add(f"run-{name}-none-L{'_'.join(map(str, lc))}-seed0-ep1")
+    runs.add(f"run-{name}-none-L2-seed1-ep2")  # the paper's settings (here 2 epochs, seeds 0 and 1) at depth 2
     assert set(parts) == runs | {f"frontier-{name}", f"throughput-{name}", "gold-scores"}
     key = parts[f"run-{name}-ws-L2-seed0-ep1"].key
     assert key["config"]["epochs"] == 1 and key["model"]["weights_sha256"] and set(key["data"]) == {"stsb", "wordsim"}
@@ -132,6 +134,10 @@ def test_page_runs_resumes_and_renders(tiny_bert, data_dir, tmp_path, monkeypatc
     ws_line = next(s for s in md.splitlines() if s.startswith("- WS + TMFT against plain TMFT"))
     assert f"TMFT's seed spread: up to {spread:.2f}" in ws_line  # the noise a pre-step's gain is read against
     _check_depth_test(parts, name, md, store)
+    paper = [parts[f"run-{name}-none-L2-seed{s}-ep2"].payload["test_spearman"] for s in (0, 1)]
+    row = next(s for s in md.split("## The paper's settings")[1].splitlines() if s.startswith("| 2 |"))
+    assert f"| {np.mean(paper):.2f} ± {np.std(paper, ddof=1):.2f} (2) | {np.mean(paper) - np.mean(tests):+.2f} |" in row
+    assert row.endswith("(yes) |") or row.endswith("(no) |")  # tested: every run kept its predictions
     ws = parts[f"run-{name}-ws-L2-seed0-ep1"].payload["pre_step"]  # the word step's own scores, per depth
     assert f"| 2 | {ws['dev_spearman']:.2f} | {ws['test_spearman']:.2f} |" in md
     assert "| run | wall (min) | CPU/wall |" in md  # every run of this page recorded every column
@@ -195,6 +201,35 @@ def test_page_refuses_bad_options():
         page_config({"overrides": {"layers": [1]}})
     with pytest.raises(ValueError, match="pre_steps"):
         page_config({"pre_steps": ["both"]})
+    for bad in ("2/2", "1", "a/b", "-1/3"):
+        with pytest.raises(ValueError, match="shard=.*'i/n'"):
+            page_config({"shard": bad})
+    with pytest.raises(ValueError, match="not a torch device"):
+        page_config({"device": "gpu0"})
+    with pytest.raises(ValueError, match="paper_seeds"):
+        page_config({"paper_seeds": []})
+
+
+def test_shards_split_the_grid_and_keep_the_mlm_runs_of_one_seed_together():
+    from layerwise.benchmarks.truncated.pages import page_config
+
+    configs = page_config().configs((0, 6))
+    shards = [page_config({"shard": f"{i}/3"}).shard_of(configs) for i in range(3)]
+    assert sorted(map(repr, sum(shards, []))) == sorted(map(repr, configs))  # every run once, in no two shards
+    assert all(shard == [c for c in configs if c in shard] for shard in shards)  # the grid's order kept
+    mlm = [i for i, shard in enumerate(shards) for c in shard if c.pre_step == "mlm"]
+    assert len(mlm) == sum(c.pre_step == "mlm" for c in configs) and len(set(mlm)) == 1  # one shard trains the MLM
+    assert max(map(len, shards)) - min(map(len, shards)) <= len(mlm)
+    assert page_config().shard_of(configs) == configs
+
+
+def test_a_shard_refuses_to_start_without_the_stored_frontier(tiny_bert, data_dir, tmp_path):
+    store = ResultsStore(tmp_path / "state")
+    page = get_page("tmft")
+    ctx = PageContext(store=store, output=tmp_path / "out", data_dir=str(data_dir),
+                      options=_options(tiny_bert, tmp_path, shard="0/2"))
+    with pytest.raises(UsageError, match="needs the frontier .* without a shard first"):
+        page.run(ctx)
 
 
 def test_cli_tmft_end_to_end_and_resume(tiny_bert, data_dir, tmp_path, capsys, monkeypatch):
@@ -249,17 +284,21 @@ def test_truncated_model_at_depth_zero_equals_hidden_state_zero(tiny_bert):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
-def test_default_plan_runs_the_second_model_last_at_its_own_epochs_and_checks_two_epoch_counts():
+def test_default_plan_runs_the_second_model_then_the_papers_settings_and_checks_two_epoch_counts():
+    from layerwise.benchmarks.truncated.page_model import epochs_of
     from layerwise.benchmarks.truncated.pages import page_config
-    from layerwise.benchmarks.truncated.report import epochs_of
 
     page = page_config()
     configs = page.configs((0, 6))
     mpnet = [c for c in configs if c.model == page.mpnet]
     assert [c.layers for c in mpnet] == [(d,) for d in page.mpnet_depths]
-    assert {c.epochs for c in mpnet} == {page.mpnet_epochs} and configs[-len(mpnet):] == mpnet
-    checks = {(c.layers, c.epochs) for c in configs if c.model == page.minilm and c.epochs != page.epochs}
-    assert checks == {((d,), e) for d in page.check_depths for e in page.check_epochs if e != page.epochs}
+    paper = {((d,), s) for d in page.paper_depths for s in page.paper_seeds}
+    new = paper - {((d,), 0) for d in page.check_depths}  # seed 0 at the check depths is the epoch check's run
+    assert {c.epochs for c in mpnet} == {page.mpnet_epochs} and configs[-len(new) - len(mpnet):-len(new)] == mpnet
+    assert {(c.layers, c.seed) for c in configs[-len(new):]} == new and {c.epochs for c in configs[-len(new):]} == {10}
+    checks = {(c.layers, c.epochs) for c in configs if c.model == page.minilm and c.epochs != page.epochs and c.seed == 0}
+    assert checks == {((d,), e) for d in page.check_depths for e in page.check_epochs if e != page.epochs} | \
+        {((d,), page.paper_epochs) for d in page.paper_depths}
     assert len(configs) == len(set(configs))
     settings = {"epochs": 3, "mpnet": "all-mpnet-base-v2", "mpnet_epochs": 1}
     assert epochs_of(settings, "all-mpnet-base-v2") == 1 and epochs_of(settings, "all-MiniLM-L6-v2") == 3
@@ -269,8 +308,9 @@ def test_default_plan_runs_the_second_model_last_at_its_own_epochs_and_checks_tw
 def test_the_page_says_what_the_mlm_pre_step_did_and_that_its_head_is_fresh():
     from dataclasses import asdict
 
+    from layerwise.benchmarks.truncated.page_model import TMFTPage
     from layerwise.benchmarks.truncated.pages import TMFTPageConfig
-    from layerwise.benchmarks.truncated.report import TMFTPage, render_markdown
+    from layerwise.benchmarks.truncated.report import render_markdown
     from layerwise.methods.truncated.config import TMFTConfig
     from layerwise.methods.truncated.run import TMFTResult
 

@@ -22,6 +22,8 @@ __all__ = ["changed_since", "command_line", "environment", "fmt", "fmt_git", "gi
            "run_section", "sample_std", "save_figure", "source_revision", "source_root", "write_bytes", "write_json",
            "write_text"]
 
+SOURCE_COMMIT_ENV = "LAYERWISE_SOURCE_COMMIT"  # the commit of a copy of the sources without git (declared, unchecked)
+
 
 def environment(command: list[str] | None = None) -> dict:
     """Date, machine, library versions, the source revision and the command line: recorded in every results file.
@@ -45,6 +47,7 @@ def environment(command: list[str] | None = None) -> dict:
             "cpu_count": os.cpu_count(),
             "torch_threads": torch.get_num_threads(),
             "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()],
+            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
         },
         "versions": {
             "layerwise": __version__,
@@ -80,7 +83,8 @@ def source_revision() -> dict | None:
     """
     root = source_root()
     if root is None:
-        return None
+        declared = os.environ.get(SOURCE_COMMIT_ENV)
+        return {"commit": declared, "dirty": False, "declared": SOURCE_COMMIT_ENV} if declared else None
     state = git_state(root, under=None, untracked=False)
     return None if state is None else {"commit": state["commit"], "dirty": bool(state["src_changes"])}
 

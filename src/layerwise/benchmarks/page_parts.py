@@ -127,27 +127,35 @@ def prune_superseded(store: ResultsStore, page: str, *, dry_run: bool = False) -
 
 
 def provenance_lines(parts: Iterable[Part]) -> list[str]:
-    """Markdown bullet lines: the commands that computed the parts (with their dates), and the latest environment."""
+    """Markdown bullet lines: the commands that computed the parts (with their dates), and each machine they ran on
+    (platform, CPUs, the GPU where one was used, library versions) with how many parts it computed."""
     by_command: dict[str, list[str]] = {}
-    latest_env, latest = None, ""
+    machines: dict[str, list[str]] = {}  # the machine's line -> start dates of the runs it made
     migrated = 0
     for part in parts:
         for r in part.runs:
             by_command.setdefault(r.get("command", "?"), []).append(r.get("started", "?"))
             if r.get("migrated_from"):
                 migrated += 1
-            if r.get("environment") and r.get("started", "") >= latest:
-                latest_env, latest = r["environment"], r.get("started", "")
+            if r.get("environment"):
+                machines.setdefault(_machine_line(r["environment"]), []).append(r.get("started", ""))
     lines = []
     for command, dates in sorted(by_command.items(), key=lambda kv: min(kv[1])):
         span = min(dates) if min(dates) == max(dates) else f"{min(dates)} to {max(dates)}"
         lines.append(f"- command: `{command}`; {len(dates)} part(s), date {span}")
     if migrated:
         lines.append(f"- {migrated} part(s) migrated from the earlier results files (each part records which)")
-    if latest_env:
-        lines.append(f"- machine: {latest_env['machine']['platform']}, {latest_env['machine']['cpu_count']} CPUs; "
-                     + ", ".join(f"{k} {v}" for k, v in latest_env["versions"].items()))
+    several = len(machines) > 1
+    for line, dates in sorted(machines.items(), key=lambda kv: max(kv[1])):
+        lines.append(f"- machine{f' ({len(dates)} run(s))' if several else ''}: {line}")
     return lines
+
+
+def _machine_line(env: dict) -> str:
+    m = env["machine"]
+    gpu = f", GPU {m['gpu']}" if m.get("gpu") else ""
+    return (f"{m['platform']}, {m['cpu_count']} CPUs{gpu}; "
+            + ", ".join(f"{k} {v}" for k, v in env["versions"].items()))
 
 
 def save_png(fig, path: str | os.PathLike) -> Path:

@@ -23,7 +23,7 @@ from layerwise.cli._option_types import (
     seed,
 )
 
-BACKEND_CHOICES = "torch, onnx, onnx-int8, openvino"
+BACKEND_CHOICES = "torch, onnx, onnx-int8, openvino, openvino-int8"
 
 
 def add_parsers(sub) -> None:

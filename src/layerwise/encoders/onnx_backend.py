@@ -39,7 +39,7 @@ import torch
 
 from layerwise.encoders.batching import length_sorted_batches
 from layerwise.encoders.hidden_states import all_hidden_states, pool_hidden_states
-from layerwise.encoders.openvino_runtime import compile_graph, require_openvino
+from layerwise.encoders.openvino_runtime import INT8_DIR, INT8_XML, compile_graph, require_openvino
 from layerwise.errors import UsageError
 from layerwise.files import atomic_folder, recover_folder, remove_stale
 from layerwise.keys import keyed_name
@@ -270,18 +270,19 @@ def cached_layer_graph(model, key: dict, *, root: str | os.PathLike) -> Path:
 
 
 class LayerGraphSession:
-    """One graph of a folder run by onnxruntime on the CPU.
+    """One graph of a folder run on the CPU by onnxruntime or OpenVINO.
 
     Parameters
     ----------
     folder : path
         A folder written by :func:`export_layer_graph`.
     quantized : bool
-        Run ``model-int8.onnx`` instead of ``model.onnx``.
+        Run the int8 model: ``model-int8.onnx`` on onnxruntime, ``openvino-int8/model.xml`` (NNCF's, see
+        :mod:`~layerwise.encoders.openvino_int8`) on OpenVINO.
     threads : int or None
         onnxruntime's intra-op threads (None: ``torch.get_num_threads()``, so torch and ONNX compare alike).
     runtime : {"onnxruntime", "openvino"}
-        What runs the graph: onnxruntime, or OpenVINO (float32 only; :mod:`~layerwise.encoders.openvino_runtime`).
+        What runs the graph: onnxruntime, or OpenVINO (:mod:`~layerwise.encoders.openvino_runtime`).
     """
 
     def __init__(self, folder: str | os.PathLike, *, quantized: bool = False, threads: int | None = None,
@@ -292,13 +293,17 @@ class LayerGraphSession:
             raise UsageError(f"{folder} is not a layer graph folder (no {INFO_FILE}); write one with "
                              "export_layer_graph")
         self.info = LayerGraphInfo.from_dict(json.loads(info_path.read_text(encoding="utf-8")))
-        path = folder / (INT8_FILE if quantized else FP32_FILE)
-        if not path.is_file():
-            raise UsageError(f"{path} is missing; export the folder again with quantize=True")
         if runtime not in ("onnxruntime", "openvino"):
             raise UsageError(f"unknown runtime {runtime!r}; valid: onnxruntime, openvino")
         if runtime == "openvino" and quantized:
-            raise UsageError("the int8 graph runs on onnxruntime only; OpenVINO runs the float32 graph")
+            path = folder / INT8_DIR / INT8_XML
+            if not path.is_file():
+                raise UsageError(f"{path} is missing; write OpenVINO's int8 model first with "
+                                 "layerwise.encoders.openvino_int8.quantize_openvino")
+        else:
+            path = folder / (INT8_FILE if quantized else FP32_FILE)
+            if not path.is_file():
+                raise UsageError(f"{path} is missing; export the folder again with quantize=True")
         self._open(path, threads, runtime)
 
     @classmethod

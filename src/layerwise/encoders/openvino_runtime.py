@@ -1,8 +1,9 @@
 """The layer graph (:mod:`~layerwise.encoders.onnx_backend`) run by OpenVINO instead of onnxruntime: the same
 ``model.onnx``, read and compiled by OpenVINO for the CPU in float32 (``pip install 'layerwise[openvino]'``).
 
-Only the float32 graph: OpenVINO runs onnxruntime's dynamically quantized int8 graph, but slower than onnxruntime
-and with other numbers; its own int8 needs NNCF, which layerwise does not use.
+OpenVINO's own int8 model (NNCF's static quantization of the same graph, :mod:`~layerwise.encoders.openvino_int8`)
+lives in the graph folder's ``openvino-int8/model.xml`` and is compiled here too; onnxruntime's dynamically quantized
+``model-int8.onnx`` is not run by OpenVINO (it was slower there than on onnxruntime, with other numbers).
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ import numpy as np
 
 from layerwise.errors import UsageError
 
-__all__ = ["OPENVINO_HINT", "compile_graph", "require_openvino"]
+__all__ = ["INT8_DIR", "INT8_XML", "OPENVINO_HINT", "compile_graph", "require_openvino"]
 
 OPENVINO_HINT = "pip install 'layerwise[openvino]'"
+INT8_DIR, INT8_XML = "openvino-int8", "model.xml"  # OpenVINO's int8 model inside a layer graph folder
 
 
 def require_openvino():
@@ -31,8 +33,9 @@ def require_openvino():
 def compile_graph(path: Path, threads: int) -> tuple[Callable[[dict], list[np.ndarray]], tuple[str, ...]]:
     """``(run, input_names)``: ``run(feed)`` gives the graph's outputs in order for a feed of int64 arrays.
 
-    Compiled with ``threads`` inference threads and float32 precision (on CPUs with bf16 units OpenVINO would
-    otherwise compute in bf16, and the outputs would no longer be the torch model's)."""
+    ``path``: an ONNX file or an OpenVINO ``.xml`` model. Compiled with ``threads`` inference threads and float32
+    precision for what is not int8 (on CPUs with bf16 units OpenVINO would otherwise compute in bf16, and the
+    outputs would no longer be the torch model's)."""
     ov = require_openvino()
     compiled = ov.Core().compile_model(ov.Core().read_model(str(path)), "CPU", {
         "INFERENCE_NUM_THREADS": int(threads), "INFERENCE_PRECISION_HINT": "f32"})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from layerwise.benchmarks.truncated.analysis import pareto_front
-from layerwise.benchmarks.truncated.report import LABELS, TMFTPage, curves, page_models
+from layerwise.benchmarks.truncated.page_model import LABELS, TMFTPage, curves, page_models
 
 __all__ = ["draw_cost", "draw_layers", "draw_speed"]
 

@@ -7,8 +7,11 @@
 
 Order of work (so that a cut-off run leaves a useful partial page): the frontier and throughput of every model (minutes),
 then TMFT seed 0 at every depth of the first model, LC-TMFT on the subset the first model's full-depth frontier chose
-on dev, the WS and MLM pre-steps, the other seeds, the epoch check (1 and 10 epochs at two depths), and last the
-second model's depths (the costliest: about 4x the first model's time per layer on CPU, so 1 epoch each).
+on dev, the WS and MLM pre-steps, the other seeds, the epoch check (1 and 10 epochs at two depths), the second model's
+depths (about 4x the first model's time per layer on CPU, so 1 epoch each), and last the paper's settings for the first
+model (10 epochs, 5 seeds, every depth: about 13 h on 2 CPU cores, 10 min on an H100 in 8 shards). ``--option device=cuda`` trains
+there; ``--option shard=i/n`` trains every n-th run from the i-th, so n processes (or machines) share one grid, each
+saving its own parts into the store.
 """
 
 from __future__ import annotations
@@ -32,7 +35,9 @@ from layerwise.benchmarks.truncated.experiment import (
     throughput_part,
 )
 from layerwise.benchmarks.truncated.figures import draw_cost, draw_layers, draw_speed
-from layerwise.benchmarks.truncated.report import TMFTPage, render_markdown, summary
+from layerwise.benchmarks.truncated.page_model import TMFTPage
+from layerwise.benchmarks.truncated.report import render_markdown, summary
+from layerwise.errors import UsageError
 from layerwise.methods.truncated.config import PRE_STEPS, MLMConfig, TMFTConfig, WSConfig
 from layerwise.reports import write_json, write_text
 
@@ -65,7 +70,14 @@ class TMFTPageConfig:
     throughput_sentences: int = 1000  # distinct STS-B test sentences timed
     throughput_batch_size: int = 32
     throughput_repeats: int = 3
+    # the paper's settings for the first model's TMFT: paper_epochs and every seed of paper_seeds at paper_depths,
+    # trained after everything else (about 13 h on a 2-core CPU at the 3-epoch runs' per-epoch times; sized for a GPU: --option device=cuda)
+    paper_epochs: int = 10
+    paper_seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    paper_depths: tuple[int, ...] = (6, 3, 5, 4, 2, 1, 0)  # in the order they train: the epoch check's depths first
     train: bool = True  # False: only the frontier and throughput parts (minutes), no TMFT run
+    device: str | None = None  # where the TMFT runs train ("cuda", "cuda:1"); part of no result's key
+    shard: str | None = None  # "i/n": train only runs i, i+n, i+2n... of the grid (n processes or machines share it)
     checkpoints: str = "runs/tmft"  # checkpoints and kept models (large; not in the repo; one per setting)
 
     def models(self) -> list[tuple[str, tuple[int, ...]]]:
@@ -92,10 +104,24 @@ class TMFTPageConfig:
         out += [self.base(m, (d,), "none", s) for s in self.seeds[1:] for d in self.minilm_depths]
         out += [self.base(m, (d,), "none", self.seeds[0], e) for e in self.check_epochs if e != self.epochs
                 for d in self.check_depths]
-        if self.mpnet:  # last: the costliest runs (about 4x the first model's time per layer on CPU)
+        if self.mpnet:  # the costliest runs on CPU (about 4x the first model's time per layer)
             out += [self.base(self.mpnet, (d,), "none", s, self.mpnet_epochs) for s in self.mpnet_seeds
                     for d in self.mpnet_depths]
+        out += [self.base(m, (d,), "none", s, self.paper_epochs) for d in self.paper_depths for s in self.paper_seeds]
         return list(dict.fromkeys(out))
+
+    def shard_of(self, configs: list[TMFTConfig]) -> list[TMFTConfig]:
+        """The runs this process trains where ``shard`` is "i/n" (else all): every n-th group from the i-th, a group
+        being one run, or every MLM + TMFT run of one seed (they share one MLM-adapted encoder, trained once)."""
+        if self.shard is None:
+            return configs
+        i, n = (int(x) for x in self.shard.split("/"))
+
+        def group(c: TMFTConfig):
+            return ("mlm", c.model, c.seed) if c.pre_step == "mlm" else c
+
+        order = {g: k for k, g in enumerate(dict.fromkeys(group(c) for c in configs))}
+        return [c for c in configs if order[group(c)] % n == i]
 
 
 def page_config(options: dict | None = None) -> TMFTPageConfig:
@@ -120,13 +146,41 @@ def page_config(options: dict | None = None) -> TMFTPageConfig:
         raise ValueError(f"tmft page: pre_steps {page.pre_steps} must be among {PRE_STEPS}, seeds non-empty and "
                          f"every epoch count >= 1 (got seeds {page.seeds}, epochs {page.epochs}, mpnet_epochs "
                          f"{page.mpnet_epochs}, check_epochs {page.check_epochs})")
+    if page.shard is not None and not _valid_shard(page.shard):
+        raise ValueError(f"tmft page: shard={page.shard!r} is invalid: use 'i/n' with 0 <= i < n, e.g. '0/4'")
+    if page.device is not None:
+        import torch
+
+        try:
+            torch.device(page.device)
+        except RuntimeError:
+            raise ValueError(f"tmft page: device={page.device!r} is not a torch device; use 'cpu', 'cuda' or "
+                             "'cuda:N'") from None
+    if page.paper_epochs < 1 or not page.paper_seeds:
+        raise ValueError(f"tmft page: paper_epochs must be >= 1 and paper_seeds non-empty (got {page.paper_epochs}, "
+                         f"{page.paper_seeds})")
     page.configs((0,))  # every TMFTConfig checked here, before any work
     return page
 
 
+def _valid_shard(shard: str) -> bool:
+    parts = shard.split("/")
+    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+        return False
+    i, n = int(parts[0]), int(parts[1])
+    return 0 <= i < n
+
+
 def run(ctx: PageContext) -> None:
-    """Compute every part the store lacks, in the order of the module docstring; each saved when done."""
+    """Compute every part the store lacks, in the order of the module docstring; each saved when done. A shard
+    (``--option shard=i/n``) only trains its runs: the frontier and throughput belong to the unsharded run."""
     page = page_config(ctx.options)
+    if page.shard is not None:
+        if page.train:
+            run_runs(page.shard_of(page.configs(_stored_lc(ctx.store, page))), ctx.store,
+                     checkpoints=Path(page.checkpoints), data_dir=ctx.data_dir, command=ctx.command,
+                     device=page.device)
+        return
     max_length = page.base(page.minilm, (0,), "none", 0).max_length
     frontiers = {}
     for model, depths in page.models():
@@ -139,7 +193,16 @@ def run(ctx: PageContext) -> None:
         return
     lc = frontiers[page.minilm].rows[-1].layers
     run_runs(page.configs(lc), ctx.store, checkpoints=Path(page.checkpoints), data_dir=ctx.data_dir,
-             command=ctx.command)
+             command=ctx.command, device=page.device)
+
+
+def _stored_lc(store, page: TMFTPageConfig) -> tuple[int, ...]:
+    """The LC-TMFT subset from the stored frontier of the first model (a shard computes no frontier)."""
+    part = stored(store).get(f"frontier-{Path(page.minilm).name}")
+    if part is None:
+        raise UsageError(f"tmft page: shard={page.shard!r} needs the frontier of {page.minilm} in the store; run "
+                         "`layerwise results run tmft --option train=false` once without a shard first")
+    return tuple(Frontier.from_dict(part.payload).rows[-1].layers)
 
 
 def load_page(ctx: PageContext):
@@ -210,7 +273,7 @@ def render(ctx: PageContext) -> list[Path]:
 
 def _page_settings() -> dict:
     c = TMFTPageConfig()
-    return {"grid": {k: v for k, v in asdict(c).items() if k not in ("checkpoints", "train")},
+    return {"grid": {k: v for k, v in asdict(c).items() if k not in ("checkpoints", "train", "device", "shard")},
             "config": replace(TMFTConfig(), model="(per run)").to_dict(),
             "checkpoint": "best STS-B dev Spearman, evaluated every epoch"}
 
@@ -223,7 +286,9 @@ PAGE = register(ResultsPage(
     data=("stsb", "wordsim", "snli_devtest", "wiki1m_head"),
     grid={"minilm_depths": TMFTPageConfig.minilm_depths, "mpnet_depths": TMFTPageConfig.mpnet_depths,
           "pre_steps": TMFTPageConfig.pre_steps, "seeds": TMFTPageConfig.seeds, "epochs": TMFTPageConfig.epochs,
-          "check": {"depths": TMFTPageConfig.check_depths, "epochs": TMFTPageConfig.check_epochs}},
+          "check": {"depths": TMFTPageConfig.check_depths, "epochs": TMFTPageConfig.check_epochs},
+          "paper": {"depths": TMFTPageConfig.paper_depths, "seeds": TMFTPageConfig.paper_seeds,
+                    "epochs": TMFTPageConfig.paper_epochs}},
     settings=_page_settings(),
     run=run,
     render=render,

@@ -6,103 +6,24 @@ Scores are STS-B test Spearman x100 of the checkpoint with the best dev Spearman
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from layerwise.benchmarks.page_parts import run_time_table
 from layerwise.benchmarks.significance_parts import p_cell, significance_note
-from layerwise.benchmarks.truncated.analysis import Frontier, Throughput
+from layerwise.benchmarks.truncated.page_model import (
+    LABELS,
+    TMFTPage,
+    curves,
+    epochs_of,
+    find,
+    groups,
+    page_models,
+)
 from layerwise.benchmarks.truncated.significance import group_test
-from layerwise.methods.truncated.run import TMFTResult
 
-__all__ = ["LABELS", "Group", "TMFTPage", "curves", "group_results", "groups", "page_models", "render_markdown", "summary"]
-
-LABELS = {"none": "TMFT", "ws": "WS + TMFT", "mlm": "MLM + TMFT"}
-
-
-@dataclass
-class TMFTPage:
-    title: str
-    settings: dict  # the TMFTPageConfig as a dict
-    results: list[TMFTResult]
-    frontiers: dict[str, Frontier]  # model name -> frontier
-    throughputs: dict[str, Throughput]
-    lc_layers: tuple[int, ...] | None  # the first model's dev-chosen subset (LC-TMFT), None before its frontier
-    missing: list[str] = field(default_factory=list)
-    provenance: list[str] = field(default_factory=list)
-    wall_seconds: dict[str, float] = field(default_factory=dict)  # part name -> wall seconds it took
-    speed_load: dict[str, list | None] = field(default_factory=dict)  # model -> load average when timed (1, 5, 15 min)
-    run_loads: dict[str, tuple] = field(default_factory=dict)  # part name -> run_time_row
-    devices: list[str] = field(default_factory=list)  # where the TMFT runs shown trained ("cpu", "cuda"...)
-    estimates: dict[str, list] = field(default_factory=dict)  # model -> estimated seconds per run not stored yet
-    gold: dict = field(default_factory=dict)  # data checksum -> gold test scores (the paired tests read them)
-
-
-@dataclass(frozen=True)
-class Group:
-    """The seeds of one (model, pre-step, layers, epochs)."""
-
-    model: str
-    pre_step: str
-    layers: tuple[int, ...]
-    epochs: int
-    results: tuple[TMFTResult, ...]
-
-    @property
-    def depth(self) -> int:
-        return max(self.layers)
-
-    def mean_std(self, attr: str = "test_spearman") -> tuple[float, float]:
-        a = np.asarray([getattr(r, attr) for r in self.results], dtype=float)
-        return float(a.mean()), float(a.std(ddof=1)) if len(a) > 1 else 0.0
-
-    def cell(self, attr: str = "test_spearman") -> str:
-        m, s = self.mean_std(attr)
-        return f"{m:.2f}" if len(self.results) == 1 else f"{m:.2f} ± {s:.2f} ({len(self.results)})"
-
-    @property
-    def parameters(self) -> int:
-        return self.results[0].parameters
-
-
-def group_results(results: list[TMFTResult]) -> list[Group]:
-    """Results grouped over seeds by (model, pre-step, layers, epochs), in the order they first appear; a run on
-    another data set than STS-B names it after the model ("all-MiniLM-L6-v2 on sickr")."""
-    out: dict[tuple, list[TMFTResult]] = {}
-    for r in results:
-        c = r.config
-        on = "" if c.get("dataset", "stsb") == "stsb" else f" on {c['dataset']}"
-        out.setdefault((Path(c["model"]).name + on, c["pre_step"], tuple(c["layers"]), int(c["epochs"])), []).append(r)
-    return [Group(*k, tuple(v)) for k, v in out.items()]
-
-
-def groups(page: TMFTPage) -> list[Group]:
-    return group_results(page.results)
-
-
-def epochs_of(settings: dict, model: str) -> int:
-    """The main epoch count of ``model``'s runs: ``mpnet_epochs`` for the second model, else ``epochs``."""
-    second = settings.get("mpnet")
-    if second and Path(second).name == Path(model).name and settings.get("mpnet_epochs"):
-        return int(settings["mpnet_epochs"])
-    return int(settings["epochs"])
-
-
-def curves(page: TMFTPage) -> list[Group]:
-    """Single-layer groups at each model's main epoch count (the per-layer curves)."""
-    return [g for g in groups(page) if len(g.layers) == 1 and g.epochs == epochs_of(page.settings, g.model)]
-
-
-def _find(gs: list[Group], model: str, pre: str, layers: tuple[int, ...], epochs: int) -> Group | None:
-    return next((g for g in gs if (g.model, g.pre_step, g.layers, g.epochs) == (model, pre, layers, epochs)), None)
-
-
-def page_models(page: TMFTPage) -> list[tuple[str, list[int]]]:
-    s = page.settings
-    out = [(Path(s["minilm"]).name, list(s["minilm_depths"]))]
-    return out + ([(Path(s["mpnet"]).name, list(s["mpnet_depths"]))] if s["mpnet"] else [])
+__all__ = ["render_markdown", "summary"]
 
 
 def summary(page: TMFTPage) -> dict:
@@ -125,7 +46,7 @@ def _layer_table(page: TMFTPage, model: str, depths: list[int]) -> list[str]:
     lines = [f"### {model}", "", "| depth | parameters | " + " | ".join(LABELS[p] for p in pres)
              + " | untrained, state l alone | frontier (no training) |", "|---|---|" + "---|" * (len(pres) + 2)]
     for d in depths:
-        gs = [_find(cs, model, p, (d,), epochs_of(page.settings, model)) for p in pres]
+        gs = [find(cs, model, p, (d,), epochs_of(page.settings, model)) for p in pres]
         params = next((g.parameters for g in gs if g), fr.row(d).parameters if fr else None)
         cells = [g.cell() if g else "not run yet" for g in gs]
         fcells = [f"{fr.row(d).single_test_spearman:.2f}", f"{fr.row(d).test_spearman:.2f} ({','.join(map(str, fr.row(d).layers))})"] \
@@ -157,7 +78,7 @@ def _frontier_table(page: TMFTPage) -> list[str]:
     cs = curves(page)
     for model, fr in page.frontiers.items():
         for r in fr.rows:
-            g = _find(cs, model, "none", (r.depth,), epochs_of(page.settings, model))
+            g = find(cs, model, "none", (r.depth,), epochs_of(page.settings, model))
             tm = g.mean_std()[0] if g else None
             gain = tm - r.single_test_spearman if tm is not None else None
             share = f"{(r.test_spearman - r.single_test_spearman) / gain:.0%}" if gain and gain > 0 else "n/a"
@@ -172,8 +93,8 @@ def _lc_lines(page: TMFTPage) -> list[str]:
     model = page_models(page)[0][0]
     if page.lc_layers is None:
         return ["LC-TMFT: not run yet (needs the frontier of the first model for the subset).", ""]
-    g = _find(groups(page), model, "none", tuple(page.lc_layers), page.settings["epochs"])
-    base = _find(curves(page), model, "none", (max(page.lc_layers),), page.settings["epochs"])
+    g = find(groups(page), model, "none", tuple(page.lc_layers), page.settings["epochs"])
+    base = find(curves(page), model, "none", (max(page.lc_layers),), page.settings["epochs"])
     fr = page.frontiers[model].rows[-1]
     lines = [f"Subset D = {tuple(page.lc_layers)} (chosen on STS-B dev by the full-depth search of {model}; "
              f"no training: dev {fr.dev_spearman:.2f}, test {fr.test_spearman:.2f}). The model is truncated at "
@@ -204,7 +125,7 @@ def _epoch_check(page: TMFTPage) -> list[str]:
     lines = ["| depth | " + " | ".join(f"{e} epoch{'s' * (e != 1)}" for e in counts) + " |", "|---|" + "---|" * len(counts)]
     found = {}
     for d in s["check_depths"]:
-        gs = [_find(groups(page), model, "none", (d,), e) for e in counts]
+        gs = [find(groups(page), model, "none", (d,), e) for e in counts]
         lines.append(f"| {d} | " + " | ".join(g.cell() if g else "not run yet" for g in gs) + " |")
         found[d] = gs
     done = [d for d, gs in found.items() if all(gs)]
@@ -213,6 +134,31 @@ def _epoch_check(page: TMFTPage) -> list[str]:
         same = len({tuple(r) for r in ranks.values()}) == 1
         at = ", ".join(f"{r} at {e} epoch{'s' * (e != 1)}" for e, r in ranks.items())
         lines += ["", f"Ranking of depths by test Spearman: {at}: {'the same' if same else 'DIFFERENT'}."]
+    return lines + [""]
+
+
+def _paper_settings(page: TMFTPage) -> list[str]:
+    """The first model's TMFT at this page's epochs and seeds beside the paper's (10 epochs, 5 seeds), per depth."""
+    s, model = page.settings, page_models(page)[0][0]
+    ours, paper = int(s["epochs"]), int(s["paper_epochs"])
+    if ours == paper:
+        return [f"This page's runs already use the paper's {paper} epochs.", ""]
+    lines = [f"The paper trains {paper} epochs and reports the mean of {len(s['paper_seeds'])} seeds; this page's "
+             f"default is {ours} epochs and {len(s['seeds'])} seeds (CPU time). Both, per depth of {model}:", "",
+             _note(f"the {paper}-epoch test score", f"{ours} epochs"), "",
+             f"| depth | {ours} epochs (this page) | {paper} epochs (the paper's settings) | difference | "
+             f"p vs {ours} epochs |", "|---|---|---|---|---|"]
+    for d in sorted(s["paper_depths"]):
+        base, g = find(groups(page), model, "none", (d,), ours), find(groups(page), model, "none", (d,), paper)
+        diff = f"{g.mean_std()[0] - base.mean_std()[0]:+.2f}" if g and base else ""
+        p = p_cell(group_test(page.gold, g.results, base.results)) if g and base else ""
+        lines.append(f"| {d} | {base.cell() if base else 'not run yet'} | {g.cell() if g else 'not run yet'} | "
+                     f"{diff} | {p} |")
+    walls = [v for k, v in page.wall_seconds.items() if k.startswith(f"run-{model}-none-") and k.endswith(f"-ep{paper}")]
+    if walls:
+        lines += ["", f"The {len(walls)} stored {paper}-epoch runs took {sum(walls) / 60:.1f} min of wall time in all "
+                  f"(devices of this page's runs: {', '.join(page.devices) or 'cpu'}; each run's device, machine "
+                  "and the processes that shared it are under *Provenance and time*)."]
     return lines + [""]
 
 
@@ -368,7 +314,8 @@ def render_markdown(page: TMFTPage) -> str:
               "The Pareto front joins the runs that no other run beats on both fewer parameters and higher test "
               "Spearman (every model and pre-step pooled).", "",
               "## Zero-training frontier", "", *_frontier_table(page), "## LC-TMFT", "", *_lc_lines(page),
-              "## Epoch check", "", *_epoch_check(page), "## Throughput", "", *_speed_table(page),
+              "## Epoch check", "", *_epoch_check(page), "## The paper's settings", "", *_paper_settings(page),
+              "## Throughput", "", *_speed_table(page),
               "![throughput per depth](tmft-speed.png)", "", "## Where truncation helps", "", *_verdict(page), "",
               "## Notes", "",
               "- The paper's ELECTRA rows cannot be reproduced here: no ELECTRA checkpoint can be installed on this "

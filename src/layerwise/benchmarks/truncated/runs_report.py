@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from layerwise.benchmarks.truncated.report import LABELS, Group, group_results
+from layerwise.benchmarks.truncated.page_model import LABELS, Group, group_results
 from layerwise.methods.truncated.run import TMFTResult
 
 __all__ = ["draw_runs", "runs_markdown", "runs_summary"]

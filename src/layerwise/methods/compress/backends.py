@@ -1,5 +1,6 @@
 """How a candidate runs: its torch model, or the same model as an ONNX layer graph: fp32 or int8 in onnxruntime,
-fp32 compiled by OpenVINO (``openvino``).
+fp32 compiled by OpenVINO (``openvino``), or OpenVINO's own int8 (``openvino-int8``: NNCF's static quantization of
+the graph, calibrated on the first :data:`CALIBRATION_SENTENCES` sentences of the corpus).
 
 Every candidate is a :class:`~layerwise.methods.truncated.model.TruncatedModel`; on an ONNX backend its encoder is
 exported once (:func:`layerwise.encoders.onnx_backend.export_layer_graph`: a graph whose outputs are every hidden
@@ -15,17 +16,23 @@ from typing import Callable
 
 import numpy as np
 
+from layerwise.encoders.onnx_backend import BACKENDS as ENCODER_BACKENDS
 from layerwise.encoders.onnx_backend import INFO_FILE, LayerGraphSession, check_backend, export_layer_graph
+from layerwise.encoders.openvino_int8 import has_openvino_int8, quantize_openvino, require_nncf
 from layerwise.errors import UsageError
 from layerwise.methods.truncated.model import TruncatedModel
 
-__all__ = ["check_backends", "graph_folder", "runner"]
+__all__ = ["BACKENDS", "CALIBRATION_SENTENCES", "check_backends", "graph_folder", "runner"]
+
+BACKENDS = (*ENCODER_BACKENDS, "openvino-int8")  # what a compression run measures its candidates on
+OPENVINO_INT8 = "openvino-int8"
+CALIBRATION_SENTENCES = 300  # NNCF's calibration: the first sentences of the distillation corpus
 
 
 def check_backends(backends) -> tuple[str, ...]:
     """``backends`` (a tuple, or a comma-separated string) checked, each once, before any work: an unknown name or
     an ONNX or OpenVINO backend without its packages is a one-line UsageError naming the extra to install
-    (``pip install 'layerwise[onnx]'``, ``'layerwise[openvino]'``)."""
+    (``pip install 'layerwise[onnx]'``, ``'layerwise[openvino]'``: openvino-int8 needs nncf too)."""
     if isinstance(backends, str):
         backends = tuple(b.strip() for b in backends.split(","))
     try:
@@ -35,16 +42,25 @@ def check_backends(backends) -> tuple[str, ...]:
     if not backends:
         raise UsageError("backends is empty; pass at least one, e.g. ('torch',)")
     for name in backends:
-        check_backend(name)
+        if name == OPENVINO_INT8:
+            check_backend("openvino")
+            require_nncf()
+        elif name not in BACKENDS:
+            raise UsageError(f"unknown backend {name!r}; valid: {', '.join(BACKENDS)}")
+        else:
+            check_backend(name)
     if len(set(backends)) != len(backends):
         raise UsageError(f"backends={backends!r} names a backend twice; name each once")
     return backends
 
 
-def graph_folder(model: TruncatedModel, dest: Path, source: dict) -> Path:
-    """``dest`` holding the layer graph of ``model``'s encoder (fp32 and int8), exported unless already there."""
+def graph_folder(model: TruncatedModel, dest: Path, source: dict, *, calibration: list[str] | None = None) -> Path:
+    """``dest`` holding the layer graph of ``model``'s encoder (fp32 and onnxruntime's int8), exported unless already
+    there; with ``calibration`` sentences also OpenVINO's int8 model (quantized unless already there)."""
     if not (Path(dest) / INFO_FILE).is_file():
         export_layer_graph(model.encoder, dest, source=source)
+    if calibration is not None and not has_openvino_int8(dest):
+        quantize_openvino(dest, model.tokenizer, calibration, max_length=model.max_length)
     return Path(dest)
 
 
@@ -55,8 +71,8 @@ def runner(model: TruncatedModel, backend: str, *, batch_size: int,
         return lambda texts: model.encode(texts, batch_size=batch_size)
     if graph is None:
         raise ValueError(f"backend {backend!r} needs the model's layer graph folder")
-    session = LayerGraphSession(graph, quantized=backend == "onnx-int8",
-                                runtime="openvino" if backend == "openvino" else "onnxruntime")
+    session = LayerGraphSession(graph, quantized=backend.endswith("-int8"),
+                                runtime="openvino" if backend.startswith("openvino") else "onnxruntime")
     layers = list(model.layers)
 
     def encode(texts: list[str]) -> np.ndarray:

@@ -37,9 +37,10 @@ from layerwise._progress import progress
 from layerwise.data.checksum import content_checksum
 from layerwise.encoders.layer_encoder import LayerEncoder
 from layerwise.encoders.onnx_backend import GRAPH_FORMAT_VERSION, OPSET
+from layerwise.encoders.openvino_int8 import QUANTIZATION
 from layerwise.evaluation.metrics import cosine_rows, spearman
 from layerwise.keys import keyed_name, model_key
-from layerwise.methods.compress.backends import graph_folder, runner
+from layerwise.methods.compress.backends import CALIBRATION_SENTENCES, graph_folder, runner
 from layerwise.methods.compress.config import CompressConfig
 from layerwise.methods.compress.distill import distill_student, embedding_mse
 from layerwise.methods.compress.frontier import Candidate
@@ -188,6 +189,8 @@ class Compression:
                "recipe": recipe, "layers": list(layers), "backend": backend}
         if backend != "torch":  # a new graph format gives new graphs and new measurements
             key["graph"] = {"format": GRAPH_FORMAT_VERSION, "opset": OPSET}
+        if backend == "openvino-int8":  # its numbers depend on the calibration and the quantizer's settings
+            key["calibration"] = {"sentences": CALIBRATION_SENTENCES, **QUANTIZATION}
         return key
 
     def _path(self, recipe: str, layers: tuple[int, ...], backend: str) -> Path | None:
@@ -255,17 +258,20 @@ class Compression:
                 for name, p in self._all_pairs()}
 
     def graph(self, recipe: str, layers: tuple[int, ...], backend: str) -> Path | None:
-        """The layer graph folder of a candidate on an ONNX backend (exported once: fp32 and int8), None on torch."""
+        """The layer graph folder of a candidate on an ONNX backend (exported once: fp32 and int8; OpenVINO's int8
+        added there on first use), None on torch."""
         if backend == "torch":
             return None
-        key = {k: v for k, v in self._key(recipe, layers, backend).items() if k != "backend"}
+        key = {k: v for k, v in self._key(recipe, layers, backend).items() if k not in ("backend", "calibration")}
         if self.folder is not None:
             root = self.folder / "graphs"
         else:
             if self._tmp is None:
                 self._tmp = tempfile.TemporaryDirectory(prefix="layerwise-compress-")
             root = Path(self._tmp.name)
-        return graph_folder(self.model(recipe, layers), root / keyed_name(f"{recipe}-l{max(layers)}", key), key)
+        calibration = list(self.data.corpus[:CALIBRATION_SENTENCES]) if backend == "openvino-int8" else None
+        return graph_folder(self.model(recipe, layers), root / keyed_name(f"{recipe}-l{max(layers)}", key), key,
+                            calibration=calibration)
 
     # -- models ----------------------------------------------------------------------------------------------
     def model(self, recipe: str, layers: tuple[int, ...]) -> TruncatedModel:

@@ -69,7 +69,8 @@ class Compressor(SentenceEstimator):
         Points of dev Spearman x100 the chosen model may lose against the original (>= 0).
     backends : tuple of str
         How each candidate is run and timed: ``"torch"`` (float32), ``"onnx"``, ``"onnx-int8"`` (onnxruntime: the
-        ``onnx`` extra), ``"openvino"`` (float32: the ``openvino`` extra).
+        ``onnx`` extra), ``"openvino"`` (float32) and ``"openvino-int8"`` (NNCF's static int8, calibrated on the
+        corpus' first 300 sentences): the ``openvino`` extra.
     settings : CompressSettings or None
         Training and timing settings (None: the defaults).
     output_dir : str or None

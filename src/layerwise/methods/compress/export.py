@@ -57,8 +57,8 @@ def write_compressed(model: TruncatedModel, folder: str | os.PathLike, *, source
     provenance = {"method": "compress", **card.provenance(), "layers": list(model.layers),
                   "max_length": model.max_length, "compress": report}
     if graph is not None:
-        readme += ONNX_NOTE.format(quantized=chosen.backend == "onnx-int8",
-                                  runtime="openvino" if chosen.backend == "openvino" else "onnxruntime")
+        readme += ONNX_NOTE.format(quantized=chosen.backend.endswith("-int8"),
+                                  runtime="openvino" if chosen.backend.startswith("openvino") else "onnxruntime")
     dest = save_st_folder(model.encoder, model.tokenizer, folder, modules,
                           transformer_kwargs=transformer_options(model.max_length, all_hidden_states=all_states),
                           provenance=provenance, readme=readme, overwrite=overwrite)
@@ -70,8 +70,9 @@ def write_compressed(model: TruncatedModel, folder: str | os.PathLike, *, source
 ONNX_NOTE = """
 ## ONNX
 
-The chosen candidate runs on its ONNX layer graph: its layer graph (fp32 `onnx/model.onnx`, int8 `onnx/model-int8.onnx`;
-outputs every hidden state's masked token mean) is in `onnx/`. The sentence vector is the mean of the hidden states
+The chosen candidate runs on its ONNX layer graph: its layer graph (fp32 `onnx/model.onnx`, onnxruntime's int8
+`onnx/model-int8.onnx`, OpenVINO's int8 `onnx/openvino-int8/model.xml` where that backend was measured; outputs every
+hidden state's masked token mean) is in `onnx/`. The sentence vector is the mean of the hidden states
 listed above:
 
 ```python

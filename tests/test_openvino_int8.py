@@ -1,0 +1,82 @@
+"""OpenVINO's own int8 (NNCF static quantization of the layer graph) on tiny random models: int8 kernels in the
+graph, the float32 pooling of int8 hidden states close to the float32 graph, and clear refusals."""
+
+from __future__ import annotations
+
+import builtins
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("openvino")
+pytest.importorskip("nncf")
+
+from conftest import WORDS, build_tiny_bert, build_tiny_mpnet  # noqa: E402
+from layerwise.encoders.onnx_backend import LayerGraphSession, export_layer_graph  # noqa: E402
+from layerwise.encoders.openvino_int8 import (  # noqa: E402
+    CALIBRATION_FILE,
+    has_openvino_int8,
+    quantize_openvino,
+    require_nncf,
+)
+from layerwise.errors import UsageError  # noqa: E402
+
+RNG = np.random.default_rng(0)
+TEXTS = [" ".join(RNG.choice(WORDS, size=RNG.integers(3, 12))) for _ in range(48)]
+BOUND = 5e-2  # per hidden state: max |int8 - fp32| over max |fp32| (measured here: at most 6e-3)
+
+
+@pytest.mark.parametrize("build", [build_tiny_bert, build_tiny_mpnet], ids=["bert", "mpnet"])
+def test_the_int8_model_has_int8_kernels_and_every_state_stays_close(build, tmp_path):
+    from transformers import AutoModel, AutoTokenizer
+
+    model = build(tmp_path / "m")
+    tok = AutoTokenizer.from_pretrained(model)
+    graph = export_layer_graph(AutoModel.from_pretrained(model), tmp_path / "g")
+    assert not has_openvino_int8(graph)
+    quantize_openvino(graph, tok, TEXTS[:24], batch_size=8, max_length=32)
+    assert has_openvino_int8(graph) and 'type="FakeQuantize"' in (graph / "openvino-int8" / "model.xml").read_text()
+    fp32 = LayerGraphSession(graph).encode(tok, TEXTS, batch_size=8, max_length=32)
+    int8 = LayerGraphSession(graph, quantized=True, runtime="openvino").encode(tok, TEXTS, batch_size=8, max_length=32)
+    for name in ("mean", "cls"):  # the pooling is float32: the masked means are as close as the first tokens
+        a, b = getattr(fp32, name), getattr(int8, name)
+        rel = np.abs(a - b).max(axis=(0, 2)) / np.abs(a).max(axis=(0, 2))
+        assert 0 < rel.max() < BOUND, (name, rel)
+    import json
+
+    record = json.loads((graph / "openvino-int8" / CALIBRATION_FILE).read_text())
+    assert record["sentences"] == 24 and record["smooth_quant"] is False and record["versions"]["nncf"]
+
+
+def test_quantizing_again_replaces_its_own_folder_and_refusals_name_the_fix(tmp_path):
+    from transformers import AutoModel, AutoTokenizer
+
+    model = build_tiny_bert(tmp_path / "m")
+    tok = AutoTokenizer.from_pretrained(model)
+    graph = export_layer_graph(AutoModel.from_pretrained(model), tmp_path / "g")
+    with pytest.raises(UsageError, match="quantize_openvino"):  # asked for before it was written
+        LayerGraphSession(graph, quantized=True, runtime="openvino")
+    quantize_openvino(graph, tok, TEXTS[:8], batch_size=8, max_length=32)
+    quantize_openvino(graph, tok, TEXTS[8:24], batch_size=8, max_length=32)  # a new calibration replaces it
+    import json
+
+    assert json.loads((graph / "openvino-int8" / CALIBRATION_FILE).read_text())["sentences"] == 16
+    assert sorted(p.name for p in graph.iterdir() if p.name.startswith(".")) == []  # no temporary left
+    with pytest.raises(UsageError, match="calibration sentences"):
+        quantize_openvino(graph, tok, [], max_length=32)
+    with pytest.raises(UsageError, match="not a layer graph folder"):
+        quantize_openvino(tmp_path / "m", tok, TEXTS, max_length=32)
+
+
+def test_a_missing_nncf_names_the_extra(monkeypatch):
+    real = builtins.__import__
+
+    def no_nncf(name, *args, **kwargs):
+        if name == "nncf" or name.startswith("nncf."):
+            raise ImportError(name)
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_nncf)
+    with pytest.raises(UsageError, match=r"openvino-int8' needs nncf.*pip install 'layerwise\[openvino\]'"):
+        require_nncf()
