@@ -148,17 +148,12 @@ def cached_runs(args, sentences: list[str]) -> dict:
 
 
 def render(result: dict) -> str:
-    env, p, cmp_, cache = result["environment"], result["parameters"], result["compare"], result["cached"]
+    env, p, cmp_ = result["environment"], result["parameters"], result["compare"]
     ident = cmp_["model"]
     n = result["n_sentences"]
     lw_runs = ", ".join(f"{t:.2f}" for t in cmp_["seconds_runs"]["layerwise"])
     st_runs = ", ".join(f"{t:.2f}" for t in cmp_["seconds_runs"]["sentence_transformers"])
     sps = cmp_["sentences_per_second_best"]
-    cached_note = (
-        "(the cache already held sentences, so the first run was not fully cold)"
-        if cache["stored_before"]
-        else "(empty cache before the first run)"
-    )
     return "\n".join(
         [
             f"# Encoding speed: layerwise vs sentence-transformers ({ident['name']})",
@@ -195,20 +190,29 @@ def render(result: dict) -> str:
             f"{cmp_['last_layer_max_abs_diff']:.2e} (sentence-transformers' embedding norms "
             f"{cmp_['st_embedding_norm_range'][0]:.6f}..{cmp_['st_embedding_norm_range'][1]:.6f}).",
             "",
-            "## Cached encoding",
-            "",
-            f"`LayerEncoder(model, cache_dir=<temporary folder>)`, the same {n:,} sentences encoded twice {cached_note}.",
-            "",
-            "| | seconds | sentences/s |",
-            "|---|---:|---:|",
-            f"| cold (encode and write the cache) | {cache['cold_seconds']:.2f} | {cache['cold_sentences_per_second']:.1f} |",
-            f"| hot (read the cache) | {cache['hot_seconds']:.3f} | {cache['hot_sentences_per_second']:,.0f} |",
-            "",
-            f"- Hot vs cold stacks: max abs difference {cache['hot_vs_cold_max_abs_diff']:.1e}.",
-            "",
+            *_cached_section(result["cached"], n),
             *run_section(env, p, result["total_seconds"]),
         ]
     )
+
+
+def _cached_section(cache: dict, n: int) -> list[str]:
+    """The page's section on the layer cache: the same sentences encoded cold, then read hot."""
+    cached_note = ("(the cache already held sentences, so the first run was not fully cold)" if cache["stored_before"]
+                   else "(empty cache before the first run)")
+    return [
+        "## Cached encoding",
+        "",
+        f"`LayerEncoder(model, cache_dir=<temporary folder>)`, the same {n:,} sentences encoded twice {cached_note}.",
+        "",
+        "| | seconds | sentences/s |",
+        "|---|---:|---:|",
+        f"| cold (encode and write the cache) | {cache['cold_seconds']:.2f} | {cache['cold_sentences_per_second']:.1f} |",
+        f"| hot (read the cache) | {cache['hot_seconds']:.3f} | {cache['hot_sentences_per_second']:,.0f} |",
+        "",
+        f"- Hot vs cold stacks: max abs difference {cache['hot_vs_cold_max_abs_diff']:.1e}.",
+        "",
+    ]
 
 
 def parse_args(argv=None) -> argparse.Namespace:

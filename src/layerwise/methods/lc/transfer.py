@@ -281,31 +281,10 @@ def run_transfer(
             if progress is not None:
                 progress.update(1)
             continue
-        split_seed = p.seed + k
-        t0 = time.perf_counter()
-        splits = INNER_KINDS[p.inner](data.labels[td], n_splits=p.n_inner, seed=split_seed)
-        layers, inner, screen, short = choose_subset(data, td, splits, subsets, shortlist=p.shortlist, seed=split_seed,
-                                                     n_jobs=n_jobs, screen=ridge)
-        t1 = time.perf_counter()
-        methods = {**baseline_layers(n_states, seed=split_seed), "lc": ("mean", tuple(layers))}
-        jobs, names = [], []
-        for name, (kind, ls) in methods.items():
-            names.append(name)
-            jobs.append(partial(subset_correct, data, td, te, ls, kind=kind, seed=split_seed))
-        if data.head is not None:
-            names.append("lc_mlp")
-            jobs.append(partial(subset_correct, data, td, te, tuple(layers), head=True, seed=split_seed))
-        correct = parallel_map(jobs, n_jobs)
-        poolings = {n: list(methods[n][1]) if n in methods else list(layers) for n in names}
-        result.splits.append(TransferSplit(
-            seed=split_seed, n_train=len(td), n_test=len(te), layers=tuple(int(x) for x in layers),
-            inner_accuracy=inner, screen=[round(float(v), 4) for v in screen], shortlist=short,
-            test={n: 100 * float(c.mean()) for n, c in zip(names, correct, strict=True)}, poolings=poolings,
-            seconds={"screen_and_shortlist": t1 - t0, "test": time.perf_counter() - t1},
-            correct={n: pack_correct(c) for n, c in zip(names, correct, strict=True)},
-        ))
-        logger.info("%s split %d: chose %s (inner %.2f), test lc %.2f vs last %.2f", task, k, layers, inner,
-                    result.splits[-1].test["lc"], result.splits[-1].test["last"])
+        result.splits.append(_outer_split(data, td, te, p, subsets, seed=p.seed + k, ridge=ridge, n_jobs=n_jobs))
+        new = result.splits[-1]
+        logger.info("%s split %d: chose %s (inner %.2f), test lc %.2f vs last %.2f", task, k, new.layers,
+                    new.inner_accuracy, new.test["lc"], new.test["last"])
         if on_split is not None:
             on_split(result)
         if progress is not None:
@@ -313,6 +292,33 @@ def run_transfer(
     if p.bootstrap and len(result.splits) == p.n_outer:
         result.significance = _significance(result, data.labels, p)
     return result
+
+
+def _outer_split(data: TransferFeatures, td: np.ndarray, te: np.ndarray, p: TransferProtocol, subsets, *, seed: int,
+                 ridge: RidgeScreen, n_jobs: int) -> TransferSplit:
+    """One outer split: the subset chosen on the training part's inner splits, then every method tested."""
+    t0 = time.perf_counter()
+    splits = INNER_KINDS[p.inner](data.labels[td], n_splits=p.n_inner, seed=seed)
+    layers, inner, screen, short = choose_subset(data, td, splits, subsets, shortlist=p.shortlist, seed=seed,
+                                                 n_jobs=n_jobs, screen=ridge)
+    t1 = time.perf_counter()
+    methods = {**baseline_layers(data.n_states, seed=seed), "lc": ("mean", tuple(layers))}
+    jobs, names = [], []
+    for name, (kind, ls) in methods.items():
+        names.append(name)
+        jobs.append(partial(subset_correct, data, td, te, ls, kind=kind, seed=seed))
+    if data.head is not None:
+        names.append("lc_mlp")
+        jobs.append(partial(subset_correct, data, td, te, tuple(layers), head=True, seed=seed))
+    correct = parallel_map(jobs, n_jobs)
+    poolings = {n: list(methods[n][1]) if n in methods else list(layers) for n in names}
+    return TransferSplit(
+        seed=seed, n_train=len(td), n_test=len(te), layers=tuple(int(x) for x in layers),
+        inner_accuracy=inner, screen=[round(float(v), 4) for v in screen], shortlist=short,
+        test={n: 100 * float(c.mean()) for n, c in zip(names, correct, strict=True)}, poolings=poolings,
+        seconds={"screen_and_shortlist": t1 - t0, "test": time.perf_counter() - t1},
+        correct={n: pack_correct(c) for n, c in zip(names, correct, strict=True)},
+    )
 
 
 def _significance(result: TransferResult, labels: np.ndarray, p: TransferProtocol) -> dict[str, dict]:
