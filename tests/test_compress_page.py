@@ -30,12 +30,15 @@ def test_compress_page_runs_and_renders_from_the_store(tiny_bert, env, monkeypat
     parts = store.parts("compress")
     depths = sorted(p.key["depth"] for p in parts if "depth" in p.key)
     (summary,) = [p for p in parts if "depth" not in p.key]
-    assert depths == list(range(1, n_layers(tiny_bert)))  # one part per depth below the full one, and the choice
+    assert depths == list(range(1, n_layers(tiny_bert) + 1))  # one part per depth, the full one too, and the choice
     depth_parts = [p for p in parts if "depth" in p.key]
     counts = depth_parts[0].payload["corpus"]
     assert counts["kept"] == counts["distinct"] - counts["left_out_scored"] > 8
     for part in depth_parts:
         recipes = {c["recipe"] for c in part.payload["result"]["candidates"]}
+        if part.key["depth"] == n_layers(tiny_bert):  # the full depth: the original and its LC cut of all states
+            assert recipes <= {"original", "lc-cut"} and "original" in recipes
+            continue
         assert {"original", "cut", "distilled"} <= recipes
         depths = {c["depth"] for c in part.payload["result"]["candidates"] if c["recipe"] != "lc-cut"}
         assert depths == {part.key["depth"], n_layers(tiny_bert)}  # this depth's candidates and the original
@@ -73,7 +76,7 @@ def test_a_killed_page_run_keeps_its_finished_depths(tiny_bert, env, monkeypatch
     fits.clear()
     monkeypatch.setattr(Compressor, "fit", lambda self, *a, **kw: fits.append(self.depths) or real_fit(self, *a, **kw))
     get_page("compress").run(ctx)
-    assert len(fits) == 1  # the finished depth is not fitted again: only the chosen model's fit (from the work files)
+    assert fits[0] == (2,) and len(fits) == 2  # the finished depth is not fitted again: the killed one, the choice
 
 
 @pytest.mark.parametrize("options", [{"budgte": 1}, {"timings": "sometimes"}])

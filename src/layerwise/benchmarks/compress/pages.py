@@ -3,7 +3,8 @@ built-in models (``layerwise results run compress``; ``render`` reads the store 
 
 One part per model and depth: :class:`~layerwise.Compressor` at that depth on the page's corpus (:mod:`.data`), STS-B
 dev choosing and the test sets scored, keyed on the model's identity, the data's checksums, every setting and the
-depth; then one part per model for the chosen model (saved under ``folders/<model>/model``). Every depth shares the
+depth (1..L: the full depth adds the LC cut of all states); then one part per model for the chosen model (saved under
+``folders/<model>/model``, written again when more depths change the choice). Every depth shares the
 work folder ``folders/<model>/work`` (candidates, students, graphs), so a killed run continues; with ``timings=last``
 (the default) every depth is scored before any is timed (:meth:`~layerwise.Compressor.prepare`).
 """
@@ -101,7 +102,8 @@ as one part (a kill keeps every scored candidate and every stored depth), then t
         encoder = LayerEncoder(model, max_length=config.max_length, cache_dir=False, show_progress=False)
         key = {"model": model_key(encoder.identity), "data": data.checksums(), "protocol": config.protocol()}
         name, root = Path(model).name, Path(config.folders) / Path(model).name
-        missing = [depth for depth in range(1, encoder.identity.n_layers)  # the full depth: the original, in all
+        # every depth 1..L: the original is in every part, the full depth adds its LC cut (best subset of 0..L)
+        missing = [depth for depth in range(1, encoder.identity.n_layers + 1)
                    if ctx.store.load(NAME, f"{name}-l{depth}", {**key, "depth": depth}) is None]
         if config.timings == "last":  # students trained, every candidate scored, nothing timed (load is harmless)
             for depth in missing:
@@ -114,13 +116,18 @@ as one part (a kill keeps every scored candidate and every stored depth), then t
             ctx.store.save(Part(NAME, f"{name}-l{depth}", {**key, "depth": depth}, payload, True,
                                 [run_record(ctx.command)]))
             logger.info("compress page: %s depth %d done in %.0f s", name, depth, payload["seconds"])
-        if ctx.store.load(NAME, name, key) is None:
-            _, _, chosen = _model_candidates(ctx.store.parts(NAME), key, config.budget)
+        _, _, chosen = _model_candidates(ctx.store.parts(NAME), key, config.budget)
+        stored = ctx.store.load(NAME, name, key)
+        if stored is None or not _same(Candidate.from_dict(stored.payload["chosen"]), chosen):  # or of fewer depths
             depth = max(1, chosen.depth)  # an LC cut of hidden state 0 alone comes from the depth-1 fit
             est = _compressor(model, config, root, depth).fit(data.corpus, data.dev, tests=data.tests)
             saved = est.save(root / "model")  # every candidate is read back from the work folder
             ctx.store.save(Part(NAME, name, key, {"model": model, "chosen": est.chosen_.to_dict(),
                                                   "saved_model": str(saved)}, True, [run_record(ctx.command)]))
+
+
+def _same(a: Candidate, b: Candidate) -> bool:
+    return (a.recipe, a.layers, a.backend) == (b.recipe, b.layers, b.backend)
 
 
 def _compressor(model: str, config: CompressPageConfig, root: Path, depth: int) -> Compressor:
