@@ -254,6 +254,28 @@ def _data_line(r: _ModelResults) -> str:
             "pooled into one Spearman, as MTEB).")
 
 
+def _reference_lines(r: _ModelResults) -> list[str]:
+    """The original as timed in each depth part (every part times it against itself and on every backend): the
+    ratios of candidates from parts timed on different days or machines compare only as far as these agree."""
+    rows = []
+    for part in sorted(r.parts, key=lambda p: p.key["depth"]):
+        mine = {c.backend: c for c in (Candidate.from_dict(d) for d in part.payload["result"]["candidates"])
+                if c.recipe == "original"}
+        env = part.runs[-1].get("environment", {}) if part.runs else {}
+        when = part.runs[-1].get("started", "?")[:10] if part.runs else "?"
+        rows.append((part.key["depth"], when, env.get("machine", {}).get("platform", "?"),
+                     " | ".join(f"{mine[b].ratio:.2f}x" if b in mine else "" for b in r.protocol["backends"])))
+    lines = ["Each depth's candidates were timed in that depth's run, against the original timed in the same run; the "
+             "original's own ratios per run show how far ratios from different runs compare:", "",
+             "| depth part | timed on | machine | " + " | ".join(f"original on {b}" for b in r.protocol["backends"])
+             + " |", "|---|---|---|" + "---|" * len(r.protocol["backends"])]
+    lines += [f"| {d} | {when} | {machine} | {cells} |" for d, when, machine, cells in rows]
+    if len({cells for *_, cells in rows}) > 1:
+        lines += ["", "**The runs disagree**: a candidate's ratio is comparable with the others of its own run (and "
+                  "with the original's in that run), not across runs."]
+    return lines
+
+
 def render(ctx: PageContext) -> list[Path]:
     """Write ``compress.md`` and one frontier plot per model from the store alone (each model under the protocol
     it was last run with)."""
@@ -275,12 +297,12 @@ def render(ctx: PageContext) -> list[Path]:
         png = plot_frontier(r.candidates, ctx.output / f"compress-{name}.png", title=name, chosen=r.chosen)
         paths.append(png)
         done = sorted(p.key["depth"] for p in r.parts)
-        todo = [d for d in range(1, int(r.parts[0].payload["result"]["n_layers"])) if d not in done]
+        todo = [d for d in range(1, int(r.parts[0].payload["result"]["n_layers"]) + 1) if d not in done]
         status = (f"Depths measured: {', '.join(map(str, done))}"
                   + (f"; **not yet measured: {', '.join(map(str, todo))}** (the choice below is among the measured "
                      "depths only)." if todo else " (all)."))
-        lines += [f"## {name}", "", _data_line(r), "", status, "", *_goals(r), "", *_table(ctx, r), "",
-                  f"![frontier]({png.name})", ""]
+        lines += [f"## {name}", "", _data_line(r), "", status, "", *_goals(r), "", *_reference_lines(r), "",
+                  *_table(ctx, r), "", f"![frontier]({png.name})", ""]
     s = results[0].chosen.speed
     lines += ["## How to read it", "",
               f"Throughput ratio: the original torch model's median pass over the candidate's, passes interleaved in "
