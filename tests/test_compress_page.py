@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from conftest import write_stsb, write_unlabeled
-from layerwise.benchmarks import ResultsStore
+from layerwise.benchmarks import Part, ResultsStore
 from layerwise.benchmarks.catalog import get_page
 from layerwise.benchmarks.registry import PageContext
 from layerwise.methods.compress import Compressor
@@ -104,3 +104,26 @@ def test_an_lc_cut_equal_to_a_plain_cut_is_listed_once_as_the_cut():
     assert [(c.recipe, c.layers) for c in candidates] == [("original", (3,)), ("cut", (1,)), ("cut", (2,)),
                                                            ("lc-cut", (0, 2))]
     assert original.dev == 80.0
+
+
+def test_a_stored_choice_that_the_frontier_no_longer_makes_is_fitted_again(tiny_bert, env, monkeypatch):
+    from layerwise.benchmarks.compress.pages import _model_candidates
+
+    data = write_unlabeled(write_stsb(env / "data", n_pairs=24))
+    store = ResultsStore(env / "state")
+    options = {"models": [str(tiny_bert)], "backends": ["torch"], "epochs": 1, "batch_size": 8, "max_length": 16,
+               "speed_sentences": 16, "speed_batch_size": 16, "speed_repeats": 1, "corpus": ["wiki", "snli"],
+               "tests": ["stsb"], "folders": str(env / "runs")}
+    ctx = PageContext(store=store, output=env / "out", data_dir=str(data), command=("test",), options=options)
+    get_page("compress").run(ctx)
+    (summary,) = [p for p in store.parts("compress") if "depth" not in p.key]
+    candidates, _, chosen = _model_candidates(store.parts("compress"), summary.key, 1.0)
+    other = next(c for c in candidates if (c.recipe, c.layers) != (chosen.recipe, chosen.layers))
+    store.save(Part("compress", summary.name, summary.key, {**summary.payload, "chosen": other.to_dict()}, True,
+                    summary.runs))  # as if chosen when fewer depths were stored
+    real_fit, fits = Compressor.fit, []
+    monkeypatch.setattr(Compressor, "fit", lambda self, *a, **kw: fits.append(self.depths) or real_fit(self, *a, **kw))
+    get_page("compress").run(ctx)
+    (summary,) = [p for p in store.parts("compress") if "depth" not in p.key]
+    assert fits == [(max(1, chosen.depth),)] and summary.payload["chosen"]["recipe"] == chosen.recipe
+    assert tuple(summary.payload["chosen"]["layers"]) == chosen.layers
