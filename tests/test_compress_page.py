@@ -14,6 +14,13 @@ from layerwise.benchmarks.registry import PageContext
 from layerwise.methods.compress import Compressor
 
 
+def _options(tiny_bert, env, **over) -> dict:
+    """A page run on the tiny model small enough for a test: torch only, one epoch, 16 timed sentences."""
+    return {"models": [str(tiny_bert)], "backends": ["torch"], "epochs": 1, "batch_size": 8, "max_length": 16,
+            "speed_sentences": 16, "speed_batch_size": 16, "speed_repeats": 1, "corpus": ["wiki", "snli"],
+            "tests": ["stsb"], "folders": str(env / "runs"), **over}
+
+
 def n_layers(folder) -> int:
     return int(json.loads((Path(folder) / "config.json").read_text())["num_hidden_layers"])
 
@@ -21,9 +28,7 @@ def n_layers(folder) -> int:
 def test_compress_page_runs_and_renders_from_the_store(tiny_bert, env, monkeypatch):
     data = write_unlabeled(write_stsb(env / "data", n_pairs=24))
     store = ResultsStore(env / "state")
-    options = {"models": [str(tiny_bert)], "backends": ["torch"], "epochs": 1, "batch_size": 8, "max_length": 16,
-               "speed_sentences": 16, "speed_batch_size": 16, "speed_repeats": 1, "corpus": ["wiki", "snli"],
-               "tests": ["stsb"], "folders": str(env / "runs")}
+    options = _options(tiny_bert, env)
     ctx = PageContext(store=store, output=env / "out", data_dir=str(data), command=("test",), options=options)
     page = get_page("compress")
     page.run(ctx)
@@ -57,9 +62,7 @@ def test_compress_page_runs_and_renders_from_the_store(tiny_bert, env, monkeypat
 def test_a_killed_page_run_keeps_its_finished_depths(tiny_bert, env, monkeypatch):
     data = write_unlabeled(write_stsb(env / "data", n_pairs=24))
     store = ResultsStore(env / "state")
-    options = {"models": [str(tiny_bert)], "backends": ["torch"], "epochs": 1, "batch_size": 8, "max_length": 16,
-               "speed_sentences": 16, "speed_batch_size": 16, "speed_repeats": 1, "corpus": ["wiki", "snli"],
-               "tests": ["stsb"], "folders": str(env / "runs"), "timings": "per-depth"}
+    options = _options(tiny_bert, env, timings="per-depth")
     ctx = PageContext(store=store, output=env / "out", data_dir=str(data), command=("test",), options=options)
     real_fit, fits = Compressor.fit, []
 
@@ -111,9 +114,7 @@ def test_a_stored_choice_that_the_frontier_no_longer_makes_is_fitted_again(tiny_
 
     data = write_unlabeled(write_stsb(env / "data", n_pairs=24))
     store = ResultsStore(env / "state")
-    options = {"models": [str(tiny_bert)], "backends": ["torch"], "epochs": 1, "batch_size": 8, "max_length": 16,
-               "speed_sentences": 16, "speed_batch_size": 16, "speed_repeats": 1, "corpus": ["wiki", "snli"],
-               "tests": ["stsb"], "folders": str(env / "runs")}
+    options = _options(tiny_bert, env)
     ctx = PageContext(store=store, output=env / "out", data_dir=str(data), command=("test",), options=options)
     get_page("compress").run(ctx)
     (summary,) = [p for p in store.parts("compress") if "depth" not in p.key]

@@ -22,10 +22,11 @@ from layerwise.encoders.openvino_int8 import has_openvino_int8, quantize_openvin
 from layerwise.errors import UsageError
 from layerwise.methods.truncated.model import TruncatedModel
 
-__all__ = ["BACKENDS", "CALIBRATION_SENTENCES", "check_backends", "graph_folder", "runner"]
+__all__ = ["BACKENDS", "CALIBRATION_SENTENCES", "OPENVINO_INT8", "check_backends", "graph_folder", "graph_session",
+           "runner"]
 
-BACKENDS = (*ENCODER_BACKENDS, "openvino-int8")  # what a compression run measures its candidates on
 OPENVINO_INT8 = "openvino-int8"
+BACKENDS = (*ENCODER_BACKENDS, OPENVINO_INT8)  # what a compression run measures its candidates on
 CALIBRATION_SENTENCES = 300  # NNCF's calibration: the first sentences of the distillation corpus
 
 
@@ -64,6 +65,12 @@ def graph_folder(model: TruncatedModel, dest: Path, source: dict, *, calibration
     return Path(dest)
 
 
+def graph_session(backend: str) -> dict:
+    """``LayerGraphSession``'s ``quantized`` and ``runtime`` for an ONNX ``backend`` name."""
+    return {"quantized": backend.endswith("-int8"),
+            "runtime": "openvino" if backend.startswith("openvino") else "onnxruntime"}
+
+
 def runner(model: TruncatedModel, backend: str, *, batch_size: int,
            graph: Path | None = None) -> Callable[[list[str]], np.ndarray]:
     """texts -> (n, d) float32 sentence vectors of ``model`` on ``backend`` (an ONNX backend reads ``graph``)."""
@@ -71,8 +78,7 @@ def runner(model: TruncatedModel, backend: str, *, batch_size: int,
         return lambda texts: model.encode(texts, batch_size=batch_size)
     if graph is None:
         raise ValueError(f"backend {backend!r} needs the model's layer graph folder")
-    session = LayerGraphSession(graph, quantized=backend.endswith("-int8"),
-                                runtime="openvino" if backend.startswith("openvino") else "onnxruntime")
+    session = LayerGraphSession(graph, **graph_session(backend))
     layers = list(model.layers)
 
     def encode(texts: list[str]) -> np.ndarray:

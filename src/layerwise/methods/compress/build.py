@@ -40,7 +40,7 @@ from layerwise.encoders.onnx_backend import GRAPH_FORMAT_VERSION, OPSET
 from layerwise.encoders.openvino_int8 import QUANTIZATION
 from layerwise.evaluation.metrics import cosine_rows, spearman
 from layerwise.keys import keyed_name, model_key
-from layerwise.methods.compress.backends import CALIBRATION_SENTENCES, graph_folder, runner
+from layerwise.methods.compress.backends import CALIBRATION_SENTENCES, OPENVINO_INT8, graph_folder, runner
 from layerwise.methods.compress.config import CompressConfig
 from layerwise.methods.compress.distill import distill_student, embedding_mse
 from layerwise.methods.compress.frontier import Candidate
@@ -189,7 +189,7 @@ class Compression:
                "recipe": recipe, "layers": list(layers), "backend": backend}
         if backend != "torch":  # a new graph format gives new graphs and new measurements
             key["graph"] = {"format": GRAPH_FORMAT_VERSION, "opset": OPSET}
-        if backend == "openvino-int8":  # its numbers depend on the calibration and the quantizer's settings
+        if backend == OPENVINO_INT8:  # its numbers depend on the calibration and the quantizer's settings
             key["calibration"] = {"sentences": CALIBRATION_SENTENCES, **QUANTIZATION}
         return key
 
@@ -269,7 +269,7 @@ class Compression:
             if self._tmp is None:
                 self._tmp = tempfile.TemporaryDirectory(prefix="layerwise-compress-")
             root = Path(self._tmp.name)
-        calibration = list(self.data.corpus[:CALIBRATION_SENTENCES]) if backend == "openvino-int8" else None
+        calibration = list(self.data.corpus[:CALIBRATION_SENTENCES]) if backend == OPENVINO_INT8 else None
         return graph_folder(self.model(recipe, layers), root / keyed_name(f"{recipe}-l{max(layers)}", key), key,
                             calibration=calibration)
 

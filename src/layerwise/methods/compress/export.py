@@ -24,6 +24,7 @@ from layerwise.export.sentence_transformers import (
     save_st_folder,
     transformer_options,
 )
+from layerwise.methods.compress.backends import graph_session
 from layerwise.methods.compress.frontier import RECIPES, Candidate, frontier_table
 from layerwise.methods.truncated.model import TruncatedModel
 from layerwise.reports import write_json
@@ -57,8 +58,7 @@ def write_compressed(model: TruncatedModel, folder: str | os.PathLike, *, source
     provenance = {"method": "compress", **card.provenance(), "layers": list(model.layers),
                   "max_length": model.max_length, "compress": report}
     if graph is not None:
-        readme += ONNX_NOTE.format(quantized=chosen.backend.endswith("-int8"),
-                                  runtime="openvino" if chosen.backend.startswith("openvino") else "onnxruntime")
+        readme += ONNX_NOTE.format(**graph_session(chosen.backend))
     dest = save_st_folder(model.encoder, model.tokenizer, folder, modules,
                           transformer_kwargs=transformer_options(model.max_length, all_hidden_states=all_states),
                           provenance=provenance, readme=readme, overwrite=overwrite)
