@@ -64,6 +64,10 @@ def test_page_refuses_bad_options():
         page_config({"overrides": {"epoch": 1}})
     with pytest.raises(KeyError, match="no multitask experiment"):
         page_config({"experiments": ["BASELINE+MAX"]})
+    with pytest.raises(ValueError, match="multitask page: shard='2/2' is invalid"):
+        page_config({"shard": "2/2"})
+    with pytest.raises(ValueError, match="multitask page: device='gpu0' is not a torch device"):
+        page_config({"device": "gpu0"})
 
 
 def test_cli_multitask_writes_results_and_resumes(tiny_bert, tmp_path, capsys):
@@ -133,3 +137,36 @@ def test_run_order_trains_baseline_and_its_mix_first_and_keeps_every_experiment_
     assert [c.name for c in page.configs()] == list(page.experiments)  # the page's rows keep their order
     only = page_config({"experiments": ["SHARED", "BASELINE+MIX"]})
     assert [c.name for c in only.run_order()] == ["BASELINE+MIX", "SHARED"]
+
+
+def test_shards_partition_the_planned_runs(tmp_path):
+    from layerwise.benchmarks.multitask.pages import page_config, planned_runs
+    from layerwise.benchmarks.sharding import in_shard
+
+    page = page_config()
+    planned = [(c.name, s) for c, s in planned_runs(page, ResultsStore(tmp_path / "state"))]
+    assert len(planned) == len(set(planned)) == len(page.experiments) + 2 + len(page.paper_protocols)
+    assert ("BASELINE", 1) in planned and ("BASELINE+MIX", 1) in planned  # the best's seed 1: not known yet
+    shares = [in_shard(planned, f"{i}/3") for i in range(3)]
+    assert sorted(x for share in shares for x in share) == sorted(planned)  # no run twice, none left out
+
+
+def test_sharded_page_trains_each_run_once_and_the_best_extra_seed_on_a_second_pass(tiny_bert, tmp_path):
+    data = write_multitask(tmp_path / "data", n=20)
+    store = ResultsStore(tmp_path / "state")
+    options = {"experiments": ["BASELINE", "STS_PARA_HEAD_MOD"], "seeds": [0], "more_seeds": [1],
+               "more_seeds_for": ["best"], "model": str(tiny_bert), "overrides": TINY,
+               "checkpoints": str(tmp_path / "runs"), "paper_protocols": []}
+    page = get_page("multitask")
+
+    def run(shard):
+        page.run(PageContext(store=store, output=tmp_path / "out", data_dir=str(data),
+                             options={**options, "shard": shard}))
+        return {p.name for p in store.parts("multitask")} - {"encoder-training-data", "gold-scores"}
+
+    assert run("0/2") == {"BASELINE-seed0"}
+    assert run("1/2") == {"BASELINE-seed0", "STS_PARA_HEAD_MOD-seed0"}
+    parts = {p.name: p for p in store.parts("multitask")}
+    best = max(options["experiments"], key=lambda n: parts[f"{n}-seed0"].payload["dev"]["overall"])
+    assert run("1/2") == {"BASELINE-seed0", "STS_PARA_HEAD_MOD-seed0"}  # the extra seed is the third run: shard 0
+    assert run("0/2") == {"BASELINE-seed0", "STS_PARA_HEAD_MOD-seed0", f"{best}-seed1"}

@@ -2,7 +2,10 @@
 
 ``ctx.options`` (all optional): ``experiments`` (names, see :func:`~layerwise.methods.multitask.config.get_experiment`),
 ``seeds``, ``model``, ``overrides`` (MultitaskConfig fields applied to every experiment: ``epochs``, ``limit``...)
-and ``checkpoints`` (folder of the trained models; large, not in the repository).
+and ``checkpoints`` (folder of the trained models; large, not in the repository). ``device`` ("cuda") is where the
+runs train, and ``shard="i/n"`` trains only every n-th run from the i-th (:mod:`layerwise.benchmarks.sharding`), so
+n processes share the page; the best experiment's extra seeds are known only once every first seed is stored, so a
+sharded page is run twice (the second pass trains them).
 """
 
 from __future__ import annotations
@@ -24,8 +27,10 @@ from layerwise.benchmarks.multitask.report import MultitaskPage, draw_layer_weig
 from layerwise.benchmarks.multitask.significance import ExperimentTests
 from layerwise.benchmarks.page_parts import latest_by_name, provenance_lines, run_time_row, save_png
 from layerwise.benchmarks.registry import PageContext, ResultsPage, register
+from layerwise.benchmarks.sharding import check_device, check_shard, in_shard
 from layerwise.encoders.registry import DEFAULT_MODEL
 from layerwise.methods.multitask.config import EXPERIMENTS, MultitaskConfig, get_experiment
+from layerwise.methods.multitask.run import RunControl
 from layerwise.reports import write_json, write_text
 
 logger = logging.getLogger(__name__)
@@ -54,6 +59,8 @@ class PageConfig:
     # (never counted for the best experiment): SST_TO_STS with the encoder frozen after PARA and STS, and the NLI
     # contrastive objective at temperature 1.0 (Eq. 3 as written)
     paper_protocols: tuple[str, ...] = ("SST_TO_STS+FROZEN", "NLI_CONTRASTIVE+TAU1")
+    device: str | None = None  # where the runs train ("cuda", "cuda:1"; None: cpu); part of no result's key
+    shard: str | None = None  # "i/n": train only runs i, i+n, i+2n... of the page (n processes share it)
 
     def configs(self) -> list[MultitaskConfig]:
         return [get_experiment(name, **dict(self.overrides)) for name in self.experiments]
@@ -88,6 +95,8 @@ def page_config(options: dict | None = None) -> PageConfig:
     options["overrides"] = tuple(sorted(over.items()))
     options = {k: tuple(v) if isinstance(v, list) else v for k, v in options.items()}
     page = PageConfig(**options)
+    check_shard(NAME, page.shard)
+    check_device(NAME, page.device)
     page.configs(), page.paper_configs()  # unknown experiment names fail here, before any work
     stray = [n for n in page.more_seeds_for if n != BEST and n not in page.experiments]
     if stray and "more_seeds_for" in options:  # the default list is cut to the page's experiments (extra())
@@ -105,17 +114,35 @@ def best_experiment(page: PageConfig, results) -> str | None:
 
 
 def run(ctx: PageContext) -> None:
-    """Train and score every (experiment, seed) the store lacks (in :meth:`PageConfig.run_order`), then the extra
-    seeds (the best experiment's once every experiment has its first seeds); each part is saved as soon as done."""
+    """Train and score every (experiment, seed) the store lacks, in :func:`planned_runs` order (this shard's share
+    of it where ``shard`` is set); each part is saved as soon as it is done."""
     page = page_config(ctx.options)
     training_data_part(page.model, ctx.store, command=ctx.command)
-    common = dict(model=page.model, checkpoints=page.checkpoints, data_dir=ctx.data_dir, command=ctx.command)
-    results = run_parts(page.run_order(), page.seeds, ctx.store, **common)
+    common = dict(model=page.model, checkpoints=page.checkpoints, data_dir=ctx.data_dir, command=ctx.command,
+                  control=RunControl(device=page.device))
+    planned = planned_runs(page, ctx.store)
+    for config, seed in in_shard(planned, page.shard):
+        run_parts([config], [seed], ctx.store, **common)
+    if page.shard is None:  # the best experiment's extra seeds, known once every first seed is stored
+        seen = {(c.name, s) for c, s in planned}
+        for config, seed in planned_runs(page, ctx.store):
+            if (config.name, seed) not in seen:
+                run_parts([config], [seed], ctx.store, **common)
+
+
+def planned_runs(page: PageConfig, store) -> list[tuple[MultitaskConfig, int]]:
+    """Every (experiment, seed) of the page in the order it is trained: every experiment at ``seeds``
+    (:meth:`PageConfig.run_order`), the extra seeds (the best experiment's only once every first seed is stored),
+    then the report's protocols. Stored runs are listed too (run_parts reuses them), so that every shard
+    partitions the same list."""
+    out = [(c, s) for c in page.run_order() for s in page.seeds]
     more = [s for s in page.more_seeds if s not in page.seeds]
-    if more:
-        run_parts(page.extra(best_experiment(page, results)), more, ctx.store, **common)
-    if page.paper_protocols:
-        run_parts(page.paper_configs(), page.seeds, ctx.store, **common)
+    out += [(c, s) for c in page.extra(best_experiment(page, _first_results(page, store))) for s in more]
+    return out + [(c, s) for c in page.paper_configs() for s in page.seeds]
+
+
+def _first_results(page: PageConfig, store):
+    return stored_results(store, list(page.experiments), page.seeds)[0]
 
 
 def load_page(ctx: PageContext):

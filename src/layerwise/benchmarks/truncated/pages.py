@@ -22,6 +22,7 @@ from pathlib import Path
 
 from layerwise.benchmarks.page_parts import provenance_lines, run_time_row, save_png
 from layerwise.benchmarks.registry import PageContext, ResultsPage, register
+from layerwise.benchmarks.sharding import check_device, check_shard, in_shard
 from layerwise.benchmarks.truncated.analysis import Frontier, Throughput
 from layerwise.benchmarks.truncated.experiment import (
     PAGE_NAME,
@@ -113,15 +114,11 @@ class TMFTPageConfig:
     def shard_of(self, configs: list[TMFTConfig]) -> list[TMFTConfig]:
         """The runs this process trains where ``shard`` is "i/n" (else all): every n-th group from the i-th, a group
         being one run, or every MLM + TMFT run of one seed (they share one MLM-adapted encoder, trained once)."""
-        if self.shard is None:
-            return configs
-        i, n = (int(x) for x in self.shard.split("/"))
 
         def group(c: TMFTConfig):
             return ("mlm", c.model, c.seed) if c.pre_step == "mlm" else c
 
-        order = {g: k for k, g in enumerate(dict.fromkeys(group(c) for c in configs))}
-        return [c for c in configs if order[group(c)] % n == i]
+        return in_shard(configs, self.shard, group)
 
 
 def page_config(options: dict | None = None) -> TMFTPageConfig:
@@ -146,29 +143,13 @@ def page_config(options: dict | None = None) -> TMFTPageConfig:
         raise ValueError(f"tmft page: pre_steps {page.pre_steps} must be among {PRE_STEPS}, seeds non-empty and "
                          f"every epoch count >= 1 (got seeds {page.seeds}, epochs {page.epochs}, mpnet_epochs "
                          f"{page.mpnet_epochs}, check_epochs {page.check_epochs})")
-    if page.shard is not None and not _valid_shard(page.shard):
-        raise ValueError(f"tmft page: shard={page.shard!r} is invalid: use 'i/n' with 0 <= i < n, e.g. '0/4'")
-    if page.device is not None:
-        import torch
-
-        try:
-            torch.device(page.device)
-        except RuntimeError:
-            raise ValueError(f"tmft page: device={page.device!r} is not a torch device; use 'cpu', 'cuda' or "
-                             "'cuda:N'") from None
+    check_shard(PAGE_NAME, page.shard)
+    check_device(PAGE_NAME, page.device)
     if page.paper_epochs < 1 or not page.paper_seeds:
         raise ValueError(f"tmft page: paper_epochs must be >= 1 and paper_seeds non-empty (got {page.paper_epochs}, "
                          f"{page.paper_seeds})")
     page.configs((0,))  # every TMFTConfig checked here, before any work
     return page
-
-
-def _valid_shard(shard: str) -> bool:
-    parts = shard.split("/")
-    if len(parts) != 2 or not all(p.isdigit() for p in parts):
-        return False
-    i, n = int(parts[0]), int(parts[1])
-    return 0 <= i < n
 
 
 def run(ctx: PageContext) -> None:
