@@ -51,8 +51,8 @@ class PageConfig:
     more_seeds_for: tuple[str, ...] = ("BASELINE", "BASELINE+MIX", BEST)  # BEST: the best dev overall at `seeds`
     model: str = DEFAULT_MODEL
     # MultitaskConfig fields for every experiment. The library's default: 10 epochs over all the training data (the
-    # report does not state its epoch count); a CPU budget here (2 cores, no GPU lent): 1 epoch over a seeded sample
-    # of at most 4,000 training examples per task.
+    # report does not state its epoch count); sized for a 2-core CPU here: 1 epoch over a seeded sample of at most
+    # 4,000 training examples per task (also when the runs train on a GPU: --option device=cuda).
     overrides: tuple[tuple[str, object], ...] = (("epochs", 1), ("limit", 4000))
     checkpoints: str = "runs/multitask"  # trained model folders (large; not in the repo; one per setting)
     # the report's protocols where this library's default differs, at ``seeds``, trained after everything else

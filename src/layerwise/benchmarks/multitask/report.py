@@ -221,8 +221,9 @@ def render_markdown(page: MultitaskPage) -> str:
             lines += [f"**Smaller than this library's default training:** {c['epochs']} epoch(s) over "
                       + ("all" if c["limit"] is None else f"a seeded sample of at most {c['limit']:,}")
                       + " training examples per task (NLI pre-finetuning included), against the default 10 epochs "
-                      "over all of them (the report does not state its epoch count): a CPU budget (2 cores, no GPU "
-                      "lent). Differences that need longer training to appear may not show here.", ""]
+                      "over all of them (the report does not state its epoch count): settings sized for a 2-core CPU "
+                      f"(the runs shown trained on {', '.join(page.devices) or 'cpu'}). Differences that need longer "
+                      "training to appear may not show here.", ""]
     lines += ["## Test (checkpoint chosen on dev)", "", *_score_table(page, "test"), "",
               "## Dev (the selection split)", "", *_score_table(page, "dev"), "",
               "## Which of the report's findings hold here", "", *_findings(page), *_data_change_lines(page)]
