@@ -284,6 +284,8 @@ def test_choice_and_front_on_known_numbers():
     ({"depths": (3,)}, {}, "depth 3 is outside 1..2"),
     ({"backends": ("tensorrt",)}, {}, "unknown backend 'tensorrt'"),
     ({}, {"corpus": CORPUS[:7]}, "fewer than one batch"),
+    ({"every_depth": (3,)}, {}, r"every_depth=\(3,\) must be True, False or a non-empty tuple of depths in 1..2"),
+    ({"every_depth": "yes"}, {}, "every_depth='yes' must be"),
 ])
 def test_refusals_before_any_work(tiny_bert, env, monkeypatch, kw, fit_kw, message):
     monkeypatch.setattr(build_module, "LayerEncoder", lambda *a, **k: pytest.fail("work started"))
@@ -368,3 +370,62 @@ def test_other_timing_settings_reuse_the_trained_students(teacher, env, monkeypa
     monkeypatch.setattr(distill_module, "train", lambda *a, **kw: pytest.fail("trained again"))
     again = _comp(teacher, depths=(1,), output_dir=str(env / "w"), settings=replace(FAST, speed_repeats=2))
     assert any(c.recipe == "distilled" for c in again.prepare(CORPUS, (s1, s2, y)))
+
+
+def test_the_every_depth_loss_is_the_mean_of_each_depths_mse_on_its_own_cut(teacher):
+    """Slow twin: the every-depth student's loss on a batch equals the mean over its depths of the MSE of the model
+    cut at each depth (a separate truncated copy) to the teacher; without depths, the plain student's MSE."""
+    import torch
+
+    from layerwise.encoders.truncate import truncate_encoder
+    from layerwise.methods.truncated.model import TruncatedModel
+
+    texts = CORPUS[:8]
+    targets = np.random.default_rng(0).normal(size=(8, 32)).astype(np.float32)
+    model = TruncatedModel.from_pretrained(str(teacher), (3,), max_length=16).eval()  # eval: no dropout noise
+    with torch.no_grad():
+        got = distill_module.DistillTask(model, texts, targets, batch_size=8, lr=1e-3, seed=0,
+                                         depths=(3, 1, 2)).loss(0, 0)["loss"].item()
+        plain = distill_module.DistillTask(model, texts, targets, batch_size=8, lr=1e-3, seed=0).loss(0, 0)["loss"]
+        each = [distill_module.embedding_mse(TruncatedModel(truncate_encoder(model.encoder, d), model.tokenizer, (d,),
+                                                            max_length=16)(texts).numpy(), targets) for d in (1, 2, 3)]
+    assert got == pytest.approx(np.mean(each), rel=1e-5)
+    assert plain.item() == pytest.approx(each[-1], rel=1e-5)
+    with pytest.raises(ValueError, match=r"depths \(4,\) must be a non-empty tuple within 1..3"):
+        distill_module.DistillTask(model, texts, targets, batch_size=8, lr=1e-3, seed=0, depths=(4,))
+
+
+def test_the_every_depth_student_is_trained_once_cut_at_each_depth_and_leaves_the_other_candidates(
+        teacher, env, monkeypatch):
+    s1, s2, y = _dev()
+    work = env / "work"
+    plain = _comp(teacher, depths=(1, 2), budget=100.0, output_dir=str(work)).fit(CORPUS, (s1, s2, y))
+    trained = []
+    real_distill = build_module.distill_student
+    monkeypatch.setattr(build_module, "distill_student",
+                        lambda *a, **k: trained.append(k.get("depths")) or real_distill(*a, **k))
+    est = _comp(teacher, depths=(1, 2), every_depth=True, budget=100.0, output_dir=str(work)).fit(CORPUS, (s1, s2, y))
+    assert trained == [(1, 2)]  # one run for both depths; the distilled students were read back
+    every = {c.depth: c for c in est.candidates_ if c.recipe == "every-depth"}
+    assert sorted(every) == [1, 2]
+    for c in every.values():
+        assert c.extra["mse_distilled"] < c.extra["mse_cut"] and c.extra["steps"] == 2 * (len(CORPUS) // 8)
+    others = [c.to_dict() for c in est.candidates_ if c.recipe != "every-depth"]
+    assert others == [c.to_dict() for c in plain.candidates_]  # every other candidate reused as it was
+    run = est._run
+    top, one = run.model("every-depth", (2,)), run.model("every-depth", (1,))
+    assert int(one.encoder.config.num_hidden_layers) == 1  # really cut
+    for k, v in one.encoder.state_dict().items():  # the first layer of the one student
+        assert torch_equal(v, top.encoder.state_dict()[k]), k
+    (student,) = [p.name for p in (work / "students").iterdir() if p.name.startswith("every-depth")]
+    assert student.startswith("every-depth-l2")
+    monkeypatch.setattr(build_module.Compression, "_measure", lambda *a: pytest.fail("measured again"))
+    again = _comp(teacher, depths=(1, 2), every_depth=(1, 2), budget=100.0, output_dir=str(work)).fit(
+        CORPUS, (s1, s2, y))
+    assert [c.to_dict() for c in again.candidates_] == [c.to_dict() for c in est.candidates_]
+
+
+def torch_equal(a, b) -> bool:
+    import torch
+
+    return bool(torch.equal(a, b))

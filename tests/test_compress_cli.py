@@ -93,3 +93,12 @@ def test_a_user_file_in_output_is_refused_before_any_work(tiny_bert, env, capsys
     code = main(_args(tiny_bert, corpus, dev, out))
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and (out / user_file).read_text() == "mine\n"
+
+
+def test_every_depth_flag_adds_the_every_depth_candidates(tiny_bert, env, capsys):
+    corpus, dev, _ = _files(env)
+    out = env / "out"
+    assert main([*_args(tiny_bert, corpus, dev, out, "--every-depth"), "--depths", "1,2"]) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert sorted(c["depth"] for c in report["candidates"] if c["recipe"] == "every-depth") == [1, 2]
+    assert "- every-depth: " in (out / "report.md").read_text()  # the recipe explained in the report

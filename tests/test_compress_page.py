@@ -128,3 +128,25 @@ def test_a_stored_choice_that_the_frontier_no_longer_makes_is_fitted_again(tiny_
     (summary,) = [p for p in store.parts("compress") if "depth" not in p.key]
     assert fits == [(max(1, chosen.depth),)] and summary.payload["chosen"]["recipe"] == chosen.recipe
     assert tuple(summary.payload["chosen"]["layers"]) == chosen.layers
+
+
+def test_every_depth_option_trains_one_student_for_every_depth_part(tiny_bert, env):
+    from layerwise.benchmarks.compress.pages import CompressPageConfig
+
+    assert "every_depth" not in CompressPageConfig().protocol()  # off: the parts stored before keep their key
+    data = write_unlabeled(write_stsb(env / "data", n_pairs=24))
+    store = ResultsStore(env / "state")
+    options = _options(tiny_bert, env, every_depth=True)
+    ctx = PageContext(store=store, output=env / "out", data_dir=str(data), command=("test",), options=options)
+    get_page("compress").run(ctx)
+    depth_parts = sorted((p for p in store.parts("compress") if "depth" in p.key), key=lambda p: p.key["depth"])
+    assert [p.key["depth"] for p in depth_parts] == list(range(1, n_layers(tiny_bert) + 1))
+    for part in depth_parts:
+        assert part.key["protocol"]["every_depth"] is True
+        every = [c for c in part.payload["result"]["candidates"] if c["recipe"] == "every-depth"]
+        assert [c["depth"] for c in every] == [part.key["depth"]]  # this depth's cut of the one student
+    students = [p.name for p in (env / "runs" / tiny_bert.name / "work" / "students").iterdir()
+                if p.name.startswith("every-depth")]
+    assert len(students) == 1 and students[0].startswith(f"every-depth-l{n_layers(tiny_bert)}")
+    md, _ = get_page("compress").render(ctx)
+    assert "| every-depth (1) | torch |" in md.read_text()

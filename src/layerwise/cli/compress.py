@@ -39,6 +39,9 @@ def add_parsers(sub) -> None:
                    help="points of dev Spearman the chosen model may lose against the original (default: 1.0)")
     p.add_argument("--depths", type=layer_list, default=None,
                    help="depths (layers kept) to build candidates at, e.g. 2,3,4 (default: every depth 1..L)")
+    p.add_argument("--every-depth", action="store_true",
+                   help="also train one student at every depth at once and cut it at each depth (one training run "
+                        "for all depths, against one per depth)")
     p.add_argument("--backends", default="torch", help=f"comma-separated: {BACKEND_CHOICES} (default: torch)")
     p.add_argument("--epochs", type=positive_int, default=1, help="distillation passes over the corpus (default: 1)")
     p.add_argument("--batch-size", type=positive_int, default=32, help="distillation batch (default: 32)")
@@ -85,7 +88,7 @@ def run(args, command) -> int:
                                 device=args.device, cache_dir=args.cache_dir)
     out = Path(args.output)
     check_destination(out / "model", True)  # a model/ folder layerwise did not export is refused before the fit
-    est = Compressor(args.model, depths=args.depths, budget=args.budget, backends=args.backends, settings=settings,
+    est = Compressor(args.model, depths=args.depths, every_depth=args.every_depth, budget=args.budget, backends=args.backends, settings=settings,
                      output_dir=str(out / "work"), show_progress=not args.quiet)
     if args.prepare:
         scored = est.prepare(corpus, dev, tests=tests)

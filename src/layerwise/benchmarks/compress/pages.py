@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 
 from layerwise.benchmarks.compress.data import CORPUS_SOURCES, page_data
@@ -22,6 +23,7 @@ from layerwise.benchmarks.registry import PageContext, ResultsPage, register
 from layerwise.benchmarks.store import Part, model_key
 from layerwise.encoders.layer_encoder import LayerEncoder
 from layerwise.methods.compress import Compressor, CompressSettings
+from layerwise.methods.compress.build import STUDENTS
 from layerwise.methods.compress.frontier import RECIPES, Candidate, choose, plot_frontier
 from layerwise.reports import write_text
 
@@ -67,10 +69,13 @@ class CompressPageConfig:
     # "per-depth": each depth scored, timed and stored in turn (a run spanning sessions keeps every finished depth;
     # the work folder, with the students, does not survive a new checkout)
     timings: str = "last"
+    # one student trained at every depth 1..L at once, cut at each depth part's depth (a candidate per depth); in
+    # the protocol only when on (the parts stored before it existed keep their key)
+    every_depth: bool = False
 
     def protocol(self) -> dict:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()
-                if k not in ("folders", "timings")}
+                if k not in ("folders", "timings") and not (k == "every_depth" and not v)}
 
 
 def _config(ctx: PageContext) -> CompressPageConfig:
@@ -102,15 +107,16 @@ as one part (a kill keeps every scored candidate and every stored depth), then t
         encoder = LayerEncoder(model, max_length=config.max_length, cache_dir=False, show_progress=False)
         key = {"model": model_key(encoder.identity), "data": data.checksums(), "protocol": config.protocol()}
         name, root = Path(model).name, Path(config.folders) / Path(model).name
+        compressor = partial(_compressor, model, config, root, n_layers=encoder.identity.n_layers)
         # every depth 1..L: the original is in every part, the full depth adds its LC cut (best subset of 0..L)
         missing = [depth for depth in range(1, encoder.identity.n_layers + 1)
                    if ctx.store.load(NAME, f"{name}-l{depth}", {**key, "depth": depth}) is None]
         if config.timings == "last":  # students trained, every candidate scored, nothing timed (load is harmless)
             for depth in missing:
-                _compressor(model, config, root, depth).prepare(data.corpus, data.dev, tests=data.tests)
+                compressor(depth).prepare(data.corpus, data.dev, tests=data.tests)
         for depth in missing:  # then the timings, in one block (read back: only the timing is new)
             t0 = time.perf_counter()
-            est = _compressor(model, config, root, depth).fit(data.corpus, data.dev, tests=data.tests)
+            est = compressor(depth).fit(data.corpus, data.dev, tests=data.tests)
             payload = {"model": model, "depth": depth, "result": est.result_.to_dict(), "corpus": data.counts,
                        "seconds": time.perf_counter() - t0}
             ctx.store.save(Part(NAME, f"{name}-l{depth}", {**key, "depth": depth}, payload, True,
@@ -120,7 +126,7 @@ as one part (a kill keeps every scored candidate and every stored depth), then t
         stored = ctx.store.load(NAME, name, key)
         if stored is None or not _same(Candidate.from_dict(stored.payload["chosen"]), chosen):  # or of fewer depths
             depth = max(1, chosen.depth)  # an LC cut of hidden state 0 alone comes from the depth-1 fit
-            est = _compressor(model, config, root, depth).fit(data.corpus, data.dev, tests=data.tests)
+            est = compressor(depth).fit(data.corpus, data.dev, tests=data.tests)
             saved = est.save(root / "model")  # every candidate is read back from the work folder
             ctx.store.save(Part(NAME, name, key, {"model": model, "chosen": est.chosen_.to_dict(),
                                                   "saved_model": str(saved)}, True, [run_record(ctx.command)]))
@@ -130,9 +136,11 @@ def _same(a: Candidate, b: Candidate) -> bool:
     return (a.recipe, a.layers, a.backend) == (b.recipe, b.layers, b.backend)
 
 
-def _compressor(model: str, config: CompressPageConfig, root: Path, depth: int) -> Compressor:
-    """The estimator of one depth's candidates; every depth shares the work folder (the original is measured once)."""
-    return Compressor(model, depths=(depth,), budget=config.budget, backends=config.backends,
+def _compressor(model: str, config: CompressPageConfig, root: Path, depth: int, n_layers: int) -> Compressor:
+    """The estimator of one depth's candidates; every depth shares the work folder (the original is measured once,
+    the every-depth student trained once)."""
+    every = tuple(range(1, n_layers + 1)) if config.every_depth else False
+    return Compressor(model, depths=(depth,), every_depth=every, budget=config.budget, backends=config.backends,
                       settings=_settings(config), output_dir=str(root / "work"))
 
 
@@ -216,7 +224,7 @@ def _table(ctx: PageContext, r: _ModelResults) -> list[str]:
                     f"{c.parameters / 1e6:.1f} M | {c.ratio:.2f}x | {c.dev:.2f} | "
                     + " | ".join(f"{c.tests[t]:.2f}" for t in tests)
                     + f" | {'-' if avg is None else f'{avg:.2f}'} | "
-                    f"{f'{tmft[c.depth]:.2f}' if c.recipe == 'distilled' and c.depth in tmft else ''} | {mark} |")
+                    f"{f'{tmft[c.depth]:.2f}' if c.recipe in STUDENTS and c.depth in tmft else ''} | {mark} |")
     return head + rows
 
 
@@ -288,7 +296,8 @@ def render(ctx: PageContext) -> list[Path]:
              "and `layerwise results render compress` (this page, from `docs/results/state/compress/` alone). Per "
              "model, `Compressor` (the estimator behind `layerwise compress`) builds at every depth l the plain cut, "
              "the LC cut (best subset of hidden states 0..l on STS-B dev, exact search) and a student distilled from "
-             "the full model by MSE on the corpus; each runs on torch fp32, ONNX fp32 and ONNX int8 (dynamic "
+             "the full model by MSE on the corpus (with `--option every_depth=true`, also one student trained at every "
+             "depth at once, cut at each); each runs on torch fp32, ONNX fp32 and ONNX int8 (dynamic "
              "quantization) in onnxruntime and the fp32 graph in OpenVINO, and is timed against the original torch "
              "model in one run.", ""]
     paths = []

@@ -9,7 +9,8 @@
    (:class:`~layerwise.methods.lc.search.LayerSubsetSearch`) gives, for each depth l, the best subset within
    0..l (the LC cut) - subsets are read from the one search, never searched again per depth;
 3. per depth l: the plain cut (mean of hidden state l), the LC cut (where it differs from every cut listed
-   already) and a distilled student (:mod:`.distill`); the original model (the full depth) is a candidate too;
+   already) and a distilled student (:mod:`.distill`); the original model (the full depth) is a candidate too; with
+   ``every_depth``, the every-depth student (trained once at all of those depths together) cut at l;
 4. each candidate on each backend: dev and test Spearman (a cut from the stacks, a student or another backend by
    encoding each distinct sentence once: the same numbers, see the tests) and parameters;
 5. then, every candidate scored, each one's throughput against the original in one run (:mod:`.speed`): the timings
@@ -17,7 +18,7 @@
 
 With a ``folder`` every scored candidate is a JSON file ``candidates/<name>-<digest>.json`` (the digest of the
 model's identity, the data's checksums and every setting) and every student a sentence-transformers folder
-``students/<name>-<digest>/model`` (its training checkpoints in ``train/`` beside it until it is done): a killed run
+``students/<name>-<digest>/model`` (the every-depth student once, cut per depth in memory; its training checkpoints in ``train/`` beside it until it is done): a killed run
 recomputes nothing finished (a scored candidate waiting for its timing is
 timed) and continues a student's training from its last checkpoint.
 """
@@ -38,6 +39,7 @@ from layerwise.data.checksum import content_checksum
 from layerwise.encoders.layer_encoder import LayerEncoder
 from layerwise.encoders.onnx_backend import GRAPH_FORMAT_VERSION, OPSET
 from layerwise.encoders.openvino_int8 import QUANTIZATION
+from layerwise.encoders.truncate import truncate_encoder
 from layerwise.evaluation.metrics import cosine_rows, spearman
 from layerwise.keys import keyed_name, model_key
 from layerwise.methods.compress.backends import CALIBRATION_SENTENCES, OPENVINO_INT8, graph_folder, runner
@@ -56,6 +58,8 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["CompressData", "CompressResult", "Compression", "MSE_SENTENCES", "best_within"]
 
+#: recipes whose model is trained (a student), not cut from the original as it is
+STUDENTS = ("distilled", "every-depth")
 MSE_SENTENCES = 1000  # corpus sentences on which a student's MSE to the teacher is reported (before and after)
 _CHUNK = 4096  # corpus sentences per layer-cache call (only the last hidden state's means are kept in memory)
 
@@ -121,10 +125,10 @@ class Compression:
         self.encoder = LayerEncoder(config.model, max_length=config.max_length, batch_size=config.speed_batch_size,
                                     device=str(self.device), cache_dir=cache_dir, show_progress=show_progress)
         self.n_layers = int(self.encoder.identity.n_layers)
-        self._students: dict[int, TruncatedModel] = {}  # trained or loaded once per run
-        self._run_facts: dict[int, dict] = {}  # each student's training: steps, final loss
+        self._students: dict[tuple[str, int], TruncatedModel] = {}  # (recipe, depth): trained or loaded once per run
+        self._run_facts: dict[tuple[str, int], dict] = {}  # each student's training: steps, final loss
         self._teacher: np.ndarray | None = None
-        self._cut: tuple[tuple[int, ...], TruncatedModel] | None = None
+        self._cut: tuple[tuple, TruncatedModel] | None = None  # the last cut model: (recipe, layers), the model
         self._tmp: tempfile.TemporaryDirectory | None = None  # graphs, when there is no folder
 
     # -- the run ---------------------------------------------------------------------------------------------
@@ -164,7 +168,8 @@ class Compression:
 
     def specs(self) -> list[tuple[str, tuple[int, ...]]]:
         """(recipe, hidden states) of every candidate: the original, then per depth the cut, the LC cut where it is
-        a subset not listed yet, and the student (none at the full depth: it would be the teacher itself)."""
+        a subset not listed yet, the student (none at the full depth: it would be the teacher itself) and the
+        every-depth student's cut where the depth is one it was trained at."""
         L = self.n_layers
         specs = [("original", (L,))]
         seen = {(L,)}
@@ -178,15 +183,19 @@ class Compression:
                 seen.add(subset)
             if l < L:
                 specs.append(("distilled", (l,)))
+            if l in self.config.every_depth:
+                specs.append(("every-depth", (l,)))
         return specs
 
     def _show(self) -> bool:
         return logger.isEnabledFor(logging.INFO) if self.show_progress is None else bool(self.show_progress)
 
     def _key(self, recipe: str, layers: tuple[int, ...], backend: str) -> dict:
-        settings = {k: v for k, v in self.config.to_dict().items() if k not in ("depths", "backends")}
+        settings = {k: v for k, v in self.config.to_dict().items() if k not in ("depths", "backends", "every_depth")}
         key = {"model": model_key(self.encoder.identity), "data": self.data.checksums(), "settings": settings,
                "recipe": recipe, "layers": list(layers), "backend": backend}
+        if recipe == "every-depth":  # its student depends on every depth it was trained at
+            key["every_depth"] = list(self.config.every_depth)
         if backend != "torch":  # a new graph format gives new graphs and new measurements
             key["graph"] = {"format": GRAPH_FORMAT_VERSION, "opset": OPSET}
         if backend == OPENVINO_INT8:  # its numbers depend on the calibration and the quantizer's settings
@@ -235,8 +244,8 @@ class Compression:
         cfg = self.config
         model = self.model(recipe, layers)
         encode = runner(model, backend, batch_size=cfg.speed_batch_size, graph=self.graph(recipe, layers, backend))
-        extra = self._student_facts(model, layers[0]) if recipe == "distilled" else {}
-        if recipe == "distilled" or backend != "torch":
+        extra = self._student_facts(model, recipe, layers[0]) if recipe in STUDENTS else {}
+        if recipe in STUDENTS or backend != "torch":
             vectors = self._pair_vectors(encode)
             scores = {name: _pair_spearman(*vectors[name], p) for name, p in self._all_pairs()}
         else:  # a cut on torch: its scores from the layer stacks (the numbers its model gives: see the tests)
@@ -277,48 +286,56 @@ class Compression:
     def model(self, recipe: str, layers: tuple[int, ...]) -> TruncatedModel:
         """The torch model of a candidate: the encoder cut at max(layers) (a student trained, or loaded)."""
         if recipe == "distilled":
-            return self._student(layers[0])
-        if self._cut is None or self._cut[0] != tuple(layers):  # the last cut is kept: each backend reuses it
-            model = TruncatedModel.from_pretrained(self.config.model, layers, max_length=self.config.max_length)
-            self._cut = (tuple(layers), model.to(self.device).eval())
+            return self._student("distilled", layers[0])
+        if self._cut is None or self._cut[0] != (recipe, tuple(layers)):  # kept: each backend reuses it
+            if recipe == "every-depth":  # the first l layers of the one student trained at every depth
+                student = self._student("every-depth", max(self.config.every_depth))
+                model = TruncatedModel(truncate_encoder(student.encoder, layers[0]), student.tokenizer, layers,
+                                       max_length=self.config.max_length)
+            else:
+                model = TruncatedModel.from_pretrained(self.config.model, layers, max_length=self.config.max_length)
+            self._cut = ((recipe, tuple(layers)), model.to(self.device).eval())
         return self._cut[1]
 
-    def _student(self, depth: int) -> TruncatedModel:
-        """The distilled student at ``depth``: from memory, from its folder, or trained now (and saved there)."""
-        if depth in self._students:
-            return self._students[depth]
+    def _student(self, recipe: str, depth: int) -> TruncatedModel:
+        """The student of ``recipe`` ("distilled" at ``depth``, or "every-depth", trained at every depth of
+        ``config.every_depth`` up to ``depth``, their maximum): from memory, from its folder, or trained now."""
+        if (recipe, depth) in self._students:
+            return self._students[(recipe, depth)]
         cfg = self.config
         root = None
         if self.folder is not None:
-            key = {k: v for k, v in self._key("distilled", (depth,), "torch").items() if k != "backend"}
+            key = {k: v for k, v in self._key(recipe, (depth,), "torch").items() if k != "backend"}
             # the timing settings do not change a student: another timing protocol reuses it
             key["settings"] = {k: v for k, v in key["settings"].items() if not k.startswith("speed_")}
-            root = self.folder / "students" / keyed_name(f"distilled-l{depth}", key)
+            root = self.folder / "students" / keyed_name(f"{recipe}-l{depth}", key)
             if (root / "model" / "config.json").is_file() and (root / "run.json").is_file():
-                self._run_facts[depth] = json.loads((root / "run.json").read_text())
-                self._students[depth] = TruncatedModel.load(root / "model").to(self.device)
-                return self._students[depth]
+                self._run_facts[(recipe, depth)] = json.loads((root / "run.json").read_text())
+                self._students[(recipe, depth)] = TruncatedModel.load(root / "model").to(self.device)
+                return self._students[(recipe, depth)]
         seed_everything(cfg.seed)
         student = TruncatedModel.from_pretrained(cfg.model, (depth,), max_length=cfg.max_length).to(self.device)
         run = distill_student(student, list(self.data.corpus), self.teacher(), config=cfg,
-                              folder=None if root is None else root / "train", show_progress=self.show_progress)
+                              folder=None if root is None else root / "train", show_progress=self.show_progress,
+                              depths=cfg.every_depth if recipe == "every-depth" else None)
         student.eval()
-        self._run_facts[depth] = {"steps": len(run.step), "final_loss": float(np.mean(run.loss[-10:]))}
+        facts = {"steps": len(run.step), "final_loss": float(np.mean(run.loss[-10:]))}
         if root is not None:
             student.save(root / "model")
-            write_json(root / "run.json", self._run_facts[depth])  # written last: the student is complete
+            write_json(root / "run.json", facts)  # written last: the student is complete
             shutil.rmtree(root / "train", ignore_errors=True)  # its checkpoints (optimizer state: twice the model)
-        self._students[depth] = student
+        self._run_facts[(recipe, depth)], self._students[(recipe, depth)] = facts, student
         return student
 
-    def _student_facts(self, student: TruncatedModel, depth: int) -> dict:
+    def _student_facts(self, student: TruncatedModel, recipe: str, depth: int) -> dict:
         """The student's training and its MSE to the teacher on the first corpus sentences, against the cut's."""
         n = min(MSE_SENTENCES, len(self.data.corpus))
         texts, teacher = list(self.data.corpus[:n]), self.teacher()[:n]
         cut = self._corpus_means(depth, n)
         vectors = student.encode(texts, batch_size=self.config.speed_batch_size)
-        return {**self._run_facts.get(depth, {}), "mse_sentences": n, "mse_cut": embedding_mse(cut, teacher),
-                "mse_distilled": embedding_mse(vectors, teacher)}
+        trained = depth if recipe == "distilled" else max(self.config.every_depth)
+        return {**self._run_facts.get((recipe, trained), {}), "mse_sentences": n,
+                "mse_cut": embedding_mse(cut, teacher), "mse_distilled": embedding_mse(vectors, teacher)}
 
     # -- data through the layer cache ------------------------------------------------------------------------
     def _all_pairs(self) -> list[tuple[str, PairSet]]:

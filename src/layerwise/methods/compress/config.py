@@ -22,12 +22,17 @@ class CompressConfig:
     speed_sentences: int = 256  # corpus sentences encoded per timed pass (the first ones)
     speed_batch_size: int = 32  # sentences per forward pass when timing (the original model's too)
     speed_repeats: int = 3  # timed passes per model, interleaved with the original's; the median pass counts
+    # depths the every-depth student is trained at, all at once (distill.py); a candidate at each of ``depths`` among
+    # them; (): no such student. Like ``depths``, it says which candidates exist, not how any one is measured
+    every_depth: tuple[int, ...] = ()
 
     def to_dict(self) -> dict:
         out = asdict(self)
         out["depths"], out["backends"] = list(self.depths), list(self.backends)
+        out["every_depth"] = list(self.every_depth)
         return out
 
     @classmethod
     def from_dict(cls, data: dict) -> "CompressConfig":
-        return cls(**{**data, "depths": tuple(data["depths"]), "backends": tuple(data["backends"])})
+        return cls(**{**data, "depths": tuple(data["depths"]), "backends": tuple(data["backends"]),
+                      "every_depth": tuple(data.get("every_depth", ()))})

@@ -7,6 +7,12 @@ batch of sentences ``x_i`` with teacher embeddings ``t_i`` (d,), computed once (
 the teacher's embedding is the mean of its last hidden state), the loss is ``mean_{i,k} (s(x_i)_k - t_{i,k})^2``
 with ``s`` the student. The student starts as the plain cut (hidden state l of the teacher) and trains through the
 one loop (:mod:`layerwise.training`), so it is seeded and resumes exactly after a kill.
+
+The every-depth student (``depths`` given; the idea of sentence-transformers' AdaptiveLayerLoss and 2D Matryoshka
+training, with this module's loss) is one model of max(depths) layers whose mean of hidden state l, for every l in
+``depths``, is trained towards the teacher at once: the loss is ``mean_{l in depths} mean_{i,k} (s_l(x_i)_k -
+t_{i,k})^2``, the mean over the depths of each depth's loss above, every depth weighted alike. Cut at any of those
+depths, it is a candidate of that depth, from one training run instead of one per depth.
 """
 
 from __future__ import annotations
@@ -47,14 +53,19 @@ class DistillTask(TrainingTask):
     """MSE of the student's sentence vectors to the teacher's (n, d), on batches of the corpus."""
 
     def __init__(self, model: TruncatedModel, texts: list[str], teacher: np.ndarray, *, batch_size: int, lr: float,
-                 seed: int):
+                 seed: int, depths: tuple[int, ...] | None = None):
         if teacher.shape[0] != len(texts):
             raise ValueError(f"{len(texts)} sentences but {teacher.shape[0]} teacher embeddings")
+        top = int(model.encoder.config.num_hidden_layers)
+        if depths is not None and (not depths or not all(1 <= d <= top for d in depths)):
+            raise ValueError(f"depths {depths} must be a non-empty tuple within 1..{top} (the student's layers)")
+        self.depths = None if depths is None else tuple(sorted(set(int(d) for d in depths)))
         self.module, self.texts = model, list(texts)
         self.teacher = torch.as_tensor(np.asarray(teacher, dtype=np.float32))
         self.batch_size, self.lr, self.seed = int(batch_size), float(lr), int(seed)
         self.lengths = np.fromiter((len(t) for t in self.texts), dtype=np.int64, count=len(self.texts))
-        self.description = f"distill l{model.encoder.config.num_hidden_layers}"
+        self.description = (f"distill l{top}" if self.depths is None
+                            else f"distill every depth {','.join(map(str, self.depths))}")
 
     def param_groups(self) -> list[dict]:
         return [{"name": "student", "params": list(self.module.parameters()), "lr": self.lr}]
@@ -62,8 +73,14 @@ class DistillTask(TrainingTask):
     def loss(self, step: int, micro: int) -> dict:
         batch = length_grouped_batch_indices(self.lengths, self.batch_size, self.seed, step, group=LENGTH_GROUP)
         idx = shard(batch)  # this process's rows (all of them in one process)
-        z = self.module([self.texts[i] for i in idx])  # (b, d)
+        texts = [self.texts[i] for i in idx]
+        if self.depths is None:
+            z = self.module(texts)  # (b, d)
+        else:  # (b, k, d): the mean of each trained hidden state; the MSE below averages the depths too
+            z = self.module.state_means(self.module.tokenize(texts))[:, list(self.depths)]
         target = self.teacher[torch.as_tensor(idx)].to(device=z.device, dtype=z.dtype)
+        if self.depths is not None:
+            target = target[:, None, :].expand_as(z)
         return {"loss": scale_mean(torch.nn.functional.mse_loss(z, target), len(batch))}
 
     def fingerprint(self) -> dict:
@@ -72,20 +89,24 @@ class DistillTask(TrainingTask):
                           "max_length": m.max_length, "model_type": m.encoder.config.model_type},
                 "data": content_checksum(self.texts), "teacher": tensors_sha256({"t": self.teacher}),
                 "settings": {"batch_size": self.batch_size, "seed": self.seed, "lr": self.lr,
-                             "batches": f"length-grouped-{LENGTH_GROUP}"}}
+                             "batches": f"length-grouped-{LENGTH_GROUP}",
+                             **({} if self.depths is None else {"depths": list(self.depths)})}}
 
     def save(self, folder: Path) -> None:
         self.module.save(folder)
 
 
 def distill_student(student: TruncatedModel, texts: list[str], teacher: np.ndarray, *, config,
-                    folder: Path | None = None, show_progress: bool | None = None) -> TrainingRun:
+                    folder: Path | None = None, show_progress: bool | None = None,
+                    depths: tuple[int, ...] | None = None) -> TrainingRun:
     """Train ``student`` in place (``config``: a CompressConfig's epochs, batch_size, lr, seed); ``folder``:
-    checkpoints (a killed call resumes from ``folder/last``), None: in memory. Returns the loop's run."""
+    checkpoints (a killed call resumes from ``folder/last``), None: in memory; ``depths``: train every one of
+    these hidden states' means at once (the every-depth student), None: the student's own output. Returns the run."""
     steps = config.epochs * steps_per_epoch(len(texts), config.batch_size)
     loop = TrainingConfig(steps=steps, warmup_steps=steps // 10, seed=config.seed,
                           eval_every=max(1, steps // 10))  # a checkpoint every tenth of the run: a kill loses little
-    task = DistillTask(student, texts, teacher, batch_size=config.batch_size, lr=config.lr, seed=config.seed)
+    task = DistillTask(student, texts, teacher, batch_size=config.batch_size, lr=config.lr, seed=config.seed,
+                       depths=depths)
     resume = folder is not None and (Path(folder) / "last" / STATE_JSON).is_file()
     return train(task, loop, output_dir=folder, resume=resume, overwrite=folder is not None and not resume,
                  show_progress=show_progress)

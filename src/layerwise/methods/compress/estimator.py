@@ -65,6 +65,10 @@ class Compressor(SentenceEstimator):
         A built-in name or a local Hugging Face encoder folder (the original, and the teacher).
     depths : tuple of int or None
         Depths l (transformer layers kept) to build candidates at, each in 1..L; None: every depth 1..L.
+    every_depth : bool or tuple of int
+        Also train one student at several depths at once (its mean at each of them towards the original's
+        embeddings, :mod:`layerwise.methods.compress.distill`), a candidate at each of ``depths`` among them, cut
+        there. True: at ``depths``; a tuple: at those depths (in 1..L; e.g. every depth while ``depths`` holds one).
     budget : float
         Points of dev Spearman x100 the chosen model may lose against the original (>= 0).
     backends : tuple of str
@@ -103,11 +107,12 @@ class Compressor(SentenceEstimator):
 
     _fitted_attributes = ("chosen_",)
 
-    def __init__(self, model: str = DEFAULT_MODEL, *, depths=None, budget: float = 1.0, backends=("torch",),
-                 settings: CompressSettings | None = None, output_dir: str | None = None,
+    def __init__(self, model: str = DEFAULT_MODEL, *, depths=None, every_depth: bool = False, budget: float = 1.0,
+                 backends=("torch",), settings: CompressSettings | None = None, output_dir: str | None = None,
                  show_progress: bool | None = None):
         self.model = model
         self.depths = depths
+        self.every_depth = every_depth
         self.budget = budget
         self.backends = backends
         self.settings = settings
@@ -193,9 +198,20 @@ class Compressor(SentenceEstimator):
                 raise UsageError(f"depth {d!r} is outside 1..{n_layers}: {self.model} has {n_layers} layers; pass "
                                  f"depths between 1 and {n_layers}")
         fields = {k: v for k, v in asdict(s).items() if k not in ("device", "cache_dir")}
-        config = CompressConfig(model=str(self.model), depths=tuple(sorted({int(d) for d in depths})),
-                                backends=backends, **fields)
+        depths = tuple(sorted({int(d) for d in depths}))
+        config = CompressConfig(model=str(self.model), depths=depths, backends=backends,
+                                every_depth=self._every_depth(depths, n_layers), **fields)
         return config, budget
+
+    def _every_depth(self, depths: tuple[int, ...], n_layers: int) -> tuple[int, ...]:
+        e = self.every_depth
+        if isinstance(e, (bool, np.bool_)):
+            return depths if e else ()
+        if isinstance(e, (tuple, list)) and e and all(isinstance(d, (int, np.integer)) and not isinstance(d, bool)
+                                                      and 1 <= d <= n_layers for d in e):
+            return tuple(sorted({int(d) for d in e}))
+        raise UsageError(f"every_depth={e!r} must be True, False or a non-empty tuple of depths in 1..{n_layers}, "
+                         "e.g. (1, 2, 3)")
 
     def _corpus(self, corpus, config: CompressConfig) -> list[str]:
         texts = list(dict.fromkeys(check_texts(corpus, name="corpus")))

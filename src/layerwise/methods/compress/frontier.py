@@ -24,6 +24,8 @@ RECIPES = {
     "cut": "the first l layers, mean of hidden state l, no training",
     "lc-cut": "the first l layers, mean of the best subset of hidden states 0..l on dev (exact search), no training",
     "distilled": "the first l layers + mean pooling, trained by MSE to the original's embeddings on the corpus",
+    "every-depth": "the first l layers of one student whose mean at every depth was trained at once by MSE to the "
+                   "original's embeddings (one training run for all depths)",
 }
 
 

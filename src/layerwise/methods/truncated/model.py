@@ -65,20 +65,25 @@ class TruncatedModel(nn.Module):
         """Parameters of the truncated encoder, pooler head excluded (as the paper counts them)."""
         return count_parameters(self.encoder)
 
-    def embed(self, encoding) -> torch.Tensor:
-        """(B, d) sentence vectors of a tokenised batch."""
+    def state_means(self, encoding) -> torch.Tensor:
+        """(B, l + 1, d) masked token means of every hidden state 0..l of a tokenised batch."""
         encoding = {k: v.to(self.device) for k, v in encoding.items() if k != "special_tokens_mask"}
         out = self.encoder(**encoding, output_hidden_states=True)
         states = out.hidden_states
         if not states:  # an encoder cut at 0 layers: transformers (5.x) returns no hidden states, only the output
             states = (out.last_hidden_state,)
-        mean = pool_hidden_states(states, encoding["attention_mask"])[1]  # (B, l + 1, d)
-        return mean[:, list(self.layers)].mean(dim=1)
+        return pool_hidden_states(states, encoding["attention_mask"])[1]
+
+    def embed(self, encoding) -> torch.Tensor:
+        """(B, d) sentence vectors of a tokenised batch."""
+        return self.state_means(encoding)[:, list(self.layers)].mean(dim=1)
+
+    def tokenize(self, texts: list[str]):
+        return self.tokenizer(cut_texts(texts, self.max_length), padding=True, truncation=True,
+                              max_length=self.max_length, return_tensors="pt")
 
     def forward(self, texts: list[str]) -> torch.Tensor:
-        enc = self.tokenizer(cut_texts(texts, self.max_length), padding=True, truncation=True, max_length=self.max_length,
-                             return_tensors="pt")
-        return self.embed(enc)
+        return self.embed(self.tokenize(texts))
 
     @torch.inference_mode()
     def encode(self, texts: list[str], *, batch_size: int = 128) -> np.ndarray:
