@@ -32,7 +32,7 @@ from layerwise.pooling import layer_mean
 logger = logging.getLogger(__name__)
 
 __all__ = ["LIMITED_FRACTIONS", "LimitedAblation", "LimitedCell", "SizeAblation", "ablate_sts", "ablate_transfer",
-           "limited_data"]
+           "limited_data", "seeded_splits"]
 
 LIMITED_FRACTIONS = tuple(1 / 2**k for k in range(1, 9))  # 1/2 ... 1/256
 
@@ -108,33 +108,33 @@ def _test_spearman(memo: dict, t1: LayerStack, t2: LayerStack, gold: np.ndarray,
     return memo[layers]
 
 
+def seeded_splits(n: int, *, n_splits: int = 5, dev_size: int = 350, seed: int = 0) -> list[tuple[np.ndarray,
+                                                                                            np.ndarray]]:
+    """``n_splits`` (dev rows, test rows) splits of ``n`` pairs, ``dev_size`` dev pairs each, split k drawn with seed
+    + k (the main STS protocol's splits)."""
+    if n_splits < 1:
+        raise ValueError(f"n_splits must be at least 1, got {n_splits}; e.g. 5")
+    return [split_indices(n, dev_size=dev_size, seed=seed + k) for k in range(n_splits)]
+
+
 def ablate_sts(
     stack1: LayerStack,
     stack2: LayerStack,
     gold: np.ndarray,
     *,
+    splits: Sequence[tuple[np.ndarray, np.ndarray]],
     groups: np.ndarray | None = None,
     aggregation: str = "all",
-    n_splits: int = 5,
-    dev_size: int = 350,
-    seed: int = 0,
-    splits: Sequence[tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> SizeAblation:
     """Ablations (a) and (b) on an STS set: test Spearman x100 per split of the dev-chosen subsets.
 
     Every subset is searched (no size cap up to 13 hidden states; beyond that the search's default cap).
-    ``splits``: (dev rows, test rows) pairs given by the caller (e.g. one: a dev file and a test file, stacked)
-    instead of ``n_splits`` seeded splits of ``dev_size`` dev pairs. Returns a :class:`SizeAblation` (lists over
-    splits).
+    ``splits``: (dev rows, test rows) pairs, e.g. :func:`seeded_splits`, or one: a dev file and a test file,
+    stacked. Returns a :class:`SizeAblation` (lists over splits).
     """
-    if n_splits < 1:
-        raise ValueError(f"n_splits must be at least 1, got {n_splits}; e.g. 5")
     gold = check_gold(gold)
-    n = len(gold)
     groups = None if groups is None else np.asarray(groups)
     out: dict = {"best": [], "by_size": {}, "without": {}, "choices": []}
-    if splits is None:
-        splits = [split_indices(n, dev_size=dev_size, seed=seed + k) for k in range(n_splits)]
     for dev, test in splits:
         search = LayerSubsetSearch(aggregation=aggregation, show_progress=False).fit(
             stack1.mean[dev], stack2.mean[dev], gold[dev], groups=None if groups is None else groups[dev])

@@ -25,6 +25,7 @@ from layerwise.benchmarks.lc.ablation import (
     ablate_sts,
     ablate_transfer,
     limited_data,
+    seeded_splits,
 )
 from layerwise.benchmarks.lc.run import encode_pairs
 from layerwise.benchmarks.lc.transfer_run import encode_task
@@ -223,8 +224,10 @@ def _compute(encoder: LayerEncoder, config: AblationConfig, kind: str, data) -> 
 
     if kind == "sts":
         s1, s2, _ = encode_pairs(encoder, data)
-        return ablate_sts(s1, s2, data.scores, groups=np.asarray(data.subsets), aggregation=config.aggregation,
-                          n_splits=config.n_splits, dev_size=config.dev_size, seed=config.seed, splits=_dev_test(data))
+        splits = _dev_test(data) or seeded_splits(len(data.scores), n_splits=config.n_splits,
+                                                  dev_size=config.dev_size, seed=config.seed)
+        return ablate_sts(s1, s2, data.scores, splits=splits, groups=np.asarray(data.subsets),
+                          aggregation=config.aggregation)
     features, _ = encode_task(encoder, data, head=False)
     if kind == "transfer":
         return ablate_transfer(features, n_outer=config.n_outer, n_inner=config.n_inner, seed=config.seed,

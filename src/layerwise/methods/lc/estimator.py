@@ -214,8 +214,7 @@ class LayerCombination(SentenceEstimator):
         splits = inner_splits(y, n_splits=int(self.n_inner), seed=int(self.seed))
         screen = RidgeScreen(data, alpha=float(self.ridge_alpha), kind=self.pooling)
         layers, inner, screened, _ = choose_subset(data, rows, splits, subsets, shortlist=self.shortlist,
-                                                   seed=int(self.seed), n_jobs=int(self.n_jobs), screen=screen,
-                                                   kind=self.pooling)
+                                                   seed=int(self.seed), n_jobs=int(self.n_jobs), screen=screen)
         self.model_identity_ = self._get_encoder().identity
         self.layers_ = tuple(int(x) for x in layers)
         self.score_ = float(inner)

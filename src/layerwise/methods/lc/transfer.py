@@ -178,15 +178,16 @@ def _key(layers) -> str:
 
 
 def choose_subset(data: TransferFeatures, rows: np.ndarray, splits, subsets, *, shortlist: int | None,
-                  seed: int, n_jobs: int = 1, screen: RidgeScreen | None = None, kind: str = "mean"):
+                  seed: int, n_jobs: int = 1, screen: RidgeScreen | None = None):
     """LC's choice on the training rows ``rows``: (layers, inner accuracy x100, screen x100, shortlist scores).
 
-    ``screen``: the ``RidgeScreen`` of ``data`` to use (its alpha and projection; default: ``RidgeScreen(data)``);
-    pass the same one to successive calls to reuse its sums over all rows. ``kind``: the token pooling of each
-    hidden state ("mean" or "cls"), of the shortlist's features and of the default screen.
+    ``screen``: the ``RidgeScreen`` of ``data`` to use (its alpha, projection and token pooling ``kind``, "mean"
+    or "cls", which the shortlist's features use too; default: ``RidgeScreen(data)``, mean pooling); pass the same
+    one to successive calls to reuse its sums over all rows.
     """
     if screen is None:
-        screen = RidgeScreen(data, kind=kind)
+        screen = RidgeScreen(data)
+    kind = screen.kind
     screen = screen.scores(rows, splits, subsets).mean(1) * 100
     order = np.argsort(-screen, kind="stable")
     k = len(subsets) if shortlist is None else min(int(shortlist), len(subsets))
