@@ -18,7 +18,7 @@ def _options(tiny_bert, env, **over) -> dict:
     """A page run on the tiny model small enough for a test: torch only, one epoch, 16 timed sentences."""
     return {"models": [str(tiny_bert)], "backends": ["torch"], "epochs": 1, "batch_size": 8, "max_length": 16,
             "speed_sentences": 16, "speed_batch_size": 16, "speed_repeats": 1, "corpus": ["wiki", "snli"],
-            "tests": ["stsb"], "folders": str(env / "runs"), **over}
+            "tests": ["stsb"], "folders": str(env / "runs"), "every_depth": False, **over}
 
 
 def n_layers(folder) -> int:
@@ -133,7 +133,7 @@ def test_a_stored_choice_that_the_frontier_no_longer_makes_is_fitted_again(tiny_
 def test_every_depth_option_trains_one_student_for_every_depth_part(tiny_bert, env):
     from layerwise.benchmarks.compress.pages import CompressPageConfig
 
-    assert "every_depth" not in CompressPageConfig().protocol()  # off: the parts stored before keep their key
+    assert "every_depth" not in CompressPageConfig(every_depth=False).protocol()  # off: earlier parts keep their key
     data = write_unlabeled(write_stsb(env / "data", n_pairs=24))
     store = ResultsStore(env / "state")
     options = _options(tiny_bert, env, every_depth=True)
@@ -149,4 +149,4 @@ def test_every_depth_option_trains_one_student_for_every_depth_part(tiny_bert, e
                 if p.name.startswith("every-depth")]
     assert len(students) == 1 and students[0].startswith(f"every-depth-l{n_layers(tiny_bert)}")
     md, _ = get_page("compress").render(ctx)
-    assert "| every-depth (1) | torch |" in md.read_text()
+    assert "| every-depth (1) | torch |" in md.read_text() and "every-depth student: yes" in md.read_text()

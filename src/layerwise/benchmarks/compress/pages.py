@@ -32,8 +32,8 @@ logger = logging.getLogger(__name__)
 __all__ = ["PAGE", "CompressPageConfig"]
 
 NAME = "compress"
-TITLE = ("Compress: the fastest model within a quality budget (cut, LC cut, distilled; torch, ONNX, ONNX int8, "
-         "OpenVINO)")
+TITLE = ("Compress: the fastest model within a quality budget (cut, LC cut, distilled, every-depth; torch, ONNX, "
+         "ONNX int8, OpenVINO, OpenVINO int8)")
 MODELS = ("all-MiniLM-L6-v2", "all-mpnet-base-v2")
 TESTS = ("stsb", "sickr", "sts12", "sts13", "sts14", "sts15", "sts16")
 STS_AVERAGE = TESTS  # the "STS average" column: the mean of these test sets' Spearman (those present)
@@ -52,7 +52,7 @@ class CompressPageConfig:
     """The page's protocol (every field but ``folders`` is part of each stored part's key)."""
 
     budget: float = 1.0
-    backends: tuple[str, ...] = ("torch", "onnx", "onnx-int8", "openvino")
+    backends: tuple[str, ...] = ("torch", "onnx", "onnx-int8", "openvino", "openvino-int8")
     epochs: int = 1
     batch_size: int = 64
     lr: float = 1e-4
@@ -71,7 +71,7 @@ class CompressPageConfig:
     timings: str = "last"
     # one student trained at every depth 1..L at once, cut at each depth part's depth (a candidate per depth); in
     # the protocol only when on (the parts stored before it existed keep their key)
-    every_depth: bool = False
+    every_depth: bool = True
 
     def protocol(self) -> dict:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()
@@ -259,7 +259,8 @@ def _data_line(r: _ModelResults) -> str:
             f"test pair), {protocol['epochs']} epoch(s), batch {protocol['batch_size']}, learning rate "
             f"{protocol['lr']:g}, max length {protocol['max_length']}, seed {protocol['seed']}. Dev: STS-B dev. "
             f"Tests: {', '.join(tests)} (SICK-R: all 9927 pairs, as MTEB; STS12-16: aggregation `all`, every subset "
-            "pooled into one Spearman, as MTEB).")
+            "pooled into one Spearman, as MTEB). Backends: " + ", ".join(protocol["backends"])
+            + f"; every-depth student: {'yes' if protocol.get('every_depth') else 'no'}.")
 
 
 def _reference_lines(r: _ModelResults) -> list[str]:
@@ -296,10 +297,11 @@ def render(ctx: PageContext) -> list[Path]:
              "and `layerwise results render compress` (this page, from `docs/results/state/compress/` alone). Per "
              "model, `Compressor` (the estimator behind `layerwise compress`) builds at every depth l the plain cut, "
              "the LC cut (best subset of hidden states 0..l on STS-B dev, exact search) and a student distilled from "
-             "the full model by MSE on the corpus (with `--option every_depth=true`, also one student trained at every "
-             "depth at once, cut at each); each runs on torch fp32, ONNX fp32 and ONNX int8 (dynamic "
-             "quantization) in onnxruntime and the fp32 graph in OpenVINO, and is timed against the original torch "
-             "model in one run.", ""]
+             "the full model by MSE on the corpus (where a model's protocol says `every_depth`, also one student "
+             "trained at every depth at once, cut at each); each runs on the backends its protocol lists (`torch` "
+             "fp32; `onnx` fp32 and `onnx-int8`, dynamic quantization, in onnxruntime; `openvino`, the fp32 graph, "
+             "and `openvino-int8`, NNCF's static int8 calibrated on the corpus' first 300 sentences, in OpenVINO) "
+             "and is timed against the original torch model in one run.", ""]
     paths = []
     for r in results:
         name = Path(r.model).name
