@@ -14,6 +14,13 @@ from layerwise.benchmarks.registry import PageContext
 TINY = {"epochs": 1, "batch_size": 8, "max_length": 16, "lr": 1e-3, "limit": 10, "eval_limit": 8}
 
 
+def _best_of_two(tiny_bert, tmp_path) -> dict:
+    """Two experiments at seed 0, and seed 1 for the better of them on dev."""
+    return {"experiments": ["BASELINE", "STS_PARA_HEAD_MOD"], "seeds": [0], "more_seeds": [1],
+            "more_seeds_for": ["best"], "model": str(tiny_bert), "overrides": TINY,
+            "checkpoints": str(tmp_path / "runs"), "paper_protocols": []}
+
+
 def test_page_runs_resumes_and_renders(tiny_bert, tmp_path, monkeypatch):
     from layerwise.benchmarks.multitask import experiment
 
@@ -104,9 +111,7 @@ def test_page_runs_more_seeds_for_the_best_experiment_once_every_first_seed_is_s
 
     data = write_multitask(tmp_path / "data", n=20)
     store = ResultsStore(tmp_path / "state")
-    options = {"experiments": ["BASELINE", "STS_PARA_HEAD_MOD"], "seeds": [0], "more_seeds": [1],
-               "more_seeds_for": ["best"], "model": str(tiny_bert), "overrides": TINY,
-               "checkpoints": str(tmp_path / "runs"), "paper_protocols": []}
+    options = _best_of_two(tiny_bert, tmp_path)
     ctx = PageContext(store=store, output=tmp_path / "out", data_dir=str(data), options=options)
     get_page("multitask").run(ctx)
     parts = {p.name: p for p in store.parts("multitask")}
@@ -154,9 +159,7 @@ def test_shards_partition_the_planned_runs(tmp_path):
 def test_sharded_page_trains_each_run_once_and_the_best_extra_seed_on_a_second_pass(tiny_bert, tmp_path):
     data = write_multitask(tmp_path / "data", n=20)
     store = ResultsStore(tmp_path / "state")
-    options = {"experiments": ["BASELINE", "STS_PARA_HEAD_MOD"], "seeds": [0], "more_seeds": [1],
-               "more_seeds_for": ["best"], "model": str(tiny_bert), "overrides": TINY,
-               "checkpoints": str(tmp_path / "runs"), "paper_protocols": []}
+    options = _best_of_two(tiny_bert, tmp_path)
     page = get_page("multitask")
 
     def run(shard):
