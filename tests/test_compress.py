@@ -429,3 +429,22 @@ def torch_equal(a, b) -> bool:
     import torch
 
     return bool(torch.equal(a, b))
+
+
+def test_adopted_candidates_of_an_earlier_run_are_read_back_not_measured(teacher, env, monkeypatch):
+    s1, s2, y = _dev()
+    before = _comp(teacher, depths=(1,), output_dir=str(env / "a")).fit(CORPUS, (s1, s2, y))
+    later = _comp(teacher, depths=(1,), every_depth=True, output_dir=str(env / "b"))  # a fresh folder
+    untimed = Candidate.from_dict({**before.candidates_[0].to_dict(), "speed": {}})
+    assert later.adopt([*before.candidates_[1:], untimed], CORPUS, (s1, s2, y)) == len(before.candidates_) - 1
+    assert later.adopt(before.candidates_, CORPUS, (s1, s2, y)) == 1  # the timed twin of the untimed one only
+    measured = []
+    real_measure = build_module.Compression._measure
+    monkeypatch.setattr(build_module.Compression, "_measure",
+                        lambda self, *a: measured.append(a[0]) or real_measure(self, *a))
+    later.fit(CORPUS, (s1, s2, y))
+    assert measured == ["every-depth"]  # every other candidate was the earlier run's
+    kept = {c.name: c.to_dict() for c in later.candidates_ if c.recipe != "every-depth"}
+    assert kept == {c.name: c.to_dict() for c in before.candidates_}
+    with pytest.raises(UsageError, match="adopt\\(\\) keeps candidates in output_dir"):
+        _comp(teacher, depths=(1,)).adopt(before.candidates_, CORPUS, (s1, s2, y))

@@ -150,3 +150,26 @@ def test_every_depth_option_trains_one_student_for_every_depth_part(tiny_bert, e
     assert len(students) == 1 and students[0].startswith(f"every-depth-l{n_layers(tiny_bert)}")
     md, _ = get_page("compress").render(ctx)
     assert "| every-depth (1) | torch |" in md.read_text() and "every-depth student: yes" in md.read_text()
+
+
+def test_a_protocol_that_only_adds_candidates_keeps_the_stored_ones(tiny_bert, env, monkeypatch):
+    from layerwise.methods.compress import build as build_module
+
+    data = write_unlabeled(write_stsb(env / "data", n_pairs=24))
+    store = ResultsStore(env / "state")
+    old = PageContext(store=store, output=env / "out", data_dir=str(data), command=("test",),
+                      options=_options(tiny_bert, env))
+    get_page("compress").run(old)
+    measured = []
+    real_measure = build_module.Compression._measure
+    monkeypatch.setattr(build_module.Compression, "_measure",
+                        lambda self, *a: measured.append(a[0]) or real_measure(self, *a))
+    new = PageContext(store=store, output=env / "out", data_dir=str(data), command=("test",),
+                      options=_options(tiny_bert, env, every_depth=True, folders=str(env / "fresh")))
+    get_page("compress").run(new)  # a fresh work folder: what is not new comes from the stored parts
+    assert set(measured) == {"every-depth"}
+    parts = [p for p in store.parts("compress") if "depth" in p.key and p.key["protocol"].get("every_depth")]
+    assert len(parts) == n_layers(tiny_bert) and all("adopted" in p.payload for p in parts)
+    assert sum(p.payload["adopted"]["candidates"] for p in parts) > 0  # the full depth may add nothing new
+    md, _ = get_page("compress").render(new)
+    assert "carried over" in md.read_text() and "every-depth student: yes" in md.read_text()

@@ -111,6 +111,13 @@ as one part (a kill keeps every scored candidate and every stored depth), then t
         # every depth 1..L: the original is in every part, the full depth adds its LC cut (best subset of 0..L)
         missing = [depth for depth in range(1, encoder.identity.n_layers + 1)
                    if ctx.store.load(NAME, f"{name}-l{depth}", {**key, "depth": depth}) is None]
+        adopted = {}  # depth -> the earlier run whose candidates this protocol keeps (it only adds to them)
+        for depth in missing:
+            donor = _donor(ctx.store.parts(NAME), f"{name}-l{depth}", key)
+            if donor is not None:
+                n = compressor(depth).adopt(donor.payload["result"]["candidates"], data.corpus, data.dev,
+                                            tests=data.tests)
+                adopted[depth] = {"candidates": n, "from_run": donor.runs[-1].get("started") if donor.runs else None}
         if config.timings == "last":  # students trained, every candidate scored, nothing timed (load is harmless)
             for depth in missing:
                 compressor(depth).prepare(data.corpus, data.dev, tests=data.tests)
@@ -118,7 +125,7 @@ as one part (a kill keeps every scored candidate and every stored depth), then t
             t0 = time.perf_counter()
             est = compressor(depth).fit(data.corpus, data.dev, tests=data.tests)
             payload = {"model": model, "depth": depth, "result": est.result_.to_dict(), "corpus": data.counts,
-                       "seconds": time.perf_counter() - t0}
+                       "seconds": time.perf_counter() - t0, **({"adopted": adopted[depth]} if depth in adopted else {})}
             ctx.store.save(Part(NAME, f"{name}-l{depth}", {**key, "depth": depth}, payload, True,
                                 [run_record(ctx.command)]))
             logger.info("compress page: %s depth %d done in %.0f s", name, depth, payload["seconds"])
@@ -130,6 +137,24 @@ as one part (a kill keeps every scored candidate and every stored depth), then t
             saved = est.save(root / "model")  # every candidate is read back from the work folder
             ctx.store.save(Part(NAME, name, key, {"model": model, "chosen": est.chosen_.to_dict(),
                                                   "saved_model": str(saved)}, True, [run_record(ctx.command)]))
+
+
+#: protocol fields that add candidates without changing any candidate's numbers: a part stored under a protocol
+#: that differs only in these gives its candidates to the new part (Compressor.adopt)
+ADDITIVE = ("backends", "every_depth")
+
+
+def _donor(parts: list[Part], name: str, key: dict) -> Part | None:
+    """The newest stored part ``name`` of the same model and data whose protocol differs from ``key``'s only in
+    :data:`ADDITIVE` fields, with no backend the new one lacks (its candidates are the new part's, measured)."""
+    def rest(protocol: dict) -> dict:
+        return {k: v for k, v in protocol.items() if k not in ADDITIVE}
+
+    found = [p for p in parts if p.name == name and p.key.get("model") == key["model"]
+             and p.key.get("data") == key["data"] and rest(p.key["protocol"]) == rest(key["protocol"])
+             and set(p.key["protocol"]["backends"]) <= set(key["protocol"]["backends"])
+             and p.key["protocol"] != key["protocol"]]
+    return max(found, key=lambda p: max((r.get("started", "") for r in p.runs), default=""), default=None)
 
 
 def _same(a: Candidate, b: Candidate) -> bool:
@@ -272,14 +297,19 @@ def _reference_lines(r: _ModelResults) -> list[str]:
                 if c.recipe == "original"}
         env = part.runs[-1].get("environment", {}) if part.runs else {}
         when = part.runs[-1].get("started", "?")[:10] if part.runs else "?"
+        carried = part.payload.get("adopted")
+        carried = f"{carried['candidates']} ({(carried.get('from_run') or '?')[:10]})" if carried else "0"
         rows.append((part.key["depth"], when, env.get("machine", {}).get("platform", "?"),
-                     " | ".join(f"{mine[b].ratio:.2f}x" if b in mine else "" for b in r.protocol["backends"])))
+                     " | ".join(f"{mine[b].ratio:.2f}x" if b in mine else "" for b in r.protocol["backends"]),
+                     carried))
     lines = ["Each depth's candidates were timed in that depth's run, against the original timed in the same run; the "
-             "original's own ratios per run show how far ratios from different runs compare:", "",
+             "original's own ratios per run show how far ratios from different runs compare. *Carried over*: "
+             "candidates of an earlier run of the same settings with fewer backends or no every-depth student, kept "
+             "with that run's numbers and timing (on the date given), not measured again:", "",
              "| depth part | timed on | machine | " + " | ".join(f"original on {b}" for b in r.protocol["backends"])
-             + " |", "|---|---|---|" + "---|" * len(r.protocol["backends"])]
-    lines += [f"| {d} | {when} | {machine} | {cells} |" for d, when, machine, cells in rows]
-    if len({cells for *_, cells in rows}) > 1:
+             + " | carried over |", "|---|---|---|" + "---|" * len(r.protocol["backends"]) + "---|"]
+    lines += [f"| {d} | {when} | {machine} | {cells} | {carried} |" for d, when, machine, cells, carried in rows]
+    if len({cells for _, _, _, cells, _ in rows}) > 1:
         lines += ["", "**The runs disagree**: a candidate's ratio is comparable with the others of its own run (and "
                   "with the original's in that run), not across runs."]
     return lines

@@ -166,6 +166,21 @@ class Compression:
         return CompressResult(config=cfg.to_dict(), model=model_key(self.encoder.identity), n_layers=L, data=data,
                               original=original, candidates=measured)
 
+    def adopt(self, candidates) -> int:
+        """Keep timed ``candidates`` (:class:`Candidate` or their dicts) that an earlier run measured on this model
+        and data under these same settings (one with fewer backends, say) as finished candidates of this run's
+        folder, where it has none: they are read back rather than measured again. Those on a backend this run
+        does not use are left out. Returns how many were kept."""
+        if self.folder is None:
+            raise ValueError("adopt() keeps candidates in the run's folder, which is None")
+        kept = 0
+        for c in (c if isinstance(c, Candidate) else Candidate.from_dict(c) for c in candidates):
+            path = self._path(c.recipe, c.layers, c.backend)
+            if c.speed and c.backend in (*self.config.backends, "torch") and not path.is_file():
+                self._save(c)
+                kept += 1
+        return kept
+
     def specs(self) -> list[tuple[str, tuple[int, ...]]]:
         """(recipe, hidden states) of every candidate: the original, then per depth the cut, the LC cut where it is
         a subset not listed yet, the student (none at the full depth: it would be the teacher itself) and the

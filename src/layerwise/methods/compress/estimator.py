@@ -159,6 +159,17 @@ class Compressor(SentenceEstimator):
         run, _ = self._compression(corpus, dev, tests)
         return run.score()
 
+    def adopt(self, candidates, corpus, dev, *, tests: dict | None = None) -> int:
+        """Keep timed ``candidates`` (e.g. ``result_.candidates`` of an earlier fit, or their dicts) measured on this
+        model and data under these same settings, but fewer ``backends`` or without ``every_depth``, in
+        ``output_dir``: the next :meth:`fit` or :meth:`prepare` reads them back instead of measuring them again.
+        Their numbers are the earlier run's (its timing too: each ratio is against the original timed beside it).
+        Returns how many were kept (those already there, or on a backend not used now, are not)."""
+        if self.output_dir is None:
+            raise UsageError("adopt() keeps candidates in output_dir, which is None; pass output_dir=FOLDER")
+        run, _ = self._compression(corpus, dev, tests)
+        return run.adopt(candidates)
+
     def _compression(self, corpus, dev, tests) -> tuple[Compression, float]:
         """The run of these parameters on this data (every argument checked before any work), and the budget."""
         config, budget = self._config()
