@@ -191,6 +191,11 @@ def test_layer_attention_p_column_old_parts_and_a_copy_of_the_reference(tmp_path
     cells = {r[0]: r[-1] for r in table_rows("\n".join(_sts_table(page, "frozen", config.poolers, "unsup")))}
     assert cells == {"pooler": "p vs layer_attention (avg)", "**layer_attention**": "reference",
                      "last_mean": "1.0000 (no)", "last_cls": "not tested"}
+    speed = {r[0]: r[-2] for r in table_rows("\n".join(_sts_table(page, "frozen", config.poolers, "unsup")))}
+    assert speed["last_cls"] == "1.00"  # one machine: the speeds compare, nothing more said
+    mixed = PageRuns(config, "m", runs, tests=tests, machines=["2 CPUs", "2 CPUs", "16 CPUs"])
+    speed = {r[0]: r[-2] for r in table_rows("\n".join(_sts_table(mixed, "frozen", config.poolers, "unsup")))}
+    assert speed["last_cls"] == "1.00 (16 CPUs)" and speed["last_mean"] == "1.00 (2 CPUs)"
 
 
 def test_layer_attention_grid_refuses_unknown_settings():

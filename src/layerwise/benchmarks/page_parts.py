@@ -151,6 +151,14 @@ def provenance_lines(parts: Iterable[Part]) -> list[str]:
     return lines
 
 
+def part_cpus(part: Part) -> str:
+    """The machine a part was computed on, as its CPU count ("2 CPUs"; "?" where not recorded): what a speed column
+    needs to say when its rows come from machines of different sizes."""
+    env = part.runs[-1].get("environment", {}) if part.runs else {}
+    n = env.get("machine", {}).get("cpu_count")
+    return "?" if n is None else f"{n} CPUs"
+
+
 def _machine_line(env: dict) -> str:
     m = env["machine"]
     gpu = f", GPU {m['gpu']}" if m.get("gpu") else ""

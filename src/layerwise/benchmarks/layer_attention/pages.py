@@ -25,7 +25,7 @@ from layerwise.benchmarks.layer_attention.report import (
     render_markdown,
     summary,
 )
-from layerwise.benchmarks.page_parts import latest_by_name, provenance_lines, save_png
+from layerwise.benchmarks.page_parts import latest_by_name, part_cpus, provenance_lines, save_png
 from layerwise.benchmarks.registry import PageContext, ResultsPage, register
 from layerwise.benchmarks.significance_parts import STSComparison, load_gold
 from layerwise.benchmarks.store import Part, ResultsStore
@@ -88,7 +88,7 @@ def load_page_runs(ctx: PageContext):
     sets = list(runs[0].sts) if runs else []
     return PageRuns(config, model, runs, provenance_lines(used + ([search] if search else [])), not_run,
                     untouched_search=search.payload["rows"] if search else [],
-                    tests=pooler_tests(ctx.store, runs, used, sets))
+                    tests=pooler_tests(ctx.store, runs, used, sets), machines=[part_cpus(p) for p in used])
 
 
 def pooler_tests(store: ResultsStore, runs: list[RunResult], parts: list[Part],

@@ -30,6 +30,7 @@ class PageRuns:
     untouched_search: list[dict] = field(default_factory=list)  # SearchRow dicts with "vector": no pooler at all
     # (regime, objective, pooler) -> its avg against REFERENCE's, paired bootstrap; None: a side has no predictions
     tests: dict[tuple[str, str, str], SignificanceResult | None] = field(default_factory=dict)
+    machines: list[str] = field(default_factory=list)  # machines[i]: where runs[i] ran ("2 CPUs"); [] not known
 
     def regime(self, regime: str) -> list[RunResult]:
         return [r for r in self.runs if r.regime == regime]
@@ -57,6 +58,8 @@ def pooler_means(runs: list[RunResult], sets, obj, pooler) -> dict | None:
 def _sts_table(page: PageRuns, regime: str, poolers, obj) -> list[str]:
     runs, sets = page.regime(regime), page.sets
     tested = any(_select(runs, obj, REFERENCE))  # a p column where the table has the reference row
+    where = {id(r): m for r, m in zip(page.runs, page.machines, strict=False)}
+    mixed = len({where.get(id(r)) for r in runs if r.objective == obj}) > 1  # then each speed names its machine
     lines = ["| pooler | seeds | " + " | ".join(sets) + " | avg | training steps/s (evaluation excluded) |"
              + (f" p vs {REFERENCE} (avg) |" if tested else ""),
              "|---|---|" + "---|" * (len(sets) + 2 + tested)]
@@ -66,8 +69,11 @@ def _sts_table(page: PageRuns, regime: str, poolers, obj) -> list[str]:
             continue
         name = f"**{pooler}**" if pooler == REFERENCE else pooler
         p = ("reference" if pooler == REFERENCE else p_cell(page.tests.get((regime, obj, pooler))))
+        speed = f"{m['steps_per_second']:.2f}"
+        if mixed:
+            speed += f" ({', '.join(sorted({where.get(id(r), '?') for r in _select(runs, obj, pooler)}))})"
         lines.append(f"| {name} | {m['seeds']} | " + " | ".join(fmt(*m["sts"][d]) for d in sets)
-                     + f" | {m['avg']:.2f} | {m['steps_per_second']:.2f} |" + (f" {p} |" if tested else ""))
+                     + f" | {m['avg']:.2f} | {speed} |" + (f" {p} |" if tested else ""))
     return lines
 
 
