@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pytest
 
 from layerwise.benchmarks import Part, ResultsStore, key_digest
@@ -171,3 +172,14 @@ def test_a_copy_without_git_records_the_declared_commit_marked_as_declared(monke
     assert reports.source_revision() is None
     monkeypatch.setenv(reports.SOURCE_COMMIT_ENV, "2dc771c")
     assert reports.source_revision() == {"commit": "2dc771c", "dirty": False, "declared": "LAYERWISE_SOURCE_COMMIT"}
+
+
+def test_pruning_never_moves_the_gold_scores_of_other_data(tmp_path):
+    from layerwise.benchmarks.page_parts import NEVER_SUPERSEDED, prune_superseded
+    from layerwise.benchmarks.significance_parts import GOLD_PART, save_gold
+
+    assert GOLD_PART in NEVER_SUPERSEDED
+    store = ResultsStore(tmp_path)
+    save_gold(store, "page", {"stsb": np.arange(3.0)}, {"stsb": "old data"})
+    save_gold(store, "page", {"stsb": np.arange(4.0)}, {"stsb": "new data"})  # both still read, by their checksums
+    assert prune_superseded(store, "page") == [] and len(store.parts("page")) == 2

@@ -101,17 +101,20 @@ def latest_by_name(parts: Iterable[Part], *, quiet: bool = False) -> dict[str, P
 
 #: The folder, under a page's store folder, that superseded parts are moved to (``parts`` does not read it).
 SUPERSEDED = "superseded"
+#: Parts read by their key, several at once (one per data checksum: ``significance_parts.GOLD_PART``): none of them
+#: supersedes another, so pruning never moves them
+NEVER_SUPERSEDED = ("gold-scores",)
 
 
 def prune_superseded(store: ResultsStore, page: str, *, dry_run: bool = False) -> list[Path]:
     """Move every part of ``page`` that a newer part of the same name supersedes (the one :func:`latest_by_name`
-    does not keep) into ``<store>/<page>/superseded/``; nothing is deleted, and moving a file back restores it.
+    does not keep; never the :data:`NEVER_SUPERSEDED` ones) into ``<store>/<page>/superseded/``; nothing is deleted, and moving a file back restores it.
     Returns the files' new paths (where they would go, with ``dry_run``)."""
     parts = store.parts(page)
     kept = {id(p) for p in latest_by_name(parts).values()}
     moved = []
     for part in parts:
-        if id(part) in kept:
+        if id(part) in kept or part.name in NEVER_SUPERSEDED:
             continue
         source = store.path(page, part.name, part.key)
         target = source.parent / SUPERSEDED / source.name
