@@ -112,9 +112,9 @@ as one part (a kill keeps every scored candidate and every stored depth), then t
         missing = [depth for depth in range(1, encoder.identity.n_layers + 1)
                    if ctx.store.load(NAME, f"{name}-l{depth}", {**key, "depth": depth}) is None]
         adopted = {}  # depth -> the earlier run whose candidates this protocol keeps (it only adds to them)
-        stored = ctx.store.parts(NAME) if missing else []  # read once, not per depth
+        earlier = ctx.store.parts(NAME) if missing else []  # read once, not per depth
         for depth in missing:
-            donor = _donor(stored, f"{name}-l{depth}", key)
+            donor = _donor(earlier, f"{name}-l{depth}", key)
             if donor is not None:
                 n = compressor(depth).adopt(donor.payload["result"]["candidates"], data.corpus, data.dev,
                                             tests=data.tests)
