@@ -1,5 +1,7 @@
 """Paired bootstrap tests: the fast path against a slow obvious twin (repeat the units, scipy's spearmanr)."""
 
+import warnings
+
 import numpy as np
 import pytest
 from scipy.stats import pearsonr, spearmanr
@@ -7,6 +9,7 @@ from scipy.stats import pearsonr, spearmanr
 from layerwise.evaluation.significance import (
     BOOTSTRAP_TEST,
     SignificanceResult,
+    SpearmanResamples,
     bootstrap_counts,
     bootstrap_scores,
     compare_scores,
@@ -57,13 +60,33 @@ def _systems(rng, n, ties=True):
     return gold, np.round(a, 1), np.round(b, 1)  # rounding makes ties in the systems too
 
 
-def test_resampled_spearman_matches_scipy_on_expanded_samples():
-    rng = np.random.default_rng(0)
-    gold, a, _ = _systems(rng, 40)
-    counts = next(bootstrap_counts(40, 30, seed=3, batch=30))
+@pytest.mark.parametrize(("n", "ties"), [(40, True), (40, False), (6, False), (7, True)])
+def test_resampled_spearman_matches_scipy_on_expanded_samples(n, ties):
+    rng = np.random.default_rng(n)
+    gold, a, _ = _systems(rng, n, ties=ties)
+    if not ties:
+        a = gold + rng.normal(size=n)  # no two values equal: a unit drawn twice is the only tie
+    counts = next(bootstrap_counts(n, 30, seed=3, batch=30))
     fast = resampled_spearman(a, gold, counts)
-    slow = [_slow_spearman(a, gold, c) for c in counts]
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # scipy warns on a resample of one distinct value (NaN on both sides)
+        slow = [_slow_spearman(a, gold, c) for c in counts]
     np.testing.assert_allclose(fast, slow, rtol=0, atol=1e-12)
+
+
+def test_shared_resamples_score_every_system_as_a_fresh_draw_does():
+    rng = np.random.default_rng(5)
+    gold, a, b = _systems(rng, 60)
+    rows = [np.arange(0, 40), np.arange(20, 60)]
+    shared = SpearmanResamples(gold, n_resamples=300, seed=2)
+    for system in (a, b, a):  # the gold side is computed once, then read by every system
+        fresh = bootstrap_scores(system, rows, metric="spearman", gold=gold, n_resamples=300, seed=2)
+        got = shared.scores(system, rows)
+        np.testing.assert_array_equal(got.observed, fresh.observed)
+        np.testing.assert_array_equal(got.resampled, fresh.resampled)
+    counts = np.concatenate(list(bootstrap_counts(60, 300, seed=2)))
+    slow = [100 * _slow_spearman(b[rows[1]], gold[rows[1]], c[rows[1]]) for c in counts[:25]]
+    np.testing.assert_allclose(shared.scores(b, rows).resampled[:25, 1], slow, rtol=0, atol=1e-10)
 
 
 def test_all_ones_counts_give_the_plain_spearman():

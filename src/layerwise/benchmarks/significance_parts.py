@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from layerwise.benchmarks.store import Part, ResultsStore
-from layerwise.evaluation.significance import BootstrapScores, SignificanceResult, bootstrap_scores, compare_scores
+from layerwise.evaluation.significance import BootstrapScores, SignificanceResult, SpearmanResamples, compare_scores
 from layerwise.evaluation.unit_outputs import pack_ranks, unpack_ranks
 
 __all__ = ["ALPHA", "GOLD_PART", "N_RESAMPLES", "NOT_TESTED", "OUTPUTS_KEY", "SEED", "STSComparison", "load_gold", "p_cell",
@@ -93,7 +93,7 @@ class STSComparison:
         self.sizes = [len(gold[s]) for s in self.sets]
         self.offsets = np.cumsum([0, *self.sizes])
         self.gold = np.concatenate([np.asarray(gold[s], dtype=np.float64) for s in self.sets])
-        self.n_resamples, self.seed = n_resamples, seed
+        self.resamples = SpearmanResamples(self.gold, n_resamples=n_resamples, seed=seed)  # shared by every row
         self._scores: dict[str, BootstrapScores] = {}
 
     def has_outputs(self, runs: Sequence[Mapping[str, str]]) -> bool:
@@ -109,8 +109,7 @@ class STSComparison:
                     x[start:start + size] = unpack_ranks(run[s], size)
                     outputs.append(x)
                     rows.append(np.arange(start, start + size))
-            self._scores[name] = bootstrap_scores(np.stack(outputs), rows, metric="spearman", gold=self.gold,
-                                                  n_resamples=self.n_resamples, seed=self.seed)
+            self._scores[name] = self.resamples.scores(np.stack(outputs), rows)
         return self._scores[name]
 
     def test(self, name: str, runs: Sequence[Mapping[str, str]], baseline: str,

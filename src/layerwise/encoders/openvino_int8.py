@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from pathlib import Path
 from typing import Sequence
 
@@ -83,12 +84,18 @@ def quantize_openvino(folder: str | Path, tokenizer, texts: Sequence[str], *, ba
     inputs = tuple(json.loads((folder / INFO_FILE).read_text(encoding="utf-8"))["inputs"])
     feeds = calibration_feeds(tokenizer, texts, inputs, batch_size=batch_size, max_length=max_length)
     model = ov.Core().read_model(str(folder / FP32_FILE))
-    quantized = nncf.quantize(
-        model, nncf.Dataset(feeds), preset=nncf.QuantizationPreset.MIXED, model_type=nncf.ModelType.TRANSFORMER,
-        subset_size=len(feeds), fast_bias_correction=True,
-        ignored_scope=nncf.IgnoredScope(patterns=[_IGNORED_PATTERN], validate=False),
-        advanced_parameters=AdvancedQuantizationParameters(
-            smooth_quant_alphas=AdvancedSmoothQuantParameters(matmul=-1)))
+    nncf_log = logging.getLogger("nncf")  # NNCF logs a line per node it leaves unquantized at INFO: warnings only
+    level = nncf_log.level
+    nncf_log.setLevel(max(level, logging.WARNING))
+    try:
+        quantized = nncf.quantize(
+            model, nncf.Dataset(feeds), preset=nncf.QuantizationPreset.MIXED, model_type=nncf.ModelType.TRANSFORMER,
+            subset_size=len(feeds), fast_bias_correction=True,
+            ignored_scope=nncf.IgnoredScope(patterns=[_IGNORED_PATTERN], validate=False),
+            advanced_parameters=AdvancedQuantizationParameters(
+                smooth_quant_alphas=AdvancedSmoothQuantParameters(matmul=-1)))
+    finally:
+        nncf_log.setLevel(level)
     dest = folder / INT8_DIR
     remove_stale(dest)
     with atomic_folder(dest, replaceable=lambda d: (d / CALIBRATION_FILE).is_file()) as tmp:

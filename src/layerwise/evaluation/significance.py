@@ -42,6 +42,7 @@ __all__ = [
     "BOOTSTRAP_TEST",
     "BootstrapScores",
     "SignificanceResult",
+    "SpearmanResamples",
     "bootstrap_counts",
     "bootstrap_scores",
     "compare_combined",
@@ -94,31 +95,50 @@ def bootstrap_counts(n: int, n_resamples: int, seed: int, batch: int = 256) -> I
         done += b
 
 
-def _expanded_ranks(x: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Average rank of each unit in the sample where unit i appears ``counts[:, i]`` times: (B, n) for x (n,)."""
+def _sorted_ranks(x: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``x``'s sort order, every resample's average rank of each unit in that order (B, n) and the resample's tie
+    correction ``sum over tie groups of W^3 - W`` (B,), ``W`` a group's multiplicity in the resample."""
     order = np.argsort(x, kind="stable")
     xs = x[order]
-    starts = np.flatnonzero(np.r_[True, xs[1:] != xs[:-1]])
-    group = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(xs)]))
-    w = np.add.reduceat(counts[:, order], starts, axis=1).astype(np.float64)  # (B, G) multiplicity per tie group
-    rank_of_group = np.cumsum(w, axis=1) - w + (w + 1.0) / 2.0
-    ranks = np.empty(counts.shape, dtype=np.float64)
-    ranks[:, order] = rank_of_group[:, group]
-    return ranks
+    c = counts[:, order]
+    new = np.r_[True, xs[1:] != xs[:-1]]
+    if new.all():  # no equal values: each unit is its own group (a unit drawn W times is a tie of W)
+        w = c.astype(np.float64)
+        ranks = np.cumsum(c, axis=1, dtype=np.int64) - 0.5 * w + 0.5
+    else:
+        w = np.add.reduceat(c, np.flatnonzero(new), axis=1, dtype=np.int64).astype(np.float64)  # (B, G) per group
+        ranks = (np.cumsum(w, axis=1) - 0.5 * w + 0.5)[:, np.cumsum(new) - 1]  # W_before + (W + 1) / 2
+    return order, ranks, (w * w * w - w).sum(axis=1)
+
+
+def _gold_side(gold: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Gold's part of every resample's Spearman: ``c * (rank - mean rank)`` in unit order (B, n), and the sum of
+    squares of the expanded sample's centred ranks, ``(N^3 - N - tie correction) / 12`` (B,)."""
+    order, ranks, ties = _sorted_ranks(gold, counts)
+    total = counts.sum(axis=1, dtype=np.int64).astype(np.float64)
+    centred = np.empty(counts.shape)
+    centred[:, order] = counts[:, order] * (ranks - (total[:, None] + 1.0) / 2.0)
+    return centred, (total ** 3 - total - ties) / 12.0
+
+
+def _spearman_with(x: np.ndarray, gold_side: tuple[np.ndarray, np.ndarray], counts: np.ndarray) -> np.ndarray:
+    """Spearman's rho of ``x`` (n,) with the gold scores whose :func:`_gold_side` is given, per resample (B,)."""
+    centred, gold_ss = gold_side
+    order, ranks, ties = _sorted_ranks(x, counts)
+    total = counts.sum(axis=1, dtype=np.int64).astype(np.float64)
+    ranks -= ((total + 1.0) / 2.0)[:, None]
+    cross = np.einsum("bi,bi->b", ranks, centred[:, order])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return cross / np.sqrt((total ** 3 - total - ties) / 12.0 * gold_ss)
 
 
 def resampled_spearman(x: np.ndarray, gold: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """Spearman's rho of ``x`` with ``gold`` (both (n,)) in each resample of ``counts`` (B, n) -> (B,).
 
     Equal to :func:`scipy.stats.spearmanr` of ``np.repeat(x, c)`` and ``np.repeat(gold, c)`` for each row ``c``
-    (NaN where a resample holds one distinct value)."""
-    c = counts.astype(np.float64)
-    rx, ry = _expanded_ranks(x, counts), _expanded_ranks(gold, counts)
-    total = c.sum(axis=1, keepdims=True)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        rx -= (c * rx).sum(axis=1, keepdims=True) / total
-        ry -= (c * ry).sum(axis=1, keepdims=True) / total
-        return (c * rx * ry).sum(axis=1) / np.sqrt((c * rx * rx).sum(axis=1) * (c * ry * ry).sum(axis=1))
+    (NaN where a resample holds one distinct value): the Pearson correlation of the expanded sample's average ranks,
+    whose sums of squares are ``(N^3 - N - sum W^3 - W) / 12`` (the tie-corrected sum of squares of ranks 1..N)."""
+    return _spearman_with(np.asarray(x), _gold_side(np.asarray(gold, dtype=np.float64), counts), counts)
 
 
 def resampled_pearson(x: np.ndarray, gold: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -241,6 +261,49 @@ class BootstrapScores:
     seed: int
 
 
+class SpearmanResamples:
+    """The resamples of ``n`` units with ``gold`` scores (``n_resamples``, ``seed``: :func:`bootstrap_counts`'s), and
+    gold's side of each evaluation's Spearman correlation in them, drawn once and shared by every system scored on
+    them: a results table scores many systems on the same pairs. :meth:`scores` equals :func:`bootstrap_scores`
+    with ``metric="spearman"`` (which builds one of these for one system)."""
+
+    def __init__(self, gold: np.ndarray, *, n_resamples: int = 10_000, seed: int = 0):
+        self.gold = np.asarray(gold, dtype=np.float64)
+        if self.gold.ndim != 1:
+            raise ValueError(f"gold must have shape (n,), got {self.gold.shape}")
+        self.n_resamples, self.seed = n_resamples, seed
+        self._blocks: list[np.ndarray] | None = None
+        self._gold_sides: dict[bytes, list[tuple[np.ndarray, np.ndarray]]] = {}
+
+    @property
+    def _counts(self) -> list[np.ndarray]:
+        """The resamples' multiplicities, drawn at first use, in the smallest integer type that holds them."""
+        if self._blocks is None:
+            self._blocks = [c.astype(np.min_scalar_type(c.max()))
+                            for c in bootstrap_counts(len(self.gold), self.n_resamples, self.seed)]
+        return self._blocks
+
+    def _sides(self, r: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+        key = r.tobytes()
+        if key not in self._gold_sides:
+            self._gold_sides[key] = [_gold_side(self.gold[r], c[:, r]) for c in self._counts]
+        return self._gold_sides[key]
+
+    def scores(self, outputs, rows: Sequence | None = None) -> BootstrapScores:
+        """One system's Spearman (x100) on each evaluation: ``outputs`` (n,) or (K, n), ``rows`` as
+        :func:`bootstrap_scores` takes them."""
+        n = len(self.gold)
+        a = np.atleast_2d(np.asarray(outputs, dtype=np.float64))
+        a, _, rows = _evaluations(a, a, rows, n)
+        ones = np.ones((1, n), dtype=np.int64)
+        observed = 100.0 * np.array([resampled_spearman(a[k, r], self.gold[r], ones[:, r])[0]
+                                     for k, r in enumerate(rows)])
+        resampled = 100.0 * np.concatenate(
+            [np.stack([_spearman_with(a[k, r], self._sides(r)[i], c[:, r]) for k, r in enumerate(rows)], axis=1)
+             for i, c in enumerate(self._counts)])
+        return BootstrapScores("spearman", observed, resampled, n, self.seed)
+
+
 def bootstrap_scores(outputs, rows: Sequence | None = None, *, metric: str, gold: np.ndarray | None = None,
                      n_resamples: int = 10_000, seed: int = 0) -> BootstrapScores:
     """A system's scores on resamples of the ``n`` units, for :func:`compare_scores`.
@@ -257,6 +320,8 @@ def bootstrap_scores(outputs, rows: Sequence | None = None, *, metric: str, gold
         gold = np.asarray(gold, dtype=np.float64)
         if gold.shape != (n,):
             raise ValueError(f"gold must have shape ({n},), got {gold.shape}")
+    if metric == "spearman":
+        return SpearmanResamples(gold, n_resamples=n_resamples, seed=seed).scores(outputs, rows)
     a, _, rows = _evaluations(outputs, outputs, rows, n)
 
     def scores(counts: np.ndarray) -> np.ndarray:  # (B, K)
