@@ -90,6 +90,7 @@ def test_layer_attention_page_runs_resumes_and_recomputes_only_changed_settings(
     assert parts["frozen-unsup-first0_last_mean-seed0"].key["retrieval"] is None
     assert searched.key["model"]["weights_sha256"] and searched.key["max_length"] == 32
     assert searched.runs[0]["command"] == "test"
+    _check_search_outputs(parts)
 
     def boom(*a, **k):
         raise AssertionError("a stored run was recomputed")
@@ -114,6 +115,28 @@ def test_layer_attention_page_runs_resumes_and_recomputes_only_changed_settings(
     assert rows[6][:2] == ["vector", "index"] and [r[0] for r in rows[7:9]] == ["last-layer mean", "[CLS]_Last"]
     steps = [r.history["steps_this_run"] for r in load_page_runs(ctx3).runs]
     assert steps == [3, 3]  # the newest key of each part is shown
+
+
+def _check_search_outputs(parts):
+    """Every search keeps each query's first relevant rank: their reciprocals average to the stored MRR@10, and
+    the page's p is the paired bootstrap over the queries of the last-layer mean against layer_attention."""
+    from layerwise.benchmarks.layer_attention.grid import RunResult
+    from layerwise.benchmarks.layer_attention.report import _retrieval_table
+    from layerwise.benchmarks.significance_parts import p_cell
+    from layerwise.evaluation.retrieval import reciprocal_ranks
+    from layerwise.evaluation.significance import paired_bootstrap_accuracy
+    from layerwise.evaluation.unit_outputs import unpack_small
+
+    searched = parts["frozen-unsup-layer_attention-seed0"].payload
+    rows = [*searched["search_with_pooler"], *searched["search_without_pooler"],
+            *parts["search-untouched-encoder"].payload["rows"]]
+    rr = [reciprocal_ranks(unpack_small(r["first_hits"], r["n_queries"])) for r in rows]
+    for r, x in zip(rows, rr, strict=True):
+        assert 100 * x.mean() == pytest.approx(r["mrr10"], abs=1e-9)
+    run = RunResult.from_payload(searched)
+    table = table_rows("\n".join(_retrieval_table([run])))
+    assert [row[-1] for row in table[1:]] == ["reference", p_cell(paired_bootstrap_accuracy(
+        rr[1], rr[0], n_resamples=2000, seed=0))]  # the pooler (exact), then the last-layer mean against it
 
 
 def _check_layer_attention_outputs(ctx, store):

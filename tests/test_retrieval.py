@@ -4,7 +4,9 @@ import pytest
 from layerwise.evaluation.retrieval import (
     FaissIndex,
     exact_topk,
+    first_relevant_ranks,
     load_quora_retrieval,
+    reciprocal_ranks,
     retrieval_metrics,
     search,
 )
@@ -43,6 +45,9 @@ def test_metrics_by_hand():
     assert m["mrr@10"] == pytest.approx(100 * (1 / 2 + 1 / 2) / 2)
     assert m["recall@1"] == 0.0
     assert m["recall@2"] == pytest.approx(100 * (1.0 + 0.5) / 2)
+    ranks = first_relevant_ranks(np.array([[3, 1, 2], [5, 6, 7], [0, 2, 4]]), [*rel, frozenset({8})], 10)
+    assert ranks.tolist() == [2, 2, 0]  # 0: no relevant result in the top 10
+    assert reciprocal_ranks(ranks).tolist() == [0.5, 0.5, 0.0]
 
 
 def test_quora_loader_and_search_drop_the_query(tmp_path):

@@ -234,7 +234,14 @@ def test_compare_scores_of_a_copy_is_p_one_and_mismatches_are_refused():
 
 
 def test_packed_ranks_keep_order_and_ties_and_scores_round_trip():
-    from layerwise.evaluation.unit_outputs import pack_ranks, pack_scores, unpack_ranks, unpack_scores
+    from layerwise.evaluation.unit_outputs import (
+        pack_ranks,
+        pack_scores,
+        pack_small,
+        unpack_ranks,
+        unpack_scores,
+        unpack_small,
+    )
 
     rng = np.random.default_rng(11)
     x = np.round(rng.normal(size=50), 1)  # ties
@@ -249,6 +256,10 @@ def test_packed_ranks_keep_order_and_ties_and_scores_round_trip():
         unpack_ranks(pack_ranks(x), 49)
     with pytest.raises(ValueError, match="finite"):
         pack_ranks(np.array([1.0, np.nan]))
+    hits = np.array([0, 1, 10, 3, 0])
+    assert (unpack_small(pack_small(hits), 5) == hits).all()
+    with pytest.raises(ValueError, match="0..255"):
+        pack_small(np.array([1, 256]))
 
 
 def test_compare_combined_matches_its_slow_twin_and_checks_its_terms():

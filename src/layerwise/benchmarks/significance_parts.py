@@ -18,10 +18,18 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from layerwise.benchmarks.store import Part, ResultsStore
-from layerwise.evaluation.significance import BootstrapScores, SignificanceResult, SpearmanResamples, compare_scores
-from layerwise.evaluation.unit_outputs import pack_ranks, unpack_ranks
+from layerwise.evaluation.retrieval import reciprocal_ranks
+from layerwise.evaluation.significance import (
+    BootstrapScores,
+    SignificanceResult,
+    SpearmanResamples,
+    compare_scores,
+    paired_bootstrap_accuracy,
+)
+from layerwise.evaluation.unit_outputs import pack_ranks, unpack_ranks, unpack_small
 
-__all__ = ["ALPHA", "GOLD_PART", "N_RESAMPLES", "NOT_TESTED", "OUTPUTS_KEY", "SEED", "STSComparison", "load_gold", "p_cell",
+__all__ = ["ALPHA", "GOLD_PART", "N_RESAMPLES", "NOT_TESTED", "OUTPUTS_KEY", "SEED", "STSComparison", "load_gold", "mrr_test",
+           "p_cell",
            "pack_predictions", "save_gold", "significance_note",
            "without_outputs"]
 
@@ -118,3 +126,14 @@ class STSComparison:
         if not (self.has_outputs(runs) and self.has_outputs(baseline_runs)):
             return None
         return compare_scores(self.scores(name, runs), self.scores(baseline, baseline_runs))
+
+
+def mrr_test(hits: str | None, baseline_hits: str | None, n_queries: int) -> SignificanceResult | None:
+    """MRR@10 (x100) of one search minus a baseline search over the same queries, paired bootstrap over the
+    queries (each query's reciprocal rank is its unit); ``hits``: the packed first relevant ranks a search row
+    keeps. None where either row was stored without them."""
+    if hits is None or baseline_hits is None:
+        return None
+    return paired_bootstrap_accuracy(reciprocal_ranks(unpack_small(hits, n_queries)),
+                                     reciprocal_ranks(unpack_small(baseline_hits, n_queries)),
+                                     n_resamples=N_RESAMPLES, seed=SEED)

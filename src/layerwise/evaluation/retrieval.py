@@ -27,7 +27,8 @@ from layerwise.data.nli import read_lines, require_dir
 logger = logging.getLogger(__name__)
 
 __all__ = ["DEFAULT_NLIST", "RetrievalData", "FaissIndex", "QueryRetrievalData", "beir_retrieval", "check_nlist",
-           "evaluate_retrieval", "exact_topk", "load_quora_retrieval", "retrieval_metrics", "search"]
+           "evaluate_retrieval", "exact_topk", "first_relevant_ranks", "load_quora_retrieval", "reciprocal_ranks",
+           "retrieval_metrics", "search"]
 
 DEFAULT_NLIST = 1024  # IVF cells, as in the paper (Oh et al. 2022)
 LATENCY_QUERIES = 1000  # queries timed one at a time (batch 1)
@@ -173,16 +174,27 @@ class FaissIndex:
         return held + int(ivf.quantizer.ntotal) * int(ivf.d) * 4
 
 
-def retrieval_metrics(ids: np.ndarray, relevant: list[frozenset[int]], ks=(1, 5, 10)) -> dict[str, float]:
-    """MRR@10 and recall@k (x100) from ranked corpus ids (m, >= max k), query itself already removed."""
+def first_relevant_ranks(ids: np.ndarray, relevant: list[frozenset[int]], k: int = 10) -> np.ndarray:
+    """Each query's rank (1..k) of its first relevant result among ``ids[:, :k]``, 0 where none is (m,) int64:
+    the query's reciprocal rank@k is ``1 / rank`` (0 for none), so MRR@k is their mean."""
     if len(ids) != len(relevant):
         raise ValueError(f"{len(ids)} result rows for {len(relevant)} queries")
-    rr, rec = [], {k: [] for k in ks}
-    for row, rel in zip(ids, relevant):
-        hits = [i for i, x in enumerate(row[:10]) if x in rel]
-        rr.append(1.0 / (hits[0] + 1) if hits else 0.0)
-        for k in ks:
-            rec[k].append(len(rel & set(row[:k].tolist())) / len(rel))
+    out = np.zeros(len(ids), dtype=np.int64)
+    for q, (row, rel) in enumerate(zip(ids, relevant)):
+        out[q] = next((i + 1 for i, x in enumerate(row[:k]) if x in rel), 0)
+    return out
+
+
+def reciprocal_ranks(first_ranks: np.ndarray) -> np.ndarray:
+    """Per-query reciprocal rank (float64) from :func:`first_relevant_ranks` (0 stays 0)."""
+    r = np.asarray(first_ranks, dtype=np.float64)
+    return np.divide(1.0, r, out=np.zeros_like(r), where=r > 0)
+
+
+def retrieval_metrics(ids: np.ndarray, relevant: list[frozenset[int]], ks=(1, 5, 10)) -> dict[str, float]:
+    """MRR@10 and recall@k (x100) from ranked corpus ids (m, >= max k), query itself already removed."""
+    rr = reciprocal_ranks(first_relevant_ranks(ids, relevant, 10))
+    rec = {k: [len(rel & set(row[:k].tolist())) / len(rel) for row, rel in zip(ids, relevant)] for k in ks}
     out = {"mrr@10": 100 * float(np.mean(rr))}
     out.update({f"recall@{k}": 100 * float(np.mean(v)) for k, v in rec.items()})
     return out
@@ -190,7 +202,7 @@ def retrieval_metrics(ids: np.ndarray, relevant: list[frozenset[int]], ks=(1, 5,
 
 def search(data: RetrievalData | QueryRetrievalData, corpus_emb: np.ndarray, *, index: FaissIndex | None = None,
            k: int = 10, query_emb: np.ndarray | None = None) -> dict:
-    """Run every query; metrics, ms per query, index memory.
+    """Run every query; metrics, ms per query, index memory, and each query's ``first_relevant_ranks`` (a list).
 
     :class:`RetrievalData`: the queries are corpus rows (``query_emb`` None), each one's own row is dropped from its
     results. :class:`QueryRetrievalData`: ``query_emb`` (m, d) holds the queries' vectors.
@@ -238,7 +250,8 @@ def search(data: RetrievalData | QueryRetrievalData, corpus_emb: np.ndarray, *, 
         rows.append(kept + [-1] * (k - len(kept)))  # FAISS pads missing results with -1 too
     rows = np.array(rows)
     out = retrieval_metrics(rows, data.relevant)
-    out.update({"ms_per_query": 1000 * seconds / max(1, len(q)), "build_seconds": build, "index_bytes": memory,
+    out.update({"first_relevant_ranks": first_relevant_ranks(rows, data.relevant, 10).tolist(),  # for paired tests
+                "ms_per_query": 1000 * seconds / max(1, len(q)), "build_seconds": build, "index_bytes": memory,
                 "n_queries": len(q), "n_corpus": len(data.corpus),
                 "ms_per_query_batch1": 1000 * batch1 / max(1, len(single)), "n_latency_queries": len(single),
                 "index_resident_bytes": resident,

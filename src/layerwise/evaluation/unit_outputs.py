@@ -15,7 +15,8 @@ import base64
 
 import numpy as np
 
-__all__ = ["pack_correct", "pack_ranks", "pack_scores", "unpack_correct", "unpack_ranks", "unpack_scores"]
+__all__ = ["pack_correct", "pack_ranks", "pack_scores", "pack_small", "unpack_correct", "unpack_ranks", "unpack_scores",
+           "unpack_small"]
 
 
 def pack_correct(correct: np.ndarray) -> str:
@@ -29,6 +30,22 @@ def unpack_correct(text: str, n: int) -> np.ndarray:
     if len(bits) < n or bits[n:].any():
         raise ValueError(f"packed correctness of {len(bits)} bits does not hold {n} test examples")
     return bits[:n].astype(bool)
+
+
+def pack_small(values) -> str:
+    """Integers 0..255 (n,) (e.g. each query's rank of its first relevant result, 0 for none) as base64 text."""
+    x = np.asarray(values)
+    if x.ndim != 1 or (len(x) and (x.min() < 0 or x.max() > 255)) or not np.array_equal(x, np.round(x)):
+        raise ValueError(f"pack_small takes a vector of integers 0..255, got shape {x.shape}")
+    return base64.b64encode(x.astype(np.uint8).tobytes()).decode("ascii")
+
+
+def unpack_small(text: str, n: int | None = None) -> np.ndarray:
+    """The integers (n,) :func:`pack_small` wrote; ``n`` checks the length."""
+    x = np.frombuffer(base64.b64decode(text), dtype=np.uint8).astype(np.int64)
+    if n is not None and len(x) != n:
+        raise ValueError(f"packed integers hold {len(x)} values, expected {n}")
+    return x
 
 
 def _finite_vector(scores) -> np.ndarray:

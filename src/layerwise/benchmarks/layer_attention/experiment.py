@@ -17,6 +17,7 @@ import torch
 
 from layerwise.benchmarks.layer_attention.attention_length import length_profile
 from layerwise.benchmarks.layer_attention.grid import (
+    SEARCH_OUTPUTS,
     GridConfig,
     RunResult,
     SearchRow,
@@ -27,7 +28,7 @@ from layerwise.benchmarks.layer_attention.grid import (
 )
 from layerwise.benchmarks.layer_attention.run import load_training_examples
 from layerwise.benchmarks.page_parts import run_record, sts_checksum
-from layerwise.benchmarks.significance_parts import pack_predictions, save_gold
+from layerwise.benchmarks.significance_parts import OUTPUTS_KEY, pack_predictions, save_gold
 from layerwise.benchmarks.store import Part, ResultsStore, keyed_name, model_key
 from layerwise.data import available_sts, load_sts
 from layerwise.data.checksum import content_checksum
@@ -218,7 +219,8 @@ def _nlists(n_corpus: int) -> tuple[int, ...]:
 def untouched_search_key(config: GridConfig, model: dict, sums: dict, n_corpus: int) -> dict:
     return {"model": model, "quora": sums["quora"], "max_length": config.max_length, "dtype": config.dtype,
             "split": config.retrieval.split, "vectors": ["mean", "cls"], "nlists": list(_nlists(n_corpus)),
-            "nprobe": config.retrieval.nprobe, "what": "Quora search with the untouched encoder's last layer"}
+            "nprobe": config.retrieval.nprobe, "what": "Quora search with the untouched encoder's last layer",
+            OUTPUTS_KEY: SEARCH_OUTPUTS}
 
 
 def untouched_search(config: GridConfig, quora_data, quora) -> list[dict]:

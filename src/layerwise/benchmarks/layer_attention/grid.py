@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 
 from layerwise.benchmarks.layer_attention.attention_length import LENGTH_KEY, LENGTH_POOLERS
 from layerwise.benchmarks.significance_parts import OUTPUTS_KEY, without_outputs
+from layerwise.evaluation.unit_outputs import pack_small
 from layerwise.methods.layer_attention.train import ContrastiveConfig
 
 __all__ = ["GRID_POOLERS", "GridConfig", "RetrievalSettings", "RunResult", "SearchRow", "checkpoint_key",
@@ -100,6 +101,7 @@ class SearchRow:
     n_corpus: int = 0
     ms_per_query_batch1: float | None = None  # one query at a time (rows stored before it was measured: None)
     index_resident_bytes: int | None = None  # the arrays the index holds in memory (None: not measured)
+    first_hits: str | None = None  # each query's rank of its first relevant result, packed (None: not kept)
 
     @classmethod
     def from_search(cls, out: dict) -> "SearchRow":
@@ -108,7 +110,8 @@ class SearchRow:
                    recall10=out["recall@10"], ms_per_query=out["ms_per_query"], index_bytes=int(out["index_bytes"]),
                    build_seconds=out.get("build_seconds", 0.0), n_queries=out.get("n_queries", 0),
                    n_corpus=out.get("n_corpus", 0), ms_per_query_batch1=out.get("ms_per_query_batch1"),
-                   index_resident_bytes=out.get("index_resident_bytes"))
+                   index_resident_bytes=out.get("index_resident_bytes"),
+                   first_hits=pack_small(out["first_relevant_ranks"]) if "first_relevant_ranks" in out else None)
 
 
 @dataclass(frozen=True)
@@ -178,7 +181,7 @@ def run_key(config: GridConfig, model: dict, data: dict, regime: str, objective:
         if regime == "frozen" else None,
         # the run keeps each test pair's predicted cosine (the paired test against layer_attention reads them); a
         # run stored before had no such key, so the next `results run` recomputes it and the newer part wins
-        OUTPUTS_KEY: OUTPUTS,
+        OUTPUTS_KEY: f"{OUTPUTS}; {SEARCH_OUTPUTS}" if search else OUTPUTS,  # only searching runs' keys change
     }
     if records_length(regime, pooler):  # only these runs' keys change: the rest of the grid is not recomputed
         key[LENGTH_ENTRY] = LENGTH_KEY
@@ -191,6 +194,7 @@ def records_length(regime: str, pooler: str) -> bool:
 
 
 OUTPUTS = "per-pair cosine ranks"
+SEARCH_OUTPUTS = "per-query rank of the first relevant result"  # what a searching run keeps for the MRR tests
 LENGTH_ENTRY = "attention_by_length"  # the key entry of a run that records its attention weights by sentence length
 
 

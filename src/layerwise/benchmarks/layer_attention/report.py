@@ -8,7 +8,15 @@ import numpy as np
 
 from layerwise.benchmarks.layer_attention.attention_length import length_section
 from layerwise.benchmarks.layer_attention.grid import GridConfig, RunResult
-from layerwise.benchmarks.significance_parts import p_cell, significance_note
+from layerwise.benchmarks.significance_parts import (
+    ALPHA,
+    N_RESAMPLES,
+    NOT_TESTED,
+    SEED,
+    mrr_test,
+    p_cell,
+    significance_note,
+)
 from layerwise.evaluation.significance import SignificanceResult
 from layerwise.reports import fmt, sample_std
 
@@ -16,6 +24,7 @@ __all__ = ["REFERENCE", "PageRuns", "draw_figure", "render_markdown", "summary"]
 
 #: The row every other pooler of a table is tested against (the page compares the poolers with it).
 REFERENCE = "layer_attention"
+UNTOUCHED_REFERENCE = ("last-layer mean", "exact (numpy)")  # the search every other untouched search is tested against
 
 
 @dataclass
@@ -100,17 +109,30 @@ def _verdict(runs, poolers, obj) -> str:
 
 
 def _retrieval_table(runs) -> list[str]:
+    """Every searched run's rows; each tested against :data:`REFERENCE`'s search with its pooler on the same
+    index (MRR@10, paired over the queries)."""
     ret = [r for r in runs if r.search_with_pooler]
     if not ret:
         return []
-    lines = ["| objective | pooler | search with | index | MRR@10 | R@1 | R@10 | ms/query | index MiB |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    reference = {(r.objective, x.index): x for r in ret if r.pooler == REFERENCE for x in r.search_with_pooler}
+    lines = [f"| objective | pooler | search with | index | MRR@10 | R@1 | R@10 | ms/query | index MiB | "
+             f"p vs {REFERENCE} (MRR@10) |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in ret:
         for label, rows in (("pooler", r.search_with_pooler), ("last-layer mean", r.search_without_pooler)):
             for x in rows:
+                base = reference.get((r.objective, x.index))
+                p = ("reference" if base is x else "–" if base is None else
+                     p_cell(mrr_test(x.first_hits, base.first_hits, x.n_queries)))
                 lines.append(f"| {r.objective} | {r.pooler} | {label} | {x.index} | {x.mrr10:.2f} | {x.recall1:.2f} | "
-                             f"{x.recall10:.2f} | {x.ms_per_query:.3f} | {x.index_bytes / 2**20:.1f} |")
+                             f"{x.recall10:.2f} | {x.ms_per_query:.3f} | {x.index_bytes / 2**20:.1f} | {p} |")
     return lines
+
+
+def _search_test_note(baseline: str) -> str:
+    return (f"*p vs {baseline}*: MRR@10 against {baseline}, paired bootstrap (two-sided) over the queries (each "
+            f"query's reciprocal rank@10 is a unit), {N_RESAMPLES} resamples, seed {SEED}; *yes* where p < {ALPHA}. "
+            f"*{NOT_TESTED}*: a search stored before each query's rank was kept; `layerwise results run "
+            f"layer-attention` computes it again.")
 
 
 def _lr(x: float) -> str:
@@ -155,11 +177,13 @@ def _frozen_section(page: PageRuns) -> list[str]:
     for obj in cfg.objectives:
         lines += [f"### `{obj}`", "", *_sts_table(page, "frozen", cfg.poolers, obj), "",
                   _verdict(frozen, cfg.poolers, obj), ""]
-    if _retrieval_table(frozen):
+    table = _retrieval_table(frozen)
+    if table:
         lines += [f"### Quora duplicate-question search, frozen encoder ({cfg.retrieval.split} split, seed "
                   f"{cfg.frozen_seeds[0]})", "",
                   "'last-layer mean' is the untouched encoder (the paper's 'train with the pooler, search "
-                  "without it' is the same thing when the encoder is frozen).", "", *_retrieval_table(frozen), ""]
+                  "without it' is the same thing when the encoder is frozen).", "", _search_test_note(REFERENCE), "",
+                  *table, ""]
     return lines + _untouched_section(page)
 
 
@@ -179,13 +203,18 @@ def _untouched_section(page: PageRuns) -> list[str]:
              "1,000 queries, each searched alone). Memory: the "
              "serialised index, and its resident size (the arrays it holds in memory: vectors or codes, ids, "
              "centroids; the normalised matrix for the exact search).", "",
-             "| vector | index | MRR@10 | R@1 | R@10 | ms/query batched | ms/query batch 1 | index MiB | resident MiB |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             _search_test_note(f"{UNTOUCHED_REFERENCE[0]}, {UNTOUCHED_REFERENCE[1]}"), "",
+             "| vector | index | MRR@10 | R@1 | R@10 | ms/query batched | ms/query batch 1 | index MiB | resident MiB | "
+             "p vs last-layer mean, exact (MRR@10) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    base = next((r for r in rows if (r["vector"], r["index"]) == UNTOUCHED_REFERENCE), None)
     for r in rows:
         one = "–" if r.get("ms_per_query_batch1") is None else f"{r['ms_per_query_batch1']:.3f}"
+        p = ("reference" if r is base else "–" if base is None else
+             p_cell(mrr_test(r.get("first_hits"), base.get("first_hits"), r["n_queries"])))
         lines.append(f"| {r['vector']} | {r['index']} | {r['mrr10']:.2f} | {r['recall1']:.2f} | {r['recall10']:.2f} "
                      f"| {r['ms_per_query']:.3f} | {one} | {_mib(r['index_bytes'])} | "
-                     f"{_mib(r.get('index_resident_bytes'))} |")
+                     f"{_mib(r.get('index_resident_bytes'))} | {p} |")
     return lines + [""]
 
 
@@ -202,10 +231,11 @@ def _encoder_section(page: PageRuns) -> list[str]:
         if any(r.objective == obj for r in enc):
             lines += [f"### `{obj}`", "", *_sts_table(page, "encoder", cfg.encoder_poolers, obj), "",
                       _verdict(enc, cfg.encoder_poolers, obj), ""]
-    if _retrieval_table(enc):
+    table = _retrieval_table(enc)
+    if table:
         lines += [f"### Quora duplicate-question search, encoder trained ({cfg.retrieval.split} split)", "",
                   "'last-layer mean' = the fine-tuned encoder searched without its pooler (the paper's Table 3).",
-                  "", *_retrieval_table(enc), ""]
+                  "", _search_test_note(REFERENCE), "", *table, ""]
     return lines
 
 
