@@ -57,6 +57,8 @@ def test_compress_page_runs_and_renders_from_the_store(tiny_bert, env, monkeypat
     assert f"Distillation corpus: {counts['kept']} sentences" in text
     chosen = summary.payload["chosen"]
     assert f"**{chosen['recipe']}-l{chosen['depth']}-{chosen['backend']}**" in text  # render's choice = the run's
+    assert "## all-MiniLM-L6-v2\n\n**Not run yet.**" in text  # the built-in models this store lacks
+    assert "(goal:" not in text  # the throughput goals name the built-in models only
 
 
 def test_a_killed_page_run_keeps_its_finished_depths(tiny_bert, env, monkeypatch):
@@ -107,6 +109,28 @@ def test_an_lc_cut_equal_to_a_plain_cut_is_listed_once_as_the_cut():
     assert [(c.recipe, c.layers) for c in candidates] == [("original", (3,)), ("cut", (1,)), ("cut", (2,)),
                                                            ("lc-cut", (0, 2))]
     assert original.dev == 80.0
+
+
+def test_goal_lines_say_met_or_not_met_with_the_measured_figures():
+    from layerwise.benchmarks.compress.pages import _goals, _ModelResults
+    from layerwise.methods.compress.frontier import Candidate
+
+    def cand(recipe, depth, backend, dev, stsb, seconds):
+        return Candidate.from_dict({"recipe": recipe, "depth": depth, "layers": [depth], "backend": backend,
+                                    "parameters": 1, "dev": dev, "tests": {"stsb": stsb},
+                                    "speed": {"seconds": [seconds], "original_seconds": [1.0]}})
+
+    original = cand("original", 6, "torch", 80.0, 82.0, 1.0)
+    candidates = [original, cand("distilled", 3, "torch", 79.5, 81.5, 0.5), cand("distilled", 3, "onnx", 79.5, 81.5, 0.4),
+                  cand("distilled", 3, "onnx-int8", 78.9, 81.2, 0.3), cand("distilled", 2, "torch", 70.0, 70.0, 0.2)]
+    r = _ModelResults("x/all-MiniLM-L6-v2", {"budget": 1.0}, {}, [], candidates, original, candidates[3])
+    lines = _goals(r, {2: 71.0, 3: 80.0})
+    assert "distilled-l3-onnx-int8, 3.33x (goal: >= 3x, **met**)" in lines[1]
+    assert lines[2].endswith("higher at 1 of 2 depths (2: 70.00 vs 71.00, 3: 81.50 vs 80.00)")
+    assert "at most 0.60 points, over 0.5 for 1 of 1 candidates (goal: within 0.5, **not met**)" in lines[3]
+    slow = [c if c.backend != "onnx-int8" else cand("distilled", 3, "onnx-int8", 79.4, 81.2, 0.5) for c in candidates]
+    lines = _goals(_ModelResults("x/all-MiniLM-L6-v2", {"budget": 1.0}, {}, [], slow, original, slow[3]), {})
+    assert "(goal: >= 3x, **not met**)" in lines[1] and "**met**)" in lines[2]  # no TMFT figures: no student line
 
 
 def test_a_stored_choice_that_the_frontier_no_longer_makes_is_fitted_again(tiny_bert, env, monkeypatch):
