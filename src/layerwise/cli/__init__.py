@@ -85,8 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING if getattr(args, "quiet", False) else logging.INFO,
-                        format="%(levelname)s %(name)s: %(message)s")
+    # this library's progress at INFO (none with --quiet); other libraries' warnings only (onnxruntime's quantizer,
+    # NNCF and sentence-transformers log every node or save at INFO)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("layerwise").setLevel(logging.WARNING if getattr(args, "quiet", False) else logging.INFO)
     command = ["layerwise", *(sys.argv[1:] if argv is None else argv)]
     try:
         preflight(args)
@@ -133,6 +135,7 @@ def _join_processes(args) -> bool:
     if distributed.is_main():
         return False
     logging.getLogger().setLevel(logging.WARNING)
+    logging.getLogger("layerwise").setLevel(logging.WARNING)
     args.quiet = True  # no progress bars either
     return True
 
