@@ -84,10 +84,13 @@ class IndexResult:
     ms_per_query_batch1: float | None = None  # one query at a time (None: results written before it was measured)
     n_latency_queries: int | None = None  # how many queries were timed one at a time
     index_resident_bytes: int | None = None  # the arrays the index holds in memory (None: not measured)
+    # each query's rank of its first relevant result (0: none in the top 10), for a paired test between two runs
+    first_relevant_ranks: list[int] | None = None
 
     def to_dict(self) -> dict:
         """The keys of :func:`layerwise.evaluation.retrieval.search`: ``mrr@10``, ``recall@k``, ...."""
-        return {"mrr@10": self.mrr_at_10, **{f"recall@{k}": v for k, v in self.recall.items()},
+        ranks = {} if self.first_relevant_ranks is None else {"first_relevant_ranks": self.first_relevant_ranks}
+        return {"mrr@10": self.mrr_at_10, **{f"recall@{k}": v for k, v in self.recall.items()}, **ranks,
                 "ms_per_query": self.ms_per_query, "build_seconds": self.build_seconds,
                 "index_bytes": self.index_bytes, "n_queries": self.n_queries, "n_corpus": self.n_corpus,
                 "ms_per_query_batch1": self.ms_per_query_batch1, "n_latency_queries": self.n_latency_queries,
@@ -99,7 +102,7 @@ class IndexResult:
         recall = {int(m.group(1)): v for key, v in d.items() if (m := re.fullmatch(r"recall@(\d+)", key))}
         return cls(d["index"], d["mrr@10"], recall, d["ms_per_query"], d["build_seconds"], d["index_bytes"],
                    d["n_queries"], d["n_corpus"], d.get("ms_per_query_batch1"), d.get("n_latency_queries"),
-                   d.get("index_resident_bytes"))
+                   d.get("index_resident_bytes"), d.get("first_relevant_ranks"))
 
 
 @dataclass(frozen=True)
