@@ -133,6 +133,25 @@ def test_goal_lines_say_met_or_not_met_with_the_measured_figures():
     assert "(goal: >= 3x, **not met**)" in lines[1] and "**met**)" in lines[2]  # no TMFT figures: no student line
 
 
+def test_candidates_carried_over_from_an_earlier_run_are_marked_with_that_run():
+    from layerwise.benchmarks.compress.pages import CARRIED_MARK, _goals, _ModelResults, _table
+    from layerwise.methods.compress.frontier import Candidate
+
+    def cand(recipe, backend, seconds):
+        return {"recipe": recipe, "depth": 1, "layers": [1], "backend": backend, "parameters": 1, "dev": 70.0,
+                "tests": {"stsb": 70.0}, "speed": {"seconds": [seconds], "original_seconds": [1.0]}}
+
+    donor = Part("compress", "m-l1", {"depth": 1}, {"result": {"candidates": [cand("cut", "torch", 0.5)]}},
+                 runs=[{"started": "2026-11-25 09:00:00 UTC"}])
+    original = Candidate.from_dict({**cand("original", "torch", 1.0), "depth": 2, "layers": [2]})
+    old, new = Candidate.from_dict(cand("cut", "torch", 0.5)), Candidate.from_dict(cand("cut", "onnx", 0.25))
+    r = _ModelResults("m", {"budget": 100.0}, {}, [], [original, old, new], original, old, {1: donor})
+    assert r.carried(old) is donor and r.carried(new) is None and r.carried(original) is None
+    rows = "\n".join(_table(r, {}))
+    assert f"| 2.00x{CARRIED_MARK} |" in rows and "| 4.00x |" in rows and f"{CARRIED_MARK} timed in an earlier run" in rows
+    assert "2.00x (timed in the earlier run of 2026-11-25, carried over)" in _goals(r, {})[0]
+
+
 def test_a_stored_choice_that_the_frontier_no_longer_makes_is_fitted_again(tiny_bert, env, monkeypatch):
     from layerwise.benchmarks.compress.pages import _model_candidates
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
 
@@ -52,6 +52,7 @@ PUBLISHED = [
 GOAL_RATIOS = {"all-MiniLM-L6-v2": 3.0, "all-mpnet-base-v2": 4.0}
 INT8_GOAL = 0.5
 INT8_PAIRS = (("onnx-int8", "onnx"), ("openvino-int8", "openvino"))
+CARRIED_MARK = "†"  # a candidate timed in an earlier run (carried over by Compressor.adopt)
 
 
 @dataclass(frozen=True)
@@ -225,6 +226,16 @@ class _ModelResults:
     candidates: list[Candidate]
     original: Candidate
     chosen: Candidate
+    # depth -> the earlier run's part whose candidates a depth part carried over (their timing is that run's)
+    donors: dict[int, Part] = field(default_factory=dict)
+
+    def carried(self, c: Candidate) -> Part | None:
+        """The earlier run's part ``c`` was carried over from (timed there), or None (timed in its own part)."""
+        donor = self.donors.get(c.depth)
+        if donor is None:
+            return None
+        earlier = {(d["recipe"], tuple(d["layers"]), d["backend"]) for d in donor.payload["result"]["candidates"]}
+        return donor if (c.recipe, c.layers, c.backend) in earlier else None
 
 
 def _by_model(parts: list[Part]) -> list[_ModelResults]:
@@ -237,8 +248,11 @@ def _by_model(parts: list[Part]) -> list[_ModelResults]:
         key = {k: v for k, v in newest.key.items() if k != "depth"}
         protocol = key["protocol"]
         candidates, original, chosen = _model_candidates(mine, key, float(protocol["budget"]))
-        out.append(_ModelResults(model, protocol, newest.payload["corpus"],
-                                 [p for p in mine if p.key["protocol"] == protocol], candidates, original, chosen))
+        kept = [p for p in mine if p.key["protocol"] == protocol]
+        donors = {p.key["depth"]: d for p in kept if (p.payload.get("adopted") or {}).get("candidates")
+                  and (d := _donor(mine, p.name, p.key)) is not None}
+        out.append(_ModelResults(model, protocol, newest.payload["corpus"], kept, candidates, original, chosen,
+                                 donors))
     order = {Path(m).name: i for i, m in enumerate(MODELS)}
     return sorted(out, key=lambda r: (order.get(Path(r.model).name, len(order)), r.model))
 
@@ -253,11 +267,24 @@ def _table(r: _ModelResults, tmft: dict[int, float]) -> list[str]:
         avg = _average(c)
         mark = "**chosen**" if c.name == r.chosen.name and c.layers == r.chosen.layers else ""
         rows.append(f"| {c.depth} | {c.recipe} ({','.join(map(str, c.layers))}) | {c.backend} | "
-                    f"{c.parameters / 1e6:.1f} M | {c.ratio:.2f}x | {c.dev:.2f} | "
+                    f"{c.parameters / 1e6:.1f} M | {c.ratio:.2f}x{CARRIED_MARK if r.carried(c) else ''} | {c.dev:.2f} | "
                     + " | ".join(f"{c.tests[t]:.2f}" for t in tests)
                     + f" | {'-' if avg is None else f'{avg:.2f}'} | "
                     f"{f'{tmft[c.depth]:.2f}' if c.recipe in STUDENTS and c.depth in tmft else ''} | {mark} |")
+    if any(r.carried(c) for c in r.candidates):
+        rows += ["", f"{CARRIED_MARK} timed in an earlier run and carried over (the depth's *carried over* row above "
+                 "gives that run's date and its original's ratios): compare it with that run's original, not with "
+                 "the candidates timed in this run."]
     return head + rows
+
+
+def _timed(r: _ModelResults, c: Candidate) -> str:
+    donor = r.carried(c)
+    return "" if donor is None else f" (timed in the earlier run of {_started(donor)[:10]}, carried over)"
+
+
+def _started(part: Part) -> str:
+    return max((run.get("started", "") for run in part.runs), default="") or "?"
 
 
 def _goals(r: _ModelResults, tmft: dict[int, float]) -> list[str]:
@@ -268,12 +295,12 @@ def _goals(r: _ModelResults, tmft: dict[int, float]) -> list[str]:
     best = max(ok, key=lambda c: c.ratio, default=original)
     layers = ",".join(map(str, chosen.layers))
     lines = [f"- chosen on dev (budget {r.protocol['budget']:g}): **{chosen.name}** (hidden states {layers}), "
-             f"{chosen.ratio:.2f}x, STS-B dev {chosen.dev:.2f} (original {original.dev:.2f}), STS-B test "
+             f"{chosen.ratio:.2f}x{_timed(r, chosen)}, STS-B dev {chosen.dev:.2f} (original {original.dev:.2f}), STS-B test "
              f"{chosen.tests.get('stsb', float('nan')):.2f} (original {original.tests.get('stsb', float('nan')):.2f})"]
     goal = GOAL_RATIOS.get(Path(r.model).name)
     speed = (f" (goal: >= {goal:g}x, **{'met' if best.ratio >= goal else 'not met'}**)" if goal is not None else "")
     lines.append(f"- fastest candidate within 1.0 of the original on STS-B test and on the STS average (read on the "
-                 f"test sets, for the goal only): {best.name}, {best.ratio:.2f}x{speed}")
+                 f"test sets, for the goal only): {best.name}, {best.ratio:.2f}x{_timed(r, best)}{speed}")
     lines += _student_lines(candidates, tmft)
     for int8, fp32 in INT8_PAIRS:
         drift = [abs(c.dev - o.dev) for c in candidates if c.backend == int8
@@ -329,6 +356,15 @@ def _reference_lines(r: _ModelResults) -> list[str]:
         rows.append((part.key["depth"], when, env.get("machine", {}).get("platform", "?"),
                      " | ".join(f"{mine[b].ratio:.2f}x" if b in mine else "" for b in r.protocol["backends"]),
                      carried))
+        donor = r.donors.get(part.key["depth"])
+        if donor is not None:  # the run the carried candidates were timed in, with its own original
+            theirs = {c.backend: c for c in (Candidate.from_dict(d) for d in donor.payload["result"]["candidates"])
+                      if c.recipe == "original"}
+            env = donor.runs[-1].get("environment", {}) if donor.runs else {}
+            rows.append((f"{part.key['depth']} (carried over)", _started(donor)[:10],
+                         env.get("machine", {}).get("platform", "?"),
+                         " | ".join(f"{theirs[b].ratio:.2f}x" if b in theirs else "–" for b in r.protocol["backends"]),
+                         "–"))
     lines = ["Each depth's candidates were timed in that depth's run, against the original timed in the same run; the "
              "original's own ratios per run show how far ratios from different runs compare. *Carried over*: "
              "candidates of an earlier run of the same settings with fewer backends or no every-depth student, kept "
@@ -336,7 +372,9 @@ def _reference_lines(r: _ModelResults) -> list[str]:
              "| depth part | timed on | machine | " + " | ".join(f"original on {b}" for b in r.protocol["backends"])
              + " | carried over |", "|---|---|---|" + "---|" * len(r.protocol["backends"]) + "---|"]
     lines += [f"| {d} | {when} | {machine} | {cells} | {carried} |" for d, when, machine, cells, carried in rows]
-    if len({cells for _, _, _, cells, _ in rows}) > 1:
+    split = [cells.split(" | ") for _, _, _, cells, _ in rows]
+    shared = [i for i in range(len(r.protocol["backends"])) if all(c[i] not in ("", "–") for c in split)]
+    if len({tuple(c[i] for i in shared) for c in split}) > 1:  # the backends every run timed
         lines += ["", "**The runs disagree**: a candidate's ratio is comparable with the others of its own run (and "
                   "with the original's in that run), not across runs."]
     return lines
