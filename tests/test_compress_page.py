@@ -84,6 +84,31 @@ def test_a_killed_page_run_keeps_its_finished_depths(tiny_bert, env, monkeypatch
     assert fits[0] == (2,) and len(fits) == 2  # the finished depth is not fitted again: the killed one, the choice
 
 
+def test_retime_times_every_stored_candidate_again_and_keeps_the_scores(tiny_bert, env, monkeypatch):
+    from layerwise.methods.compress import build
+
+    data = write_unlabeled(write_stsb(env / "data", n_pairs=24))
+    options = _options(tiny_bert, env)
+    ctx = PageContext(store=ResultsStore(env / "state"), output=env / "out", data_dir=str(data), options=options)
+    get_page("compress").run(ctx)
+    before = {p.name: p.payload["result"]["candidates"] for p in ctx.store.parts("compress") if "depth" in p.key}
+    timed, real = [], build.measure_speed
+    monkeypatch.setattr(build, "measure_speed", lambda *a, **k: timed.append(1) or real(*a, **k))
+    monkeypatch.setattr(build, "distill_student", lambda *a, **k: pytest.fail("no student trains again"))
+    monkeypatch.setattr(build.Compression, "_measure", lambda *a, **k: pytest.fail("no candidate is scored again"))
+    redo = PageContext(store=ResultsStore(env / "state", redo=("*-l*",)), output=env / "out", data_dir=str(data),
+                       options={**options, "retime": True})
+    get_page("compress").run(redo)
+    after = {p.name: p.payload["result"]["candidates"] for p in redo.store.parts("compress") if "depth" in p.key}
+    assert after.keys() == before.keys() and len(timed) == len({(c["recipe"], tuple(c["layers"]), c["backend"])
+                                                                   for cs in before.values() for c in cs})
+    for name, cands in after.items():  # every candidate timed again, each scored as before
+        assert [{k: v for k, v in c.items() if k != "speed"} for c in cands] == [
+            {k: v for k, v in c.items() if k != "speed"} for c in before[name]]
+        assert all(c["speed"]["seconds"] for c in cands)
+    assert all("adopted" not in p.payload for p in redo.store.parts("compress") if "depth" in p.key)
+
+
 @pytest.mark.parametrize("options", [{"budgte": 1}, {"timings": "sometimes"}])
 def test_compress_page_refuses_unknown_options(tmp_path, options):
     ctx = PageContext(store=ResultsStore(tmp_path), output=tmp_path, options=options)

@@ -80,10 +80,13 @@ class CompressPageConfig:
     # one student trained at every depth 1..L at once, cut at each depth part's depth (a candidate per depth); in
     # the protocol only when on (the parts stored before it existed keep their key)
     every_depth: bool = True
+    # time every stored candidate of the depths this run computes again (with --redo): ratios carried over from an
+    # earlier run, or measured on a busy machine, measured anew in one block (not in the key: numbers keep meaning)
+    retime: bool = False
 
     def protocol(self) -> dict:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()
-                if k not in ("folders", "timings") and not (k == "every_depth" and not v)}
+                if k not in ("folders", "timings", "retime") and not (k == "every_depth" and not v)}
 
 
 def _config(ctx: PageContext) -> CompressPageConfig:
@@ -127,6 +130,10 @@ as one part (a kill keeps every scored candidate and every stored depth), then t
                 n = compressor(depth).adopt(donor.payload["result"]["candidates"], data.corpus, data.dev,
                                             tests=data.tests)
                 adopted[depth] = {"candidates": n, "from_run": donor.runs[-1].get("started") if donor.runs else None}
+        if config.retime and missing:  # the shared work folder: every depth's timings forgotten at once
+            n = compressor(missing[0]).retime(data.corpus, data.dev, tests=data.tests)
+            logger.info("compress page: %s: %d stored timings forgotten, timed again below", name, n)
+            adopted = {}  # every candidate is timed in this run: nothing is carried over
         if config.timings == "last":  # students trained, every candidate scored, nothing timed (load is harmless)
             for depth in missing:
                 compressor(depth).prepare(data.corpus, data.dev, tests=data.tests)

@@ -181,6 +181,21 @@ class Compression:
                 kept += 1
         return kept
 
+    def forget_timings(self) -> int:
+        """Empty the stored throughput of every candidate in the folder stored under this run's model, data and
+        settings, whatever its depth (scores kept), so that :meth:`run` times them again, in one block against the
+        original timed beside them. Returns how many timings were emptied."""
+        if self.folder is None:
+            raise ValueError("forget_timings() edits the run's folder, which is None")
+        forgotten = 0
+        for path in sorted((self.folder / "candidates").glob("*.json")):
+            stored = json.loads(path.read_text())
+            c = Candidate.from_dict(stored["candidate"])
+            if c.speed and stored["key"] == self._key(c.recipe, c.layers, c.backend):
+                write_json(path, {"key": stored["key"], "candidate": replace(c, speed={}).to_dict()})
+                forgotten += 1
+        return forgotten
+
     def specs(self) -> list[tuple[str, tuple[int, ...]]]:
         """(recipe, hidden states) of every candidate: the original, then per depth the cut, the LC cut where it is
         a subset not listed yet, the student (none at the full depth: it would be the teacher itself) and the

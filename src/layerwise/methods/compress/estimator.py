@@ -170,6 +170,15 @@ class Compressor(SentenceEstimator):
         run, _ = self._compression(corpus, dev, tests)
         return run.adopt(candidates)
 
+    def retime(self, corpus, dev, *, tests: dict | None = None) -> int:
+        """Forget the throughput of every candidate this model, data and settings stored in ``output_dir`` (their
+        scores stay), so that the next :meth:`fit` times them all again in one block: for ratios carried over from
+        earlier runs (:meth:`adopt`), or measured on a busy machine. Returns how many timings were forgotten."""
+        if self.output_dir is None:
+            raise UsageError("retime() edits the candidates in output_dir, which is None; pass output_dir=FOLDER")
+        run, _ = self._compression(corpus, dev, tests)
+        return run.forget_timings()
+
     def _compression(self, corpus, dev, tests) -> tuple[Compression, float]:
         """The run of these parameters on this data (every argument checked before any work), and the budget."""
         config, budget = self._config()
