@@ -61,6 +61,11 @@ def test_prepare_scores_and_a_later_run_only_times(tiny_bert, env, capsys, monke
     monkeypatch.setattr(build_module.Compression, "_measure", lambda *a: pytest.fail("scored again"))
     assert main(_args(tiny_bert, corpus, dev, out)) == 0
     assert all(c["speed"]["seconds"] for c in json.loads((out / "report.json").read_text())["candidates"])
+    first = json.loads((out / "report.json").read_text())["candidates"]
+    assert main(_args(tiny_bert, corpus, dev, out, "--retime")) == 0  # every candidate timed again, none scored
+    assert f"forgot {len(first)} stored timings" in capsys.readouterr().out
+    again = json.loads((out / "report.json").read_text())["candidates"]
+    assert [c["dev"] for c in again] == [c["dev"] for c in first] and all(c["speed"]["seconds"] for c in again)
 
 
 @pytest.mark.parametrize("extra,n_corpus,message", [

@@ -42,6 +42,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--every-depth", action="store_true",
                    help="also train one student at every depth at once and cut it at each depth (one training run "
                         "for all depths, against one per depth)")
+    p.add_argument("--retime", action="store_true",
+                   help="time every candidate already in DIR/work again (its scores are kept): for timings taken on a "
+                        "busy machine or in an earlier run")
     p.add_argument("--backends", default="torch", help=f"comma-separated: {BACKEND_CHOICES} (default: torch)")
     p.add_argument("--epochs", type=positive_int, default=1, help="distillation passes over the corpus (default: 1)")
     p.add_argument("--batch-size", type=positive_int, default=32, help="distillation batch (default: 32)")
@@ -95,6 +98,8 @@ def run(args, command) -> int:
         print(f"scored {len(scored)} candidates into {out / 'work'}; run the same command without --prepare to time "
               "them and choose")
         return 0
+    if args.retime:
+        print(f"forgot {est.retime(corpus, dev, tests=tests)} stored timings in {out / 'work'}: timing them again")
     env = environment(command)
     env["machine"]["load_average_start"], t0 = list(os.getloadavg()), time.perf_counter()
     est.fit(corpus, dev, tests=tests)
