@@ -202,6 +202,21 @@ def test_layer_attention_p_column_old_parts_and_a_copy_of_the_reference(tmp_path
     mixed = PageRuns(config, "m", runs, tests=tests, machines=["2 CPUs", "2 CPUs", "16 CPUs"])
     speed = {r[0]: r[-2] for r in table_rows("\n".join(_sts_table(mixed, "frozen", config.poolers, "unsup")))}
     assert speed["last_cls"] == "1.00 (16 CPUs)" and speed["last_mean"] == "1.00 (2 CPUs)"
+    busy = PageRuns(config, "m", runs, tests=tests, machines=["2 CPUs", "2 CPUs, busy", "2 CPUs"])
+    lines = _sts_table(busy, "frozen", config.poolers, "unsup")
+    speed = {r[0]: r[-2] for r in table_rows("\n".join(lines))}
+    assert speed["last_mean"] == "1.00 (2 CPUs, busy)" and lines[-1].startswith("*busy*")  # said even on one machine
+
+
+def test_a_part_started_on_a_loaded_machine_is_busy():
+    from layerwise.benchmarks.page_parts import part_cpus
+    from layerwise.benchmarks.store import Part
+
+    def part(load):
+        return Part("p", "x", {}, {}, runs=[{"environment": {"machine": {"cpu_count": 2, "load_average_1_5_15": load}}}])
+
+    assert part_cpus(part([1.9, 1.0, 1.0])) == "2 CPUs" and part_cpus(part([6.2, 5.0, 3.6])) == "2 CPUs, busy"
+    assert part_cpus(Part("p", "x", {}, {}, runs=[])) == "?"
 
 
 def test_layer_attention_grid_refuses_unknown_settings():

@@ -21,7 +21,7 @@ from layerwise.reports import changed_since, environment, save_figure
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SUPERSEDED", "Freshness", "RunTimer", "freshness", "latest_by_name", "part_source", "provenance_lines",
+__all__ = ["BUSY", "SUPERSEDED", "Freshness", "RunTimer", "freshness", "latest_by_name", "part_source", "provenance_lines",
            "prune_superseded", "run_record", "run_time_row", "run_time_table", "save_png", "sts_checksum"]
 
 
@@ -154,12 +154,19 @@ def provenance_lines(parts: Iterable[Part]) -> list[str]:
     return lines
 
 
+BUSY = "busy"  # a part whose run started with more runnable work than CPUs (a speed not to compare)
+
+
 def part_cpus(part: Part) -> str:
-    """The machine a part was computed on, as its CPU count ("2 CPUs"; "?" where not recorded): what a speed column
-    needs to say when its rows come from machines of different sizes."""
+    """The machine a part was computed on, as its CPU count ("2 CPUs"; "?" where not recorded), and ", busy" where
+    the 1-minute load average at the run's start was above that count (other work shared the machine): what a speed
+    column needs to say when its rows come from machines of different sizes or states."""
     env = part.runs[-1].get("environment", {}) if part.runs else {}
-    n = env.get("machine", {}).get("cpu_count")
-    return "?" if n is None else f"{n} CPUs"
+    machine = env.get("machine", {})
+    n, load = machine.get("cpu_count"), machine.get("load_average_1_5_15")
+    if n is None:
+        return "?"
+    return f"{n} CPUs" + (f", {BUSY}" if load and load[0] > n + 0.5 else "")
 
 
 def _machine_line(env: dict) -> str:

@@ -8,6 +8,7 @@ import numpy as np
 
 from layerwise.benchmarks.layer_attention.attention_length import length_section
 from layerwise.benchmarks.layer_attention.grid import GridConfig, RunResult
+from layerwise.benchmarks.page_parts import BUSY
 from layerwise.benchmarks.significance_parts import (
     ALPHA,
     N_RESAMPLES,
@@ -68,7 +69,8 @@ def _sts_table(page: PageRuns, regime: str, poolers, obj) -> list[str]:
     runs, sets = page.regime(regime), page.sets
     tested = any(_select(runs, obj, REFERENCE))  # a p column where the table has the reference row
     where = {id(r): m for r, m in zip(page.runs, page.machines, strict=False)}
-    mixed = len({where.get(id(r)) for r in runs if r.objective == obj}) > 1  # then each speed names its machine
+    machines = {where.get(id(r)) for r in runs if r.objective == obj}
+    mixed = len(machines) > 1 or any(BUSY in (m or "") for m in machines)  # then each speed names its machine
     lines = ["| pooler | seeds | " + " | ".join(sets) + " | avg | training steps/s (evaluation excluded) |"
              + (f" p vs {REFERENCE} (avg) |" if tested else ""),
              "|---|---|" + "---|" * (len(sets) + 2 + tested)]
@@ -83,6 +85,9 @@ def _sts_table(page: PageRuns, regime: str, poolers, obj) -> list[str]:
             speed += f" ({', '.join(sorted({where.get(id(r), '?') for r in _select(runs, obj, pooler)}))})"
         lines.append(f"| {name} | {m['seeds']} | " + " | ".join(fmt(*m["sts"][d]) for d in sets)
                      + f" | {m['avg']:.2f} | {speed} |" + (f" {p} |" if tested else ""))
+    if any(BUSY in (m or "") for m in machines):
+        lines += ["", f"*{BUSY}*: at least one of the row's runs started with the machine's 1-minute load average "
+                  "above its CPU count (other work beside it): that speed is low and not comparable."]
     return lines
 
 
