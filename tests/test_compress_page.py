@@ -117,7 +117,7 @@ def test_compress_page_refuses_unknown_options(tmp_path, options):
 
 
 def test_an_lc_cut_equal_to_a_plain_cut_is_listed_once_as_the_cut():
-    from layerwise.benchmarks.compress.pages import _model_candidates
+    from layerwise.benchmarks.compress.report import model_candidates
     from layerwise.benchmarks.store import Part
 
     def cand(recipe, layers, dev):
@@ -130,14 +130,14 @@ def test_an_lc_cut_equal_to_a_plain_cut_is_listed_once_as_the_cut():
              Part("compress", "m-l2", {**key, "depth": 2}, {"result": {"candidates": [
                  cand("original", (3,), 80.0), cand("cut", (2,), 55.0), cand("lc-cut", (1,), 60.0),
                  cand("lc-cut", (0, 2), 62.0)]}})]
-    candidates, original, _ = _model_candidates(parts, key, 1.0)
+    candidates, original, _ = model_candidates(parts, key, 1.0)
     assert [(c.recipe, c.layers) for c in candidates] == [("original", (3,)), ("cut", (1,)), ("cut", (2,)),
                                                            ("lc-cut", (0, 2))]
     assert original.dev == 80.0
 
 
 def test_goal_lines_say_met_or_not_met_with_the_measured_figures():
-    from layerwise.benchmarks.compress.pages import _goals, _ModelResults
+    from layerwise.benchmarks.compress.report import _goals, _ModelResults
     from layerwise.methods.compress.frontier import Candidate
 
     def cand(recipe, depth, backend, dev, stsb, seconds):
@@ -159,7 +159,7 @@ def test_goal_lines_say_met_or_not_met_with_the_measured_figures():
 
 
 def test_candidates_carried_over_from_an_earlier_run_are_marked_with_that_run():
-    from layerwise.benchmarks.compress.pages import CARRIED_MARK, _goals, _ModelResults, _table
+    from layerwise.benchmarks.compress.report import CARRIED_MARK, _goals, _ModelResults, _table
     from layerwise.methods.compress.frontier import Candidate
 
     def cand(recipe, backend, seconds):
@@ -178,7 +178,7 @@ def test_candidates_carried_over_from_an_earlier_run_are_marked_with_that_run():
 
 
 def test_a_stored_choice_that_the_frontier_no_longer_makes_is_fitted_again(tiny_bert, env, monkeypatch):
-    from layerwise.benchmarks.compress.pages import _model_candidates
+    from layerwise.benchmarks.compress.report import model_candidates
 
     data = write_unlabeled(write_stsb(env / "data", n_pairs=24))
     store = ResultsStore(env / "state")
@@ -186,7 +186,7 @@ def test_a_stored_choice_that_the_frontier_no_longer_makes_is_fitted_again(tiny_
     ctx = PageContext(store=store, output=env / "out", data_dir=str(data), command=("test",), options=options)
     get_page("compress").run(ctx)
     (summary,) = [p for p in store.parts("compress") if "depth" not in p.key]
-    candidates, _, chosen = _model_candidates(store.parts("compress"), summary.key, 1.0)
+    candidates, _, chosen = model_candidates(store.parts("compress"), summary.key, 1.0)
     other = next(c for c in candidates if (c.recipe, c.layers) != (chosen.recipe, chosen.layers))
     store.save(Part("compress", summary.name, summary.key, {**summary.payload, "chosen": other.to_dict()}, True,
                     summary.runs))  # as if chosen when fewer depths were stored

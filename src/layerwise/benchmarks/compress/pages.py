@@ -13,46 +13,22 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
 
 from layerwise.benchmarks.compress.data import CORPUS_SOURCES, page_data
-from layerwise.benchmarks.page_parts import provenance_lines, run_record
+from layerwise.benchmarks.compress.report import MODELS, NAME, TESTS, TITLE, donor_part, model_candidates, write_page
+from layerwise.benchmarks.page_parts import run_record
 from layerwise.benchmarks.registry import PageContext, ResultsPage, register
 from layerwise.benchmarks.store import Part, model_key
 from layerwise.encoders.layer_encoder import LayerEncoder
 from layerwise.methods.compress import Compressor, CompressSettings
-from layerwise.methods.compress.build import STUDENTS
-from layerwise.methods.compress.frontier import RECIPES, Candidate, choose, plot_frontier
-from layerwise.reports import write_text
+from layerwise.methods.compress.frontier import Candidate
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["PAGE", "CompressPageConfig"]
-
-NAME = "compress"
-TITLE = ("Compress: the fastest model within a quality budget (cut, LC cut, distilled, every-depth; torch, ONNX, "
-         "ONNX int8, OpenVINO, OpenVINO int8)")
-MODELS = ("all-MiniLM-L6-v2", "all-mpnet-base-v2")
-TESTS = ("stsb", "sickr", "sts12", "sts13", "sts14", "sts15", "sts16")
-STS_AVERAGE = TESTS  # the "STS average" column: the mean of these test sets' Spearman (those present)
-#: published figures (theirs, their hardware): sentence-transformers' layer-reduction distillation example
-#: (stsb-roberta-base, STS-B test) and its CPU backend benchmark (quality kept, speed-up)
-PUBLISHED = [
-    "sentence-transformers `model_distillation_layer_reduction` example, stsb-roberta-base (12 layers, STS-B test "
-    "85.44): 3 layers distilled 84.39 at 2.8x, 6 layers 85.23 at 1.7x",
-    "sentence-transformers CPU backend benchmark: ONNX int8 3.23x and OpenVINO int8 5.29x the throughput of torch "
-    "fp32, at 99.6-99.7 % of its quality",
-]
-
-
-#: issue 25's goals: throughput against the original within 1.0 point on STS-B test and the STS average; int8
-#: within 0.5 point of fp32 on dev
-GOAL_RATIOS = {"all-MiniLM-L6-v2": 3.0, "all-mpnet-base-v2": 4.0}
-INT8_GOAL = 0.5
-INT8_PAIRS = (("onnx-int8", "onnx"), ("openvino-int8", "openvino"))
-CARRIED_MARK = "†"  # a candidate timed in an earlier run (carried over by Compressor.adopt)
 
 
 @dataclass(frozen=True)
@@ -125,7 +101,7 @@ as one part (a kill keeps every scored candidate and every stored depth), then t
         adopted = {}  # depth -> the earlier run whose candidates this protocol keeps (it only adds to them)
         earlier = ctx.store.parts(NAME) if missing else []  # read once, not per depth
         for depth in missing:
-            donor = _donor(earlier, f"{name}-l{depth}", key)
+            donor = donor_part(earlier, f"{name}-l{depth}", key)
             if donor is not None:
                 n = compressor(depth).adopt(donor.payload["result"]["candidates"], data.corpus, data.dev,
                                             tests=data.tests)
@@ -145,7 +121,7 @@ as one part (a kill keeps every scored candidate and every stored depth), then t
             ctx.store.save(Part(NAME, f"{name}-l{depth}", {**key, "depth": depth}, payload, True,
                                 [run_record(ctx.command)]))
             logger.info("compress page: %s depth %d done in %.0f s", name, depth, payload["seconds"])
-        _, _, chosen = _model_candidates(ctx.store.parts(NAME), key, config.budget)
+        _, _, chosen = model_candidates(ctx.store.parts(NAME), key, config.budget)
         stored = ctx.store.load(NAME, name, key)
         if stored is None or not _same(Candidate.from_dict(stored.payload["chosen"]), chosen):  # or of fewer depths
             depth = max(1, chosen.depth)  # an LC cut of hidden state 0 alone comes from the depth-1 fit
@@ -153,24 +129,6 @@ as one part (a kill keeps every scored candidate and every stored depth), then t
             saved = est.save(root / "model")  # every candidate is read back from the work folder
             ctx.store.save(Part(NAME, name, key, {"model": model, "chosen": est.chosen_.to_dict(),
                                                   "saved_model": str(saved)}, True, [run_record(ctx.command)]))
-
-
-#: protocol fields that add candidates without changing any candidate's numbers: a part stored under a protocol
-#: that differs only in these gives its candidates to the new part (Compressor.adopt)
-ADDITIVE = ("backends", "every_depth")
-
-
-def _donor(parts: list[Part], name: str, key: dict) -> Part | None:
-    """The newest stored part ``name`` of the same model and data whose protocol differs from ``key``'s only in
-    :data:`ADDITIVE` fields, with no backend the new one lacks (its candidates are the new part's, measured)."""
-    def rest(protocol: dict) -> dict:
-        return {k: v for k, v in protocol.items() if k not in ADDITIVE}
-
-    found = [p for p in parts if p.name == name and p.key.get("model") == key["model"]
-             and p.key.get("data") == key["data"] and rest(p.key["protocol"]) == rest(key["protocol"])
-             and set(p.key["protocol"]["backends"]) <= set(key["protocol"]["backends"])
-             and p.key["protocol"] != key["protocol"]]
-    return max(found, key=lambda p: max((r.get("started", "") for r in p.runs), default=""), default=None)
 
 
 def _same(a: Candidate, b: Candidate) -> bool:
@@ -185,253 +143,10 @@ def _compressor(model: str, config: CompressPageConfig, root: Path, depth: int, 
                       settings=_settings(config), output_dir=str(root / "work"))
 
 
-def _model_candidates(parts: list[Part], key: dict, budget: float) -> tuple[list[Candidate], Candidate, Candidate]:
-    """Every candidate of the depth parts stored under ``key`` (each once: the original is in every part, the first
-    kept), the original on torch, and the choice under ``budget``."""
-    seen, candidates = set(), []
-    for part in sorted((p for p in parts if "depth" in p.key and {k: v for k, v in p.key.items() if k != "depth"}
-                        == key), key=lambda p: p.key["depth"]):
-        for c in (Candidate.from_dict(d) for d in part.payload["result"]["candidates"]):
-            if (c.recipe, c.layers, c.backend) not in seen:
-                seen.add((c.recipe, c.layers, c.backend))
-                candidates.append(c)
-    plain = {c.layers for c in candidates if c.recipe in ("cut", "original")}
-    # a depth's LC cut may be a lower depth's plain cut (the best subset of 0..2 is {1}, say): listed once, as the cut
-    candidates = [c for c in candidates if not (c.recipe == "lc-cut" and c.layers in plain)]
-    if not candidates:
-        raise ValueError("no stored depth parts under this key")
-    original = next(c for c in candidates if c.recipe == "original" and c.backend == "torch")
-    return candidates, original, choose(candidates, original.dev, budget)
-
-
-def _average(c: Candidate) -> float | None:
-    values = [c.tests[t] for t in STS_AVERAGE if t in c.tests]
-    return sum(values) / len(values) if values else None
-
-
-def _tmft_by_depth(ctx: PageContext, model: str) -> dict[int, float]:
-    """STS-B test Spearman of TMFT (no pre-step, 3 epochs, mean over seeds) per depth, read from the tmft page's
-    store parts (the tmft page's own numbers; nothing is recomputed)."""
-    scores: dict[int, list[float]] = {}
-    for part in ctx.store.parts("tmft"):
-        cfg = part.payload.get("config") or {}
-        if cfg.get("model") == model and cfg.get("pre_step") == "none" and cfg.get("epochs") == 3 \
-                and len(cfg.get("layers") or []) == 1:
-            scores.setdefault(int(cfg["layers"][0]), []).append(float(part.payload["test_spearman"]))
-    return {depth: sum(v) / len(v) for depth, v in scores.items()}
-
-
-@dataclass(frozen=True)
-class _ModelResults:
-    """One model's stored depth parts under its newest protocol, read back: every candidate, the original, the
-    choice under that protocol's budget."""
-
-    model: str
-    protocol: dict
-    counts: dict
-    parts: list[Part]
-    candidates: list[Candidate]
-    original: Candidate
-    chosen: Candidate
-    # depth -> the earlier run's part whose candidates a depth part carried over (their timing is that run's)
-    donors: dict[int, Part] = field(default_factory=dict)
-
-    def carried(self, c: Candidate) -> Part | None:
-        """The earlier run's part ``c`` was carried over from (timed there), or None (timed in its own part)."""
-        donor = self.donors.get(c.depth)
-        if donor is None:
-            return None
-        earlier = {(d["recipe"], tuple(d["layers"]), d["backend"]) for d in donor.payload["result"]["candidates"]}
-        return donor if (c.recipe, c.layers, c.backend) in earlier else None
-
-
-def _by_model(parts: list[Part]) -> list[_ModelResults]:
-    """Per model (in MODELS order, then others), the depth parts of its most recently run protocol."""
-    depth_parts = [p for p in parts if "depth" in p.key]
-    out = []
-    for model in dict.fromkeys(p.payload["model"] for p in depth_parts):
-        mine = [p for p in depth_parts if p.payload["model"] == model]
-        newest = max(mine, key=lambda p: max((r.get("started", "") for r in p.runs), default=""))
-        key = {k: v for k, v in newest.key.items() if k != "depth"}
-        protocol = key["protocol"]
-        candidates, original, chosen = _model_candidates(mine, key, float(protocol["budget"]))
-        kept = [p for p in mine if p.key["protocol"] == protocol]
-        donors = {p.key["depth"]: d for p in kept if (p.payload.get("adopted") or {}).get("candidates")
-                  and (d := _donor(mine, p.name, p.key)) is not None}
-        out.append(_ModelResults(model, protocol, newest.payload["corpus"], kept, candidates, original, chosen,
-                                 donors))
-    order = {Path(m).name: i for i, m in enumerate(MODELS)}
-    return sorted(out, key=lambda r: (order.get(Path(r.model).name, len(order)), r.model))
-
-
-def _table(r: _ModelResults, tmft: dict[int, float]) -> list[str]:
-    tests = [t for t in TESTS if t in r.original.tests]
-    head = ["| depth | recipe | backend | parameters | throughput ratio | STS-B dev | "
-            + " | ".join(tests) + " | STS average | TMFT STS-B test (tmft page) | |",
-            "|---" * (8 + len(tests)) + "|---|"]
-    rows = []
-    for c in sorted(r.candidates, key=lambda c: (c.depth, list(RECIPES).index(c.recipe), c.layers, c.backend)):
-        avg = _average(c)
-        mark = "**chosen**" if c.name == r.chosen.name and c.layers == r.chosen.layers else ""
-        rows.append(f"| {c.depth} | {c.recipe} ({','.join(map(str, c.layers))}) | {c.backend} | "
-                    f"{c.parameters / 1e6:.1f} M | {c.ratio:.2f}x{CARRIED_MARK if r.carried(c) else ''} | {c.dev:.2f} | "
-                    + " | ".join(f"{c.tests[t]:.2f}" for t in tests)
-                    + f" | {'-' if avg is None else f'{avg:.2f}'} | "
-                    f"{f'{tmft[c.depth]:.2f}' if c.recipe in STUDENTS and c.depth in tmft else ''} | {mark} |")
-    if any(r.carried(c) for c in r.candidates):
-        rows += ["", f"{CARRIED_MARK} timed in an earlier run and carried over (the depth's *carried over* row above "
-                 "gives that run's date and its original's ratios): compare it with that run's original, not with "
-                 "the candidates timed in this run."]
-    return head + rows
-
-
-def _timed(r: _ModelResults, c: Candidate) -> str:
-    donor = r.carried(c)
-    return "" if donor is None else f" (timed in the earlier run of {_started(donor)[:10]}, carried over)"
-
-
-def _started(part: Part) -> str:
-    return max((run.get("started", "") for run in part.runs), default="") or "?"
-
-
-def _goals(r: _ModelResults, tmft: dict[int, float]) -> list[str]:
-    """The choice, then each goal of issue 25 with its measured figure and whether it is met."""
-    candidates, original, chosen = r.candidates, r.original, r.chosen
-    ok = [c for c in candidates if "stsb" in c.tests and c.tests["stsb"] >= original.tests["stsb"] - 1.0
-          and (_average(c) or 0) >= (_average(original) or 0) - 1.0]
-    best = max(ok, key=lambda c: c.ratio, default=original)
-    layers = ",".join(map(str, chosen.layers))
-    lines = [f"- chosen on dev (budget {r.protocol['budget']:g}): **{chosen.name}** (hidden states {layers}), "
-             f"{chosen.ratio:.2f}x{_timed(r, chosen)}, STS-B dev {chosen.dev:.2f} (original {original.dev:.2f}), STS-B test "
-             f"{chosen.tests.get('stsb', float('nan')):.2f} (original {original.tests.get('stsb', float('nan')):.2f})"]
-    goal = GOAL_RATIOS.get(Path(r.model).name)
-    speed = (f" (goal: >= {goal:g}x, **{'met' if best.ratio >= goal else 'not met'}**)" if goal is not None else "")
-    lines.append(f"- fastest candidate within 1.0 of the original on STS-B test and on the STS average (read on the "
-                 f"test sets, for the goal only): {best.name}, {best.ratio:.2f}x{_timed(r, best)}{speed}")
-    lines += _student_lines(candidates, tmft)
-    for int8, fp32 in INT8_PAIRS:
-        drift = [abs(c.dev - o.dev) for c in candidates if c.backend == int8
-                 for o in candidates if o.backend == fp32 and (o.recipe, o.layers) == (c.recipe, c.layers)]
-        if drift:
-            over = sum(d > INT8_GOAL for d in drift)
-            lines.append(f"- {int8} against {fp32} (fp32), same model: dev Spearman differs by at most "
-                         f"{max(drift):.2f} points, over {INT8_GOAL:g} for {over} of {len(drift)} candidates (goal: "
-                         f"within {INT8_GOAL:g}, **{'met' if not over else 'not met'}**)")
-    return lines
-
-
-def _student_lines(candidates: list[Candidate], tmft: dict[int, float]) -> list[str]:
-    """Each student recipe (torch) against TMFT at the same depth on STS-B test, the one set the tmft page scores."""
-    lines = []
-    for recipe in STUDENTS:
-        pairs = sorted((c.depth, c.tests["stsb"], tmft[c.depth]) for c in candidates
-                       if c.recipe == recipe and c.backend == "torch" and c.depth in tmft and "stsb" in c.tests)
-        if pairs:
-            wins = sum(s > t for _, s, t in pairs)
-            lines.append(f"- {recipe} against TMFT at the same depth, STS-B test (the tmft page scores no other set; "
-                         f"the goal names the STS average): higher at {wins} of {len(pairs)} depths ("
-                         + ", ".join(f"{d}: {s:.2f} vs {t:.2f}" for d, s, t in pairs) + ")")
-    return lines
-
-
-def _data_line(r: _ModelResults) -> str:
-    counts, protocol = r.counts, r.protocol
-    tests = [t for t in TESTS if t in r.original.tests]
-    usable = counts["distinct"] - counts["left_out_scored"]
-    sample = "all of them" if protocol.get("corpus_limit") is None else f"a seeded sample of the {usable} usable"
-    return (f"Distillation corpus: {counts['kept']} sentences ({sample}; "
-            + ", ".join(f"{k} {counts[k]}" for k in protocol["corpus"] if k in counts)
-            + f"; {counts['distinct']} distinct; {counts['left_out_scored']} left out because they are in a dev or "
-            f"test pair), {protocol['epochs']} epoch(s), batch {protocol['batch_size']}, learning rate "
-            f"{protocol['lr']:g}, max length {protocol['max_length']}, seed {protocol['seed']}. Dev: STS-B dev. "
-            f"Tests: {', '.join(tests)} (SICK-R: all 9927 pairs, as MTEB; STS12-16: aggregation `all`, every subset "
-            "pooled into one Spearman, as MTEB). Backends: " + ", ".join(protocol["backends"])
-            + f"; every-depth student: {'yes' if protocol.get('every_depth') else 'no'}.")
-
-
-def _reference_lines(r: _ModelResults) -> list[str]:
-    """The original as timed in each depth part (every part times it against itself and on every backend): the
-    ratios of candidates from parts timed on different days or machines compare only as far as these agree."""
-    rows = []
-    for part in sorted(r.parts, key=lambda p: p.key["depth"]):
-        mine = {c.backend: c for c in (Candidate.from_dict(d) for d in part.payload["result"]["candidates"])
-                if c.recipe == "original"}
-        env = part.runs[-1].get("environment", {}) if part.runs else {}
-        when = part.runs[-1].get("started", "?")[:10] if part.runs else "?"
-        carried = part.payload.get("adopted")
-        carried = f"{carried['candidates']} ({(carried.get('from_run') or '?')[:10]})" if carried else "0"
-        rows.append((part.key["depth"], when, env.get("machine", {}).get("platform", "?"),
-                     " | ".join(f"{mine[b].ratio:.2f}x" if b in mine else "" for b in r.protocol["backends"]),
-                     carried))
-        donor = r.donors.get(part.key["depth"])
-        if donor is not None:  # the run the carried candidates were timed in, with its own original
-            theirs = {c.backend: c for c in (Candidate.from_dict(d) for d in donor.payload["result"]["candidates"])
-                      if c.recipe == "original"}
-            env = donor.runs[-1].get("environment", {}) if donor.runs else {}
-            rows.append((f"{part.key['depth']} (carried over)", _started(donor)[:10],
-                         env.get("machine", {}).get("platform", "?"),
-                         " | ".join(f"{theirs[b].ratio:.2f}x" if b in theirs else "–" for b in r.protocol["backends"]),
-                         "–"))
-    lines = ["Each depth's candidates were timed in that depth's run, against the original timed in the same run; the "
-             "original's own ratios per run show how far ratios from different runs compare. *Carried over*: "
-             "candidates of an earlier run of the same settings with fewer backends or no every-depth student, kept "
-             "with that run's numbers and timing (on the date given), not measured again:", "",
-             "| depth part | timed on | machine | " + " | ".join(f"original on {b}" for b in r.protocol["backends"])
-             + " | carried over |", "|---|---|---|" + "---|" * len(r.protocol["backends"]) + "---|"]
-    lines += [f"| {d} | {when} | {machine} | {cells} | {carried} |" for d, when, machine, cells, carried in rows]
-    split = [cells.split(" | ") for _, _, _, cells, _ in rows]
-    shared = [i for i in range(len(r.protocol["backends"])) if all(c[i] not in ("", "–") for c in split)]
-    if len({tuple(c[i] for i in shared) for c in split}) > 1:  # the backends every run timed
-        lines += ["", "**The runs disagree**: a candidate's ratio is comparable with the others of its own run (and "
-                  "with the original's in that run), not across runs."]
-    return lines
-
-
 def render(ctx: PageContext) -> list[Path]:
-    """Write ``compress.md`` and one frontier plot per model from the store alone (each model under the protocol
-    it was last run with)."""
-    _config(ctx)  # options checked
-    results = _by_model(ctx.store.parts(NAME))
-    if not results:
-        raise FileNotFoundError(f"no compress parts in {ctx.store.root}; run `layerwise results run compress` first")
-    lines = [f"# {TITLE}", "",
-             "Made by `layerwise results run compress` (computes what the store lacks, one part per model and depth) "
-             "and `layerwise results render compress` (this page, from `docs/results/state/compress/` alone). Per "
-             "model, `Compressor` (the estimator behind `layerwise compress`) builds at every depth l the plain cut, "
-             "the LC cut (best subset of hidden states 0..l on STS-B dev, exact search) and a student distilled from "
-             "the full model by MSE on the corpus (where a model's protocol says `every_depth`, also one student "
-             "trained at every depth at once, cut at each); each runs on the backends its protocol lists (`torch` "
-             "fp32; `onnx` fp32 and `onnx-int8`, dynamic quantization, in onnxruntime; `openvino`, the fp32 graph, "
-             "and `openvino-int8`, NNCF's static int8 calibrated on the corpus' first 300 sentences, in OpenVINO) "
-             "and is timed against the original torch model in one run.", ""]
-    paths = []
-    for r in results:
-        name = Path(r.model).name
-        png = plot_frontier(r.candidates, ctx.output / f"compress-{name}.png", title=name, chosen=r.chosen)
-        paths.append(png)
-        done = sorted(p.key["depth"] for p in r.parts)
-        todo = [d for d in range(1, int(r.parts[0].payload["result"]["n_layers"]) + 1) if d not in done]
-        status = (f"Depths measured: {', '.join(map(str, done))}"
-                  + (f"; **not yet measured: {', '.join(map(str, todo))}** (the choice below is among the measured "
-                     "depths only)." if todo else " (all)."))
-        tmft = _tmft_by_depth(ctx, r.model)
-        lines += [f"## {name}", "", _data_line(r), "", status, "", *_goals(r, tmft), "", *_reference_lines(r), "",
-                  *_table(r, tmft), "", f"![frontier]({png.name})", ""]
-    for name in [m for m in MODELS if m not in {Path(r.model).name for r in results}]:
-        lines += [f"## {name}", "", "**Not run yet.** `layerwise results run compress --data-dir DATA --option "
-                  f"'models=[\"{name}\"]'` computes it (one part per depth, resumable; every depth trains a "
-                  "student, so several CPU hours on a 2-CPU machine).", ""]
-    s = results[0].chosen.speed
-    lines += ["## How to read it", "",
-              f"Throughput ratio: the original torch model's median pass over the candidate's, passes interleaved in "
-              f"one run ({s['sentences']} corpus sentences, batch {s['batch_size']}, max length {s['max_length']}, "
-              f"{len(s['seconds'])} timed passes each, {s['threads']} threads); the original torch row, timed against "
-              "itself, shows the timing's noise. ONNX fp32 gives the torch vectors "
-              "(difference per candidate in its stored part); int8 is close, not equal.", "",
-              *[f"- {k}: {v}" for k, v in RECIPES.items()], "",
-              "## Published figures (theirs, their hardware; not measured here)", "", *[f"- {p}" for p in PUBLISHED],
-              "", "## Provenance", "", *provenance_lines([p for r in results for p in r.parts]), ""]
-    return [write_text(ctx.output / f"{NAME}.md", "\n".join(lines)), *paths]
+    """Check the options, then write the page from the store alone (:func:`~.report.write_page`)."""
+    _config(ctx)
+    return write_page(ctx)
 
 
 PAGE = register(ResultsPage(
