@@ -191,9 +191,11 @@ def reciprocal_ranks(first_ranks: np.ndarray) -> np.ndarray:
     return np.divide(1.0, r, out=np.zeros_like(r), where=r > 0)
 
 
-def retrieval_metrics(ids: np.ndarray, relevant: list[frozenset[int]], ks=(1, 5, 10)) -> dict[str, float]:
-    """MRR@10 and recall@k (x100) from ranked corpus ids (m, >= max k), query itself already removed."""
-    rr = reciprocal_ranks(first_relevant_ranks(ids, relevant, 10))
+def retrieval_metrics(ids: np.ndarray, relevant: list[frozenset[int]], ks=(1, 5, 10), *,
+                      first_ranks: np.ndarray | None = None) -> dict[str, float]:
+    """MRR@10 and recall@k (x100) from ranked corpus ids (m, >= max k), query itself already removed;
+    ``first_ranks``: :func:`first_relevant_ranks` at k = 10 where the caller has them already."""
+    rr = reciprocal_ranks(first_relevant_ranks(ids, relevant, 10) if first_ranks is None else first_ranks)
     rec = {k: [len(rel & set(row[:k].tolist())) / len(rel) for row, rel in zip(ids, relevant)] for k in ks}
     out = {"mrr@10": 100 * float(np.mean(rr))}
     out.update({f"recall@{k}": 100 * float(np.mean(v)) for k, v in rec.items()})
@@ -249,8 +251,9 @@ def search(data: RetrievalData | QueryRetrievalData, corpus_emb: np.ndarray, *, 
         kept = [x for x in row if x != qi][:k]
         rows.append(kept + [-1] * (k - len(kept)))  # FAISS pads missing results with -1 too
     rows = np.array(rows)
-    out = retrieval_metrics(rows, data.relevant)
-    out.update({"first_relevant_ranks": first_relevant_ranks(rows, data.relevant, 10).tolist(),  # for paired tests
+    first = first_relevant_ranks(rows, data.relevant, 10)
+    out = retrieval_metrics(rows, data.relevant, first_ranks=first)
+    out.update({"first_relevant_ranks": first.tolist(),  # for paired tests
                 "ms_per_query": 1000 * seconds / max(1, len(q)), "build_seconds": build, "index_bytes": memory,
                 "n_queries": len(q), "n_corpus": len(data.corpus),
                 "ms_per_query_batch1": 1000 * batch1 / max(1, len(single)), "n_latency_queries": len(single),

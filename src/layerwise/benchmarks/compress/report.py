@@ -58,7 +58,12 @@ def donor_part(parts: list[Part], name: str, key: dict) -> Part | None:
              and p.key.get("data") == key["data"] and rest(p.key["protocol"]) == rest(key["protocol"])
              and set(p.key["protocol"]["backends"]) <= set(key["protocol"]["backends"])
              and p.key["protocol"] != key["protocol"]]
-    return max(found, key=lambda p: max((r.get("started", "") for r in p.runs), default=""), default=None)
+    return max(found, key=_started, default=None)
+
+
+def _started(part: Part) -> str:
+    """When the newest run of ``part`` started ("" where none is recorded)."""
+    return max((run.get("started", "") for run in part.runs), default="")
 
 
 def model_candidates(parts: list[Part], key: dict, budget: float) -> tuple[list[Candidate], Candidate, Candidate]:
@@ -127,7 +132,7 @@ def _by_model(parts: list[Part]) -> list[_ModelResults]:
     out = []
     for model in dict.fromkeys(p.payload["model"] for p in depth_parts):
         mine = [p for p in depth_parts if p.payload["model"] == model]
-        newest = max(mine, key=lambda p: max((r.get("started", "") for r in p.runs), default=""))
+        newest = max(mine, key=_started)
         key = {k: v for k, v in newest.key.items() if k != "depth"}
         protocol = key["protocol"]
         candidates, original, chosen = model_candidates(mine, key, float(protocol["budget"]))
@@ -163,11 +168,7 @@ def _table(r: _ModelResults, tmft: dict[int, float]) -> list[str]:
 
 def _timed(r: _ModelResults, c: Candidate) -> str:
     donor = r.carried(c)
-    return "" if donor is None else f" (timed in the earlier run of {_started(donor)[:10]}, carried over)"
-
-
-def _started(part: Part) -> str:
-    return max((run.get("started", "") for run in part.runs), default="") or "?"
+    return "" if donor is None else f" (timed in the earlier run of {(_started(donor) or '?')[:10]}, carried over)"
 
 
 def _goals(r: _ModelResults, tmft: dict[int, float]) -> list[str]:
@@ -225,39 +226,38 @@ def _data_line(r: _ModelResults) -> str:
             + f"; every-depth student: {'yes' if protocol.get('every_depth') else 'no'}.")
 
 
+def _run_row(part: Part, label, carried: str) -> tuple:
+    """One row of the runs table: ``part``'s run (date, machine) and its original's ratio on each backend."""
+    ratios = {c.backend: c.ratio for c in (Candidate.from_dict(d) for d in part.payload["result"]["candidates"])
+              if c.recipe == "original"}
+    env = part.runs[-1].get("environment", {}) if part.runs else {}
+    return label, (_started(part) or "?")[:10], env.get("machine", {}).get("platform", "?"), ratios, carried
+
+
 def _reference_lines(r: _ModelResults) -> list[str]:
-    """The original as timed in each depth part (every part times it against itself and on every backend): the
-    ratios of candidates from parts timed on different days or machines compare only as far as these agree."""
+    """The original as timed in each depth part (every part times it against itself and on every backend), and in
+    the earlier run a part carried candidates over from: ratios from different runs compare only as far as these
+    agree."""
     rows = []
     for part in sorted(r.parts, key=lambda p: p.key["depth"]):
-        mine = {c.backend: c for c in (Candidate.from_dict(d) for d in part.payload["result"]["candidates"])
-                if c.recipe == "original"}
-        env = part.runs[-1].get("environment", {}) if part.runs else {}
-        when = part.runs[-1].get("started", "?")[:10] if part.runs else "?"
         carried = part.payload.get("adopted")
         carried = f"{carried['candidates']} ({(carried.get('from_run') or '?')[:10]})" if carried else "0"
-        rows.append((part.key["depth"], when, env.get("machine", {}).get("platform", "?"),
-                     " | ".join(f"{mine[b].ratio:.2f}x" if b in mine else "" for b in r.protocol["backends"]),
-                     carried))
+        rows.append(_run_row(part, part.key["depth"], carried))
         donor = r.donors.get(part.key["depth"])
         if donor is not None:  # the run the carried candidates were timed in, with its own original
-            theirs = {c.backend: c for c in (Candidate.from_dict(d) for d in donor.payload["result"]["candidates"])
-                      if c.recipe == "original"}
-            env = donor.runs[-1].get("environment", {}) if donor.runs else {}
-            rows.append((f"{part.key['depth']} (carried over)", _started(donor)[:10],
-                         env.get("machine", {}).get("platform", "?"),
-                         " | ".join(f"{theirs[b].ratio:.2f}x" if b in theirs else "–" for b in r.protocol["backends"]),
-                         "–"))
+            rows.append(_run_row(donor, f"{part.key['depth']} (carried over)", "–"))
+    backends = r.protocol["backends"]
     lines = ["Each depth's candidates were timed in that depth's run, against the original timed in the same run; the "
              "original's own ratios per run show how far ratios from different runs compare. *Carried over*: "
              "candidates of an earlier run of the same settings with fewer backends or no every-depth student, kept "
              "with that run's numbers and timing (on the date given), not measured again:", "",
-             "| depth part | timed on | machine | " + " | ".join(f"original on {b}" for b in r.protocol["backends"])
-             + " | carried over |", "|---|---|---|" + "---|" * len(r.protocol["backends"]) + "---|"]
-    lines += [f"| {d} | {when} | {machine} | {cells} | {carried} |" for d, when, machine, cells, carried in rows]
-    split = [cells.split(" | ") for _, _, _, cells, _ in rows]
-    shared = [i for i in range(len(r.protocol["backends"])) if all(c[i] not in ("", "–") for c in split)]
-    if len({tuple(c[i] for i in shared) for c in split}) > 1:  # the backends every run timed
+             "| depth part | timed on | machine | " + " | ".join(f"original on {b}" for b in backends)
+             + " | carried over |", "|---|---|---|" + "---|" * len(backends) + "---|"]
+    lines += [f"| {label} | {when} | {machine} | "
+              + " | ".join(f"{ratios[b]:.2f}x" if b in ratios else "–" for b in backends) + f" | {carried} |"
+              for label, when, machine, ratios, carried in rows]
+    shared = [b for b in backends if all(b in ratios for _, _, _, ratios, _ in rows)]  # timed by every run
+    if len({tuple(f"{ratios[b]:.2f}" for b in shared) for _, _, _, ratios, _ in rows}) > 1:
         lines += ["", "**The runs disagree**: a candidate's ratio is comparable with the others of its own run (and "
                   "with the original's in that run), not across runs."]
     return lines

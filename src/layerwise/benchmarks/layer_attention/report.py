@@ -70,7 +70,8 @@ def _sts_table(page: PageRuns, regime: str, poolers, obj) -> list[str]:
     tested = any(_select(runs, obj, REFERENCE))  # a p column where the table has the reference row
     where = {id(r): m for r, m in zip(page.runs, page.machines, strict=False)}
     machines = {where.get(id(r)) for r in runs if r.objective == obj}
-    mixed = len(machines) > 1 or any(BUSY in (m or "") for m in machines)  # then each speed names its machine
+    busy = any(BUSY in (m or "") for m in machines)
+    mixed = len(machines) > 1 or busy  # then each speed names its machine
     lines = ["| pooler | seeds | " + " | ".join(sets) + " | avg | training steps/s (evaluation excluded) |"
              + (f" p vs {REFERENCE} (avg) |" if tested else ""),
              "|---|---|" + "---|" * (len(sets) + 2 + tested)]
@@ -85,7 +86,7 @@ def _sts_table(page: PageRuns, regime: str, poolers, obj) -> list[str]:
             speed += f" ({', '.join(sorted({where.get(id(r), '?') for r in _select(runs, obj, pooler)}))})"
         lines.append(f"| {name} | {m['seeds']} | " + " | ".join(fmt(*m["sts"][d]) for d in sets)
                      + f" | {m['avg']:.2f} | {speed} |" + (f" {p} |" if tested else ""))
-    if any(BUSY in (m or "") for m in machines):
+    if busy:
         lines += ["", f"*{BUSY}*: at least one of the row's runs started with the machine's 1-minute load average "
                   "above its CPU count (other work beside it): that speed is low and not comparable."]
     return lines
@@ -208,9 +209,9 @@ def _untouched_section(page: PageRuns) -> list[str]:
              "1,000 queries, each searched alone). Memory: the "
              "serialised index, and its resident size (the arrays it holds in memory: vectors or codes, ids, "
              "centroids; the normalised matrix for the exact search).", "",
-             _search_test_note(f"{UNTOUCHED_REFERENCE[0]}, {UNTOUCHED_REFERENCE[1]}"), "",
+             _search_test_note(", ".join(UNTOUCHED_REFERENCE)), "",
              "| vector | index | MRR@10 | R@1 | R@10 | ms/query batched | ms/query batch 1 | index MiB | resident MiB | "
-             "p vs last-layer mean, exact (MRR@10) |",
+             f"p vs {UNTOUCHED_REFERENCE[0]}, {UNTOUCHED_REFERENCE[1].split()[0]} (MRR@10) |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     base = next((r for r in rows if (r["vector"], r["index"]) == UNTOUCHED_REFERENCE), None)
     for r in rows:
