@@ -196,6 +196,16 @@ def test_a_stored_choice_that_the_frontier_no_longer_makes_is_fitted_again(tiny_
     (summary,) = [p for p in store.parts("compress") if "depth" not in p.key]
     assert fits == [(max(1, chosen.depth),)] and summary.payload["chosen"]["recipe"] == chosen.recipe
     assert tuple(summary.payload["chosen"]["layers"]) == chosen.layers
+    # the same choice with other numbers (as before its candidates were timed again): saved again, with these
+    store.save(Part("compress", summary.name, summary.key,
+                    {**summary.payload, "chosen": {**chosen.to_dict(), "speed": {**chosen.speed, "seconds": [9.0]}}}, True,
+                    summary.runs))
+    fits.clear()
+    get_page("compress").run(ctx)
+    (summary,) = [p for p in store.parts("compress") if "depth" not in p.key]
+    assert fits == [(max(1, chosen.depth),)] and summary.payload["chosen"] == chosen.to_dict()
+    get_page("compress").run(ctx)  # nothing changed since: nothing fitted
+    assert len(fits) == 1
 
 
 def test_every_depth_option_trains_one_student_for_every_depth_part(tiny_bert, env):

@@ -4,7 +4,7 @@ built-in models (``layerwise results run compress``; ``render`` reads the store 
 One part per model and depth: :class:`~layerwise.Compressor` at that depth on the page's corpus (:mod:`.data`), STS-B
 dev choosing and the test sets scored, keyed on the model's identity, the data's checksums, every setting and the
 depth (1..L: the full depth adds the LC cut of all states); then one part per model for the chosen model (saved under
-``folders/<model>/model``, written again when more depths change the choice). Every depth shares the
+``folders/<model>/model``, written again when more depths change the choice or a retime its numbers). Every depth shares the
 work folder ``folders/<model>/work`` (candidates, students, graphs), so a killed run continues; with ``timings=last``
 (the default) every depth is scored before any is timed (:meth:`~layerwise.Compressor.prepare`).
 """
@@ -123,16 +123,13 @@ as one part (a kill keeps every scored candidate and every stored depth), then t
             logger.info("compress page: %s depth %d done in %.0f s", name, depth, payload["seconds"])
         _, _, chosen = model_candidates(ctx.store.parts(NAME), key, config.budget)
         stored = ctx.store.load(NAME, name, key)
-        if stored is None or not _same(Candidate.from_dict(stored.payload["chosen"]), chosen):  # or of fewer depths
+        # saved again when the choice changed (more depths) or its numbers did (timed again): its card shows them
+        if stored is None or Candidate.from_dict(stored.payload["chosen"]).to_dict() != chosen.to_dict():
             depth = max(1, chosen.depth)  # an LC cut of hidden state 0 alone comes from the depth-1 fit
             est = compressor(depth).fit(data.corpus, data.dev, tests=data.tests)
             saved = est.save(root / "model")  # every candidate is read back from the work folder
             ctx.store.save(Part(NAME, name, key, {"model": model, "chosen": est.chosen_.to_dict(),
                                                   "saved_model": str(saved)}, True, [run_record(ctx.command)]))
-
-
-def _same(a: Candidate, b: Candidate) -> bool:
-    return (a.recipe, a.layers, a.backend) == (b.recipe, b.layers, b.backend)
 
 
 def _compressor(model: str, config: CompressPageConfig, root: Path, depth: int, n_layers: int) -> Compressor:
