@@ -238,8 +238,8 @@ def test_committed_parts_are_found_under_the_keys_the_run_code_computes(page, tm
     if not (data / "sts").is_dir() or not all(m.locate() for m in BUILTIN_MODELS.values()):
         pytest.skip("needs the shared data folder and both built-in models installed")
     shutil.copytree(RESULTS / "state", tmp_path / "state")
-    def results():  # every part but the record of the latest invocation (replaced by design)
-        return {p: p.read_bytes() for p in (tmp_path / "state").rglob("*.json") if not p.name.startswith("last-run-")}
+    def results():  # every part, the record of the last invocation that computed something too
+        return {p: p.read_bytes() for p in (tmp_path / "state").rglob("*.json")}
 
     before = results()
     ctx = PageContext(store=ResultsStore(tmp_path / "state"), output=tmp_path / "out", data_dir=str(data),
@@ -320,3 +320,21 @@ def test_transfer_exact_protocol_is_a_part_of_its_own_and_a_section_of_the_page(
     assert "| screen agrees |" in section and f"| {tiny_bert.name} | CR | 2 of 2 | 3 |" in section
     empty, _ = render_transfer_page(store, {}, environment(["test"]), by(base.protocol), lambda part: False)
     assert "Not run yet on this machine" in empty
+
+
+def test_the_last_run_record_is_kept_when_a_run_only_finds_stored_parts(tiny_bert, home):
+    from conftest import write_senteval
+    from layerwise.benchmarks.lc.pages import _save_last_run
+    from layerwise.benchmarks.lc.transfer_run import TransferRunConfig, run_transfer_tasks
+    from layerwise.methods.lc.transfer import TransferProtocol
+
+    data = write_senteval(home / "data", n=40)
+    store = ResultsStore(home / "store")
+    config = TransferRunConfig(model=str(tiny_bert), tasks=("cr",), n_jobs=1, data_dir=str(data),
+                               protocol=TransferProtocol(n_outer=2, n_inner=2))
+    _save_last_run(store, run_transfer_tasks(config, store), 12.5)
+    (record,) = [p for p in store.parts("transfer") if p.name.startswith("last-run-")]
+    assert record.payload["wall_seconds"] == 12.5 and list(record.payload["tasks"]) == ["cr"]
+    _save_last_run(store, run_transfer_tasks(config, store), 0.1)  # every task reused: nothing computed
+    (kept,) = [p for p in store.parts("transfer") if p.name.startswith("last-run-")]
+    assert kept.payload == record.payload

@@ -186,12 +186,16 @@ def _transfer_run(ctx: PageContext) -> None:
 
 
 def _save_last_run(store: ResultsStore, run, wall_seconds: float) -> None:
-    """What this invocation cost for a model (wall time; per task encoding, protocol, layer-cache counts); the
-    page shows it. One part per model and task list, replaced by each run."""
+    """What this invocation cost for a model (wall time; per task it computed, encoding, protocol, layer-cache
+    counts); the page shows it. One part per model and task list, replaced by each run that computed a task (a run
+    that only found stored parts leaves the record of the last one that worked)."""
+    computed = {t: v for t, v in run.tasks.items() if v.environment == run.environment}  # reused: an older run's
+    if not computed:
+        return
     record = {"model": run.model.name, "wall_seconds": wall_seconds, "environment": run.environment,
               "layerwise_home": os.environ.get("LAYERWISE_HOME", "(default)"), "git": git_state(),
               "tasks": {t: {"encode_seconds": v.encode_seconds, "protocol_seconds": v.protocol_seconds,
-                            "cache": v.cache, "outer_splits": len(v.result.splits)} for t, v in run.tasks.items()}}
+                            "cache": v.cache, "outer_splits": len(v.result.splits)} for t, v in computed.items()}}
     key = {"model": model_key(run.model), "tasks": sorted(run.tasks)}
     store.save(Part("transfer", f"last-run-{Path(run.model.name).name}", key, record, True, [run_entry(run.environment)]))
 
