@@ -189,7 +189,7 @@ def _save_last_run(store: ResultsStore, run, wall_seconds: float) -> None:
     """What this invocation cost for a model (wall time; per task it computed, encoding, protocol, layer-cache
     counts); the page shows it. One part per model and task list, replaced by each run that computed a task (a run
     that only found stored parts leaves the record of the last one that worked)."""
-    computed = {t: v for t, v in run.tasks.items() if v.environment == run.environment}  # reused: an older run's
+    computed = {t: run.tasks[t] for t in run.computed}
     if not computed:
         return
     record = {"model": run.model.name, "wall_seconds": wall_seconds, "environment": run.environment,

@@ -105,6 +105,8 @@ class TransferRun:
     tasks: dict[str, TaskRun]
     environment: dict  # of this invocation
     encoder: dict = field(default_factory=dict)  # max_length, dtype, batch_size
+    # the tasks this invocation computed splits of (the others were found finished in the store); not written out
+    computed: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
         tasks = {}
@@ -202,13 +204,15 @@ def run_transfer_tasks(config: TransferRunConfig, store: ResultsStore, *,
     env = environment(command)
     out = TransferRun(encoder.identity, describe_protocol(config.protocol), {}, env, encoder_settings(encoder))
     for task, data in loaded.items():
-        out.tasks[task] = _run_task(encoder, data, config, store, env)
+        out.tasks[task], computed = _run_task(encoder, data, config, store, env)
+        out.computed += (task,) if computed else ()
     return out
 
 
 def _run_task(encoder: LayerEncoder, data: TransferData, config: TransferRunConfig, store: ResultsStore,
-              env: dict) -> TaskRun:
-    """One task: reuse a finished part, continue an unfinished one, or compute it; saved after every split."""
+              env: dict) -> tuple[TaskRun, bool]:
+    """One task: reuse a finished part, continue an unfinished one, or compute it; saved after every split.
+    Returns the task and whether this invocation computed any of it (False: a finished part, reused)."""
     from tqdm.auto import tqdm
 
     checksum = content_checksum(data)
@@ -218,7 +222,7 @@ def _run_task(encoder: LayerEncoder, data: TransferData, config: TransferRunConf
     previous = TaskRun.from_part(stored) if stored is not None else None
     if previous is not None and previous.complete:
         logger.info("%s: finished under the same settings in %s, reused", data.name, store.path(PAGE, name, key))
-        return previous
+        return previous, False
     features, enc_seconds = encode_task(encoder, data, head=config.head)
     head = encoder.head_status() if config.head else "not requested (--no-head)"
     task = TaskRun(data.name, encoder.identity, None, len(data), enc_seconds,
@@ -247,4 +251,4 @@ def _run_task(encoder: LayerEncoder, data: TransferData, config: TransferRunConf
         result = run_transfer(features, config.protocol, task=data.name, n_jobs=config.n_jobs,
                               previous=previous.result if previous else None, on_split=save, progress=bar)
     save(result, done=True)
-    return task
+    return task, True
