@@ -77,11 +77,11 @@ def test_a_killed_page_run_keeps_its_finished_depths(tiny_bert, env, monkeypatch
     monkeypatch.setattr(Compressor, "fit", fit_then_kill)
     with pytest.raises(KeyboardInterrupt):
         get_page("compress").run(ctx)
-    assert [p.key["depth"] for p in store.parts("compress")] == [1]
+    assert [p.key["depth"] for p in store.parts("compress")] == [2]  # deepest first
     fits.clear()
     monkeypatch.setattr(Compressor, "fit", lambda self, *a, **kw: fits.append(self.depths) or real_fit(self, *a, **kw))
     get_page("compress").run(ctx)
-    assert fits[0] == (2,) and len(fits) == 2  # the finished depth is not fitted again: the killed one, the choice
+    assert fits[0] == (1,) and len(fits) == 2  # the finished depth is not fitted again: the killed one, the choice
 
 
 def test_retime_times_every_stored_candidate_again_and_keeps_the_scores(tiny_bert, env, monkeypatch):

@@ -95,8 +95,9 @@ as one part (a kill keeps every scored candidate and every stored depth), then t
         key = {"model": model_key(encoder.identity), "data": data.checksums(), "protocol": config.protocol()}
         name, root = Path(model).name, Path(config.folders) / Path(model).name
         compressor = partial(_compressor, model, config, root, n_layers=encoder.identity.n_layers)
-        # every depth 1..L: the original is in every part, the full depth adds its LC cut (best subset of 0..L)
-        missing = [depth for depth in range(1, encoder.identity.n_layers + 1)
+        # every depth 1..L: the original is in every part, the full depth adds its LC cut (best subset of 0..L);
+        # deepest first, so a run spanning sessions stores first the depths nearest the original's quality
+        missing = [depth for depth in range(encoder.identity.n_layers, 0, -1)
                    if ctx.store.load(NAME, f"{name}-l{depth}", {**key, "depth": depth}) is None]
         adopted = {}  # depth -> the earlier run whose candidates this protocol keeps (it only adds to them)
         earlier = ctx.store.parts(NAME) if missing else []  # read once, not per depth
