@@ -239,8 +239,8 @@ def paired_bootstrap_accuracy(correct_a: np.ndarray, correct_b: np.ndarray, *, r
 
     def stat(counts: np.ndarray) -> np.ndarray:
         c = counts.astype(np.float64)
-        per = [(c[:, r] * diff[k, r]).sum(axis=1) / c[:, r].sum(axis=1) for k, r in enumerate(cells)]
-        with np.errstate(invalid="ignore"):
+        with np.errstate(invalid="ignore"):  # a resample that draws none of a split's examples: nan, as before
+            per = [(c[:, r] * diff[k, r]).sum(axis=1) / c[:, r].sum(axis=1) for k, r in enumerate(cells)]
             return 100.0 * np.mean(per, axis=0)
 
     observed, p = _run(stat, len(units), n_resamples, seed)

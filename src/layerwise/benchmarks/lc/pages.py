@@ -20,16 +20,20 @@ from layerwise.benchmarks.lc.ablation_report import render_ablation_markdown, wr
 from layerwise.benchmarks.lc.ablation_run import AblationConfig, AblationPart, AblationResult, run_ablations
 from layerwise.benchmarks.lc.run import SearchConfig, STSRun, run_search
 from layerwise.benchmarks.lc.transfer_check import ShortcutCheck, run_shortcut_check
-from layerwise.benchmarks.lc.transfer_pages import render_transfer_page
+from layerwise.benchmarks.lc.transfer_pages import render_transfer_page, transfer_runs
 from layerwise.benchmarks.lc.transfer_run import DEFAULT_TASKS, TransferRunConfig, run_transfer_tasks
+from layerwise.benchmarks.lc.transfer_run import PAGE as PAGE_TRANSFER
 from layerwise.benchmarks.lc.transfer_speed import PAGE as SPEED_PAGE
 from layerwise.benchmarks.lc.transfer_speed import SpeedConfig, render_transfer_speed, run_transfer_speed
+from layerwise.benchmarks.page_parts import run_record
 from layerwise.benchmarks.registry import PageContext, ResultsPage, register
 from layerwise.benchmarks.store import Part, ResultsStore, model_key
 from layerwise.data import available_sts, load_sts
 from layerwise.data.checksum import content_checksum
+from layerwise.data.senteval import canonical_task, load_transfer
 from layerwise.encoders.layer_encoder import LayerEncoder, ModelIdentity
 from layerwise.methods.lc.transfer import TransferProtocol
+from layerwise.methods.lc.transfer_significance import correct_digest, protocol_significance
 from layerwise.reports import environment, git_state, write_json, write_text
 
 logger = logging.getLogger(__name__)
@@ -179,7 +183,8 @@ def _transfer_run(ctx: PageContext) -> None:
     for task in ctx.options.get("exact_tasks", []):  # the paper's exact protocol, heavy: only where asked
         config = TransferRunConfig(model=TRANSFER_PLAN[0][0], tasks=(task,), protocol=EXACT_TRANSFER,
                                    n_jobs=int(ctx.options.get("jobs", 2)), data_dir=ctx.data_dir)
-        run_transfer_tasks(config, ctx.store, command=list(ctx.command) or None)
+        run = run_transfer_tasks(config, ctx.store, command=list(ctx.command) or None)
+        _save_exact_tests(ctx, run.model.name, canonical_task(task))
     if not ctx.options.get("skip_check"):
         check = ShortcutCheck(n_jobs=int(ctx.options.get("jobs", 2)), data_dir=ctx.data_dir)
         run_shortcut_check(check, ctx.store, environment(list(ctx.command) or None))
@@ -200,19 +205,43 @@ def _save_last_run(store: ResultsStore, run, wall_seconds: float) -> None:
     store.save(Part("transfer", f"last-run-{Path(run.model.name).name}", key, record, True, [run_entry(run.environment)]))
 
 
+def _default_part(part: Part) -> bool:
+    """A task part under the page's settings (a folder model is kept under the default protocol)."""
+    protocols = {model: TransferProtocol(screen_dim=dim).to_dict() for model, _, dim in TRANSFER_PLAN}
+    want = protocols.get(part.key["model"]["name"], TransferProtocol().to_dict())
+    stored = {k: v for k, v in part.key["protocol"].items() if k != "bootstrap"}  # the test only adds a table
+    return stored == want and part.key["max_length"] == 256 and part.key["dtype"] == "float32"
+
+
+def _exact_part(part: Part) -> bool:
+    """A task part run with the paper's exact protocol."""
+    return part.key["protocol"] == EXACT_TRANSFER.to_dict()
+
+
+def _save_exact_tests(ctx: PageContext, model: str, task: str, *, default_part=_default_part,
+                      exact_part=_exact_part) -> None:
+    """The exact protocol's LC against the default protocol's LC (same outer splits) and against the exact run's
+    last-layer mean: paired bootstraps over the task's examples, stored beside the two runs they tested (each run's
+    outputs digested, so the page shows the tests only while those runs are the page's)."""
+    exact = transfer_runs(ctx.store, {}, exact_part).get(model)
+    default = transfer_runs(ctx.store, {}, default_part).get(model)
+    if exact is None or default is None or task not in exact.tasks or task not in default.tasks:
+        logger.info("transfer page: no default %s run of %s to test the exact protocol against", task, model)
+        return
+    a, b = exact.tasks[task].result, default.tasks[task].result
+    labels = load_transfer(task, data_dir=ctx.data_dir).labels
+    tests = {"lc_vs_default_lc": protocol_significance(a, b, labels, n_resamples=TRANSFER_BOOTSTRAP),
+             "lc_vs_last": protocol_significance(a, a, labels, n_resamples=TRANSFER_BOOTSTRAP, method_b="last")}
+    payload = {"model": model, "task": task, "exact": correct_digest(a), "default": correct_digest(b), "tests": tests}
+    ctx.store.save(Part(PAGE_TRANSFER, f"exact-test-{Path(model).name}-{task}",
+                        {"model": model, "task": task, "bootstrap": TRANSFER_BOOTSTRAP, "seed": 0},
+                        payload, True, [run_record(ctx.command)]))
+
+
 def _transfer_render(ctx: PageContext) -> list[Path]:
     requested = {model: list(tasks) for model, tasks, _ in TRANSFER_PLAN}
-    protocols = {model: TransferProtocol(screen_dim=dim).to_dict() for model, _, dim in TRANSFER_PLAN}
-
-    def keep(part: Part) -> bool:  # the page's settings; a folder model is kept under the default protocol
-        want = protocols.get(part.key["model"]["name"], TransferProtocol().to_dict())
-        stored = {k: v for k, v in part.key["protocol"].items() if k != "bootstrap"}  # the test only adds a table
-        return stored == want and part.key["max_length"] == 256 and part.key["dtype"] == "float32"
-
-    def exact(part: Part) -> bool:
-        return part.key["protocol"] == EXACT_TRANSFER.to_dict()
-
-    text, doc = render_transfer_page(ctx.store, requested, environment(list(ctx.command) or None), keep, exact)
+    text, doc = render_transfer_page(ctx.store, requested, environment(list(ctx.command) or None), _default_part,
+                                     _exact_part)
     return [write_text(ctx.output / "transfer.md", text), write_json(ctx.output / "transfer.json", doc)]
 
 

@@ -7,11 +7,13 @@ from pathlib import Path
 import numpy as np
 
 from layerwise.benchmarks.lc.transfer_check import CheckResult
-from layerwise.benchmarks.lc.transfer_report import render_transfer_markdown
+from layerwise.benchmarks.lc.transfer_report import ALPHA, p_cell, render_transfer_markdown
 from layerwise.benchmarks.lc.transfer_run import PAGE, TaskRun, TransferRun, describe_protocol
 from layerwise.benchmarks.store import ResultsStore
 from layerwise.data.senteval import display_name
+from layerwise.evaluation.significance import BOOTSTRAP_TEST
 from layerwise.methods.lc.transfer import TransferProtocol, screen_agreement
+from layerwise.methods.lc.transfer_significance import correct_digest
 from layerwise.reports import fmt
 
 __all__ = ["render_transfer_page", "transfer_runs"]
@@ -84,7 +86,7 @@ def render_transfer_page(store: ResultsStore, requested: dict[str, list[str]], e
     for check in checks:
         lines += render_check(check)
     if exact is not None:
-        lines += render_exact(exact_runs, runs)
+        lines += render_exact(exact_runs, runs, _named(store, "exact-test-"))
     doc = {"kind": "transfer-page", "schema": 1, "environment": env,
            "models": {m: r.to_dict() for m, r in runs.items()}, "last_run": last, "check": [c.to_dict() for c in checks]}
     return "\n".join(lines) + "\n", doc
@@ -102,14 +104,29 @@ def render_last_run(rec: dict) -> list[str]:
             f"{computed:,}; found in the layer cache: {stored:,} (a sentence shared by two tasks is encoded once).", ""]
 
 
-def render_exact(exact: dict[str, TransferRun], default: dict[str, TransferRun]) -> list[str]:
-    """The paper's exact protocol beside the default, per task, with the ridge screen's agreement with it."""
+def _exact_tests(stored: dict[str, dict], model: str, task: str, exact: TaskRun, default: TaskRun | None) -> dict:
+    """The stored tests of this exact run against this default run ({} when either run changed since)."""
+    for d in stored.values():
+        if (d["model"], d["task"]) == (model, task) and default is not None and d["exact"] == correct_digest(
+                exact.result) and d["default"] == correct_digest(default.result):
+            return d["tests"]
+    return {}
+
+
+def render_exact(exact: dict[str, TransferRun], default: dict[str, TransferRun],
+                 tests: dict[str, dict] | None = None) -> list[str]:
+    """The paper's exact protocol beside the default, per task, with the ridge screen's agreement with it and
+    the paired tests of the exact LC against the default LC and the exact last-layer mean (``tests``: the stored
+    ``exact-test-*`` payloads by name)."""
     lines = ["## The paper's exact protocol: k-fold inner cross-validation, exhaustive SAGA", "",
              "The default above chooses LC's subset by a closed-form ridge screen over seeded 82/18 inner splits; "
              "the paper scores every allowed subset by SAGA logistic regression in 10-fold inner cross-validation. "
              "Here that exact choice is run per task (`--option exact_tasks='[\"cr\"]'`); *screen agrees* counts "
              "the outer splits where the ridge screen's best subset, scored on the same folds, is also SAGA's best, "
-             "and *SAGA points lost* is the mean inner SAGA accuracy given up by taking the screen's choice.", ""]
+             "and *SAGA points lost* is the mean inner SAGA accuracy given up by taking the screen's choice. "
+             f"*p* columns: {BOOTSTRAP_TEST} test over the task's test examples on the same outer splits (as in the "
+             f"tables above; yes: p < {ALPHA}), the exact protocol's LC against the default's LC and against the "
+             "exact run's last-layer mean.", ""]
     rows = [(model, task, t) for model, run in exact.items() for task, t in run.tasks.items()]
     if not rows:
         n = len(next(iter(default.values())).tasks) if default else 0
@@ -117,17 +134,20 @@ def render_exact(exact: dict[str, TransferRun], default: dict[str, TransferRun])
                         f"all-MiniLM-L6-v2 (98 subsets x 10 folds x 10 outer splits; {n} tasks on the default "
                         "protocol above). `layerwise results run transfer --option exact_tasks='[\"cr\", "
                         "\"trec\"]'` computes it, resumably.", ""]
-    lines += ["| model | task | outer splits | inner folds | LC, exact | LC, default | last, exact | screen agrees | "
-              "SAGA points lost |", "|---|---|---|---|---|---|---|---|---|"]
+    lines += ["| model | task | outer splits | inner folds | LC, exact | LC, default | p, exact vs default LC | "
+              "last, exact | p, LC vs last (exact) | screen agrees | SAGA points lost |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for model, task, t in rows:
         s = t.result.summary()
         base = default.get(model).tasks.get(task) if model in default else None
         agree = screen_agreement(t.result)
+        tested = _exact_tests(tests or {}, model, task, t, base)
         lines.append(f"| {Path(model).name} | {display_name(task)} | {len(t.result.splits)} of {t.result.n_outer} | "
                      f"{t.result.n_inner} | "
                      f"{fmt(s['lc']['mean'], s['lc']['std'])} | "
                      + (fmt(base.result.summary()["lc"]["mean"], base.result.summary()["lc"]["std"]) if base else "n/a")
-                     + f" | {fmt(s['last']['mean'], s['last']['std'])} | "
+                     + f" | {p_cell(tested.get('lc_vs_default_lc'))} | {fmt(s['last']['mean'], s['last']['std'])} | "
+                     + f"{p_cell(tested.get('lc_vs_last'))} | "
                      + (f"{agree['agree']}/{agree['splits']} | {agree['saga_gap']:.2f}" if agree else "n/a | n/a")
                      + " |")
     return lines + [""]

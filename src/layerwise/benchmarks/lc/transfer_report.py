@@ -14,7 +14,7 @@ from layerwise.reports import fmt, write_json, write_text
 #: The significance level the page reports.
 ALPHA = 0.01
 
-__all__ = ["ALPHA", "TRANSFER_LABELS", "render_transfer_markdown", "write_transfer_outputs"]
+__all__ = ["ALPHA", "TRANSFER_LABELS", "p_cell", "render_transfer_markdown", "write_transfer_outputs"]
 
 TRANSFER_LABELS = {
     "cls": "CLS (last layer)",
@@ -93,10 +93,14 @@ def _significance_table(tasks: dict[str, TaskRun], baselines: list[str], head: s
         cells = []
         for t in tasks.values():
             test = t.result.significance.get(b)
-            cells.append("not tested" if test is None else
-                         f"{test['p_value']:.4f} ({'yes' if test['p_value'] < ALPHA else 'no'})")
+            cells.append(p_cell(test))
         lines.append(f"| {TRANSFER_LABELS.get(b, b)} | " + " | ".join(cells) + " | |")
     return lines
+
+
+def p_cell(test: dict | None) -> str:
+    """A table cell of one paired test: its p-value and whether it is below ALPHA, or *not tested*."""
+    return "not tested" if test is None else f"{test['p_value']:.4f} ({'yes' if test['p_value'] < ALPHA else 'no'})"
 
 
 def _history(task: TaskRun) -> str:
