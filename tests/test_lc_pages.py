@@ -291,14 +291,21 @@ def test_shortcut_check_resumes_per_split_and_compares_with_exhaustive(tiny_bert
         assert s.inner_saga["7"] == max(s.inner_saga.values())
 
 
-def test_transfer_exact_protocol_is_a_part_of_its_own_and_a_section_of_the_page(tiny_bert, home):
+def test_transfer_exact_protocol_is_a_part_of_its_own_a_section_of_the_page_and_tested(tiny_bert, home):
     from dataclasses import replace
 
     from conftest import write_senteval
+    from layerwise.benchmarks.lc.pages import _save_exact_tests
     from layerwise.benchmarks.lc.transfer_pages import render_transfer_page
     from layerwise.benchmarks.lc.transfer_run import TransferRunConfig, run_transfer_tasks
     from layerwise.benchmarks.page_parts import prune_superseded
+    from layerwise.benchmarks.registry import PageContext
+    from layerwise.data.senteval import load_transfer
+    from layerwise.evaluation.classification import outer_splits
+    from layerwise.evaluation.significance import paired_bootstrap_accuracy
+    from layerwise.evaluation.unit_outputs import unpack_correct
     from layerwise.methods.lc.transfer import TransferProtocol
+    from layerwise.methods.lc.transfer_significance import protocol_significance
     from layerwise.reports import environment
 
     data = write_senteval(home / "data", n=40)
@@ -306,8 +313,9 @@ def test_transfer_exact_protocol_is_a_part_of_its_own_and_a_section_of_the_page(
     base = TransferRunConfig(model=str(tiny_bert), tasks=("cr",), n_jobs=1, data_dir=str(data),
                              protocol=TransferProtocol(n_outer=2, n_inner=2))
     exact = TransferProtocol(n_outer=2, n_inner=3, inner="kfold", shortlist=None)
-    run_transfer_tasks(base, store)
+    default_run = run_transfer_tasks(base, store).tasks["cr"].result
     run = run_transfer_tasks(replace(base, protocol=exact), store)
+    exact_run = run.tasks["cr"].result
     assert "3-fold inner cross-validation" in run.protocol["name"]
     assert sorted(p.name for p in store.parts("transfer")) == [f"{tiny_bert.name}-cr", f"{tiny_bert.name}-cr-exact"]
     assert prune_superseded(store, "transfer", dry_run=True) == []  # neither supersedes the other
@@ -315,11 +323,38 @@ def test_transfer_exact_protocol_is_a_part_of_its_own_and_a_section_of_the_page(
     def by(protocol):
         return lambda part: part.key["protocol"] == protocol.to_dict()
 
-    text, _ = render_transfer_page(store, {}, environment(["test"]), by(base.protocol), by(exact))
-    section = text.split("## The paper's exact protocol", 1)[1]
-    assert "| screen agrees |" in section and f"| {tiny_bert.name} | CR | 2 of 2 | 3 |" in section
+    def section():
+        text, _ = render_transfer_page(store, {}, environment(["test"]), by(base.protocol), by(exact))
+        return text.split("## The paper's exact protocol", 1)[1]
+
+    assert "| screen agrees |" in section() and f"| {tiny_bert.name} | CR | 2 of 2 | 3 |" in section()
     empty, _ = render_transfer_page(store, {}, environment(["test"]), by(base.protocol), lambda part: False)
     assert "Not run yet on this machine" in empty
+    assert section().count("not tested") == 2  # no test stored yet
+
+    # the exact LC against the default LC and against its own last-layer mean, on the same outer splits
+    ctx = PageContext(store=store, output=home / "out", data_dir=str(data), command=("test",), options={})
+    _save_exact_tests(ctx, run.model.name, "cr", default_part=by(base.protocol), exact_part=by(exact))
+    (part,) = [p for p in store.parts("transfer") if p.name.startswith("exact-test-")]
+    labels = load_transfer("cr", data_dir=data).labels  # the slow twin: each split's outputs placed by hand
+    rows = [te for _, te in outer_splits(labels, n_splits=2, seed=0)]
+
+    def matrix(result, method):
+        out = np.zeros((2, len(labels)))
+        for k, (split, r) in enumerate(zip(result.splits, rows, strict=True)):
+            out[k, r] = unpack_correct(split.correct[method], len(r))
+        return out
+
+    for name, other, method in (("lc_vs_default_lc", default_run, "lc"), ("lc_vs_last", exact_run, "last")):
+        want = paired_bootstrap_accuracy(matrix(exact_run, "lc"), matrix(other, method), rows=rows,
+                                         n_resamples=2000, seed=0)
+        assert part.payload["tests"][name] == want.to_dict()
+        assert want.difference == pytest.approx(exact_run.summary()["lc"]["mean"] - other.summary()[method]["mean"])
+    assert section().count("not tested") == 0
+    store.save(replace(part, payload={**part.payload, "default": "another run"}))  # the default run changed since
+    assert section().count("not tested") == 2
+    with pytest.raises(ValueError, match="n_outer"):  # runs on other outer splits cannot be paired
+        protocol_significance(exact_run, replace(default_run, n_outer=4), labels, n_resamples=10)
 
 
 def test_the_last_run_record_is_kept_when_a_run_only_finds_stored_parts(tiny_bert, home):
@@ -338,63 +373,3 @@ def test_the_last_run_record_is_kept_when_a_run_only_finds_stored_parts(tiny_ber
     _save_last_run(store, run_transfer_tasks(config, store), 0.1)  # every task reused: nothing computed
     (kept,) = [p for p in store.parts("transfer") if p.name.startswith("last-run-")]
     assert kept.payload == record.payload
-
-
-def test_the_exact_protocol_is_tested_against_the_default_on_the_same_outer_splits(tiny_bert, home):
-    from dataclasses import replace
-
-    from conftest import write_senteval
-    from layerwise.benchmarks.lc.pages import _save_exact_tests
-    from layerwise.benchmarks.lc.transfer_pages import render_transfer_page
-    from layerwise.benchmarks.lc.transfer_run import TransferRunConfig, run_transfer_tasks
-    from layerwise.benchmarks.registry import PageContext
-    from layerwise.data.senteval import load_transfer
-    from layerwise.evaluation.classification import outer_splits
-    from layerwise.evaluation.significance import paired_bootstrap_accuracy
-    from layerwise.evaluation.unit_outputs import unpack_correct
-    from layerwise.methods.lc.transfer import TransferProtocol
-    from layerwise.methods.lc.transfer_significance import protocol_significance
-    from layerwise.reports import environment
-
-    data = write_senteval(home / "data", n=40)
-    store = ResultsStore(home / "store")
-    base = TransferRunConfig(model=str(tiny_bert), tasks=("cr",), n_jobs=1, data_dir=str(data),
-                             protocol=TransferProtocol(n_outer=3, n_inner=2))
-    exact = TransferProtocol(n_outer=3, n_inner=3, inner="kfold", shortlist=None)
-    default_run = run_transfer_tasks(base, store).tasks["cr"].result
-    run = run_transfer_tasks(replace(base, protocol=exact), store)
-    exact_run = run.tasks["cr"].result
-
-    def by(protocol):
-        return lambda part: part.key["protocol"] == protocol.to_dict()
-
-    def section():
-        text, _ = render_transfer_page(store, {}, environment(["test"]), by(base.protocol), by(exact))
-        return text.split("## The paper's exact protocol", 1)[1]
-
-    assert section().count("not tested") == 2  # no test stored yet
-    ctx = PageContext(store=store, output=home / "out", data_dir=str(data), command=("test",), options={})
-    _save_exact_tests(ctx, run.model.name, "cr", default_part=by(base.protocol), exact_part=by(exact))
-    (part,) = [p for p in store.parts("transfer") if p.name.startswith("exact-test-")]
-    # the slow twin: each split's outputs unpacked at its test rows, drawn again from the task's labels
-    labels = load_transfer("cr", data_dir=data).labels
-    rows = [te for _, te in outer_splits(labels, n_splits=3, seed=0)]
-
-    def matrix(result, method):
-        out = np.zeros((3, len(labels)))
-        for k, (split, r) in enumerate(zip(result.splits, rows, strict=True)):
-            out[k, r] = unpack_correct(split.correct[method], len(r))
-        return out
-
-    for name, (a, b) in {"lc_vs_default_lc": (matrix(exact_run, "lc"), matrix(default_run, "lc")),
-                         "lc_vs_last": (matrix(exact_run, "lc"), matrix(exact_run, "last"))}.items():
-        want = paired_bootstrap_accuracy(a, b, rows=rows, n_resamples=2000, seed=0)
-        assert part.payload["tests"][name] == want.to_dict()
-        assert want.difference == pytest.approx(
-            exact_run.summary()["lc"]["mean"] - (default_run if name == "lc_vs_default_lc" else exact_run).summary()[
-                "lc" if name == "lc_vs_default_lc" else "last"]["mean"])
-    assert section().count("not tested") == 0
-    store.save(replace(part, payload={**part.payload, "default": "another run"}))  # the default run changed since
-    assert section().count("not tested") == 2
-    with pytest.raises(ValueError, match="n_outer"):  # runs on other outer splits cannot be paired
-        protocol_significance(exact_run, replace(default_run, n_outer=4), labels, n_resamples=10)
