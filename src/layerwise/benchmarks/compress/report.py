@@ -292,10 +292,13 @@ def write_page(ctx: PageContext) -> list[Path]:
         tmft = _tmft_by_depth(ctx, r.model)
         lines += [f"## {name}", "", _data_line(r), "", status, "", *_goals(r, tmft), "", *_reference_lines(r), "",
                   *_table(r, tmft), "", f"![frontier]({png.name})", ""]
+    limit = results[0].parts[0].key["protocol"].get("corpus_limit")  # the protocol of the models shown
     for name in [m for m in MODELS if m not in {Path(r.model).name for r in results}]:
         lines += [f"## {name}", "", "**Not run yet.** `layerwise results run compress --data-dir DATA --option "
-                  f"'models=[\"{name}\"]'` computes it (one part per depth, resumable; every depth trains a "
-                  "student, so several CPU hours on a 2-CPU machine).", ""]
+                  f"'models=[\"{name}\"]'" + (f" --option corpus_limit={limit}" if limit is not None else "")
+                  + " --option timings=per-depth` computes it under the protocol above (one part per depth, deepest "
+                  "first, each stored when timed: resumable; every depth trains a student, so several CPU hours on a "
+                  "2-CPU machine).", ""]
     s = results[0].chosen.speed
     lines += ["## How to read it", "",
               f"Throughput ratio: the original torch model's median pass over the candidate's, passes interleaved in "
