@@ -46,7 +46,8 @@ def test_the_int8_model_has_int8_kernels_and_every_state_stays_close(build, tmp_
     import json
 
     record = json.loads((graph / "openvino-int8" / CALIBRATION_FILE).read_text())
-    assert record["sentences"] == 24 and record["smooth_quant"] is False and record["versions"]["nncf"]
+    assert record["sentences"] == 24 and record["smooth_quant_alpha"] == 0.95 and record["versions"]["nncf"]
+    assert has_openvino_int8(graph, TEXTS[:24]) and not has_openvino_int8(graph, TEXTS[:23])  # other sentences
 
 
 def test_quantizing_again_replaces_its_own_folder_and_refusals_name_the_fix(tmp_path):
@@ -80,3 +81,22 @@ def test_a_missing_nncf_names_the_extra(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_nncf)
     with pytest.raises(UsageError, match=r"openvino-int8' needs nncf.*pip install 'layerwise\[openvino\]'"):
         require_nncf()
+
+
+def test_a_graph_quantized_under_other_settings_or_sentences_is_quantized_again(tmp_path, monkeypatch):
+    import json
+
+    from transformers import AutoModel, AutoTokenizer
+
+    from layerwise.encoders import openvino_int8
+
+    model = build_tiny_bert(tmp_path / "m")
+    tok = AutoTokenizer.from_pretrained(model)
+    graph = export_layer_graph(AutoModel.from_pretrained(model), tmp_path / "g")
+    quantize_openvino(graph, tok, TEXTS[:8], batch_size=8, max_length=32)
+    assert has_openvino_int8(graph, TEXTS[:8])
+    monkeypatch.setitem(openvino_int8.QUANTIZATION, "smooth_quant_alpha", -1)  # SmoothQuant off: another model
+    assert has_openvino_int8(graph) and not has_openvino_int8(graph, TEXTS[:8])
+    quantize_openvino(graph, tok, TEXTS[:8], batch_size=8, max_length=32)
+    record = json.loads((graph / "openvino-int8" / CALIBRATION_FILE).read_text())
+    assert record["smooth_quant_alpha"] == -1 and has_openvino_int8(graph, TEXTS[:8])

@@ -263,6 +263,21 @@ def _reference_lines(r: _ModelResults) -> list[str]:
     return lines
 
 
+def _quantization_line(r) -> list[str]:
+    """How the model's openvino-int8 candidates were quantized, from the candidates themselves."""
+    settings = {}
+    for c in r.candidates:
+        if c.backend == "openvino-int8":
+            q = c.extra.get("quantization")
+            text = ("not recorded (scored before candidates kept it; SmoothQuant was off then)" if q is None else
+                    ", ".join(f"{k} {v}" for k, v in q.items()))
+            settings[text] = settings.get(text, 0) + 1
+    if not settings:
+        return []
+    return ["openvino-int8 (NNCF) settings: " + "; ".join(f"{text} ({n} candidates)" for text, n in settings.items())
+            + ".", ""]
+
+
 def write_page(ctx: PageContext) -> list[Path]:
     """Write ``compress.md`` and one frontier plot per model from the store alone (each model under the protocol
     it was last run with)."""
@@ -290,7 +305,8 @@ def write_page(ctx: PageContext) -> list[Path]:
                   + (f"; **not yet measured: {', '.join(map(str, todo))}** (the choice below is among the measured "
                      "depths only)." if todo else " (all)."))
         tmft = _tmft_by_depth(ctx, r.model)
-        lines += [f"## {name}", "", _data_line(r), "", status, "", *_goals(r, tmft), "", *_reference_lines(r), "",
+        lines += [f"## {name}", "", _data_line(r), "", status, "", *_quantization_line(r), *_goals(r, tmft), "",
+                  *_reference_lines(r), "",
                   *_table(r, tmft), "", f"![frontier]({png.name})", ""]
     limit = results[0].parts[0].key["protocol"].get("corpus_limit")  # the protocol of the models shown
     for name in [m for m in MODELS if m not in {Path(r.model).name for r in results}]:

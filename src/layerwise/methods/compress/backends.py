@@ -57,10 +57,11 @@ def check_backends(backends) -> tuple[str, ...]:
 
 def graph_folder(model: TruncatedModel, dest: Path, source: dict, *, calibration: list[str] | None = None) -> Path:
     """``dest`` holding the layer graph of ``model``'s encoder (fp32 and onnxruntime's int8), exported unless already
-    there; with ``calibration`` sentences also OpenVINO's int8 model (quantized unless already there)."""
+    there; with ``calibration`` sentences also OpenVINO's int8 model (quantized unless one calibrated on these
+    sentences under the current settings is there)."""
     if not (Path(dest) / INFO_FILE).is_file():
         export_layer_graph(model.encoder, dest, source=source)
-    if calibration is not None and not has_openvino_int8(dest):
+    if calibration is not None and not has_openvino_int8(dest, calibration):
         quantize_openvino(dest, model.tokenizer, calibration, max_length=model.max_length)
     return Path(dest)
 

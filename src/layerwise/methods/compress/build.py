@@ -284,6 +284,8 @@ class Compression:
         if backend != "torch":  # how far the backend's vectors are from the torch model's, on the dev sentences
             torch_vectors = model.encode(list(self.data.dev.texts1), batch_size=cfg.speed_batch_size)
             extra["max_abs_diff_vs_torch"] = float(np.abs(vectors["dev"][0] - torch_vectors).max())
+        if backend == OPENVINO_INT8:  # the page states the quantizer's settings from the candidates themselves
+            extra["quantization"] = {"calibration_sentences": CALIBRATION_SENTENCES, **QUANTIZATION}
         tests = {k: v for k, v in scores.items() if k != "dev"}
         return Candidate(recipe=recipe, depth=max(layers), layers=tuple(layers), backend=backend,
                          parameters=model.n_parameters(), dev=scores["dev"], tests=tests, speed={}, extra=extra)
