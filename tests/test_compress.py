@@ -317,7 +317,7 @@ def test_each_distinct_sentence_encoded_once_gives_the_vectors_of_each_pair_set_
     student = run.model("distilled", (1,))
     fast = run._pair_vectors(build_module.runner(student, "torch", batch_size=16))
     for name, pairs in run._all_pairs():
-        slow = run._encode_pairs(student, pairs)
+        slow = (student.encode(list(pairs.texts1), batch_size=16), student.encode(list(pairs.texts2), batch_size=16))
         for a, b in zip(fast[name], slow):
             np.testing.assert_allclose(a, b, atol=1e-5)
 
@@ -448,3 +448,19 @@ def test_adopted_candidates_of_an_earlier_run_are_read_back_not_measured(teacher
     assert kept == {c.name: c.to_dict() for c in before.candidates_}
     with pytest.raises(UsageError, match="adopt\\(\\) keeps candidates in output_dir"):
         _comp(teacher, depths=(1,)).adopt(before.candidates_, CORPUS, (s1, s2, y))
+
+
+def test_an_openvino_int8_candidate_quantized_under_other_settings_is_not_adopted(teacher, env):
+    pytest.importorskip("nncf")
+    from layerwise.methods.compress.backends import int8_settings
+
+    s1, s2, y = _dev()
+    before = _comp(teacher, depths=(1,), output_dir=str(env / "a")).fit(CORPUS, (s1, s2, y))
+    later = _comp(teacher, depths=(1,), backends=("torch", "openvino-int8"), output_dir=str(env / "b"))
+    int8 = before.candidates_[0].to_dict()
+    older = Candidate.from_dict({**int8, "backend": "openvino-int8"})  # scored before the settings were kept
+    other = Candidate.from_dict({**int8, "backend": "openvino-int8",
+                                 "extra": {"quantization": {**int8_settings(), "smooth_quant_alpha": -1}}})
+    assert later.adopt([older, other], CORPUS, (s1, s2, y)) == 0
+    same = Candidate.from_dict({**int8, "backend": "openvino-int8", "extra": {"quantization": int8_settings()}})
+    assert later.adopt([same], CORPUS, (s1, s2, y)) == 1

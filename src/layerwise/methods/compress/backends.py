@@ -18,12 +18,12 @@ import numpy as np
 
 from layerwise.encoders.onnx_backend import BACKENDS as ENCODER_BACKENDS
 from layerwise.encoders.onnx_backend import INFO_FILE, LayerGraphSession, check_backend, export_layer_graph
-from layerwise.encoders.openvino_int8 import has_openvino_int8, quantize_openvino, require_nncf
+from layerwise.encoders.openvino_int8 import QUANTIZATION, has_openvino_int8, quantize_openvino, require_nncf
 from layerwise.errors import UsageError
 from layerwise.methods.truncated.model import TruncatedModel
 
 __all__ = ["BACKENDS", "CALIBRATION_SENTENCES", "OPENVINO_INT8", "check_backends", "graph_folder", "graph_session",
-           "runner"]
+           "int8_settings", "runner"]
 
 OPENVINO_INT8 = "openvino-int8"
 BACKENDS = (*ENCODER_BACKENDS, OPENVINO_INT8)  # what a compression run measures its candidates on
@@ -53,6 +53,12 @@ def check_backends(backends) -> tuple[str, ...]:
     if len(set(backends)) != len(backends):
         raise UsageError(f"backends={backends!r} names a backend twice; name each once")
     return backends
+
+
+def int8_settings() -> dict:
+    """What an openvino-int8 candidate is quantized under: the calibration size and NNCF's settings (each candidate
+    keeps them; one quantized under others is another model)."""
+    return {"calibration_sentences": CALIBRATION_SENTENCES, **QUANTIZATION}
 
 
 def graph_folder(model: TruncatedModel, dest: Path, source: dict, *, calibration: list[str] | None = None) -> Path:

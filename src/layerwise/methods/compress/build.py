@@ -42,7 +42,13 @@ from layerwise.encoders.openvino_int8 import QUANTIZATION
 from layerwise.encoders.truncate import truncate_encoder
 from layerwise.evaluation.metrics import cosine_rows, spearman
 from layerwise.keys import keyed_name, model_key
-from layerwise.methods.compress.backends import CALIBRATION_SENTENCES, OPENVINO_INT8, graph_folder, runner
+from layerwise.methods.compress.backends import (
+    CALIBRATION_SENTENCES,
+    OPENVINO_INT8,
+    graph_folder,
+    int8_settings,
+    runner,
+)
 from layerwise.methods.compress.config import CompressConfig
 from layerwise.methods.compress.distill import distill_student, embedding_mse
 from layerwise.methods.compress.frontier import Candidate
@@ -176,6 +182,8 @@ class Compression:
         kept = 0
         for c in (c if isinstance(c, Candidate) else Candidate.from_dict(c) for c in candidates):
             path = self._path(c.recipe, c.layers, c.backend)
+            if c.backend == OPENVINO_INT8 and c.extra.get("quantization") != int8_settings():
+                continue  # quantized under other settings (or before they were recorded): another model
             if c.speed and c.backend in (*self.config.backends, "torch") and not path.is_file():
                 self._save(c)
                 kept += 1
@@ -285,7 +293,7 @@ class Compression:
             torch_vectors = model.encode(list(self.data.dev.texts1), batch_size=cfg.speed_batch_size)
             extra["max_abs_diff_vs_torch"] = float(np.abs(vectors["dev"][0] - torch_vectors).max())
         if backend == OPENVINO_INT8:  # the page states the quantizer's settings from the candidates themselves
-            extra["quantization"] = {"calibration_sentences": CALIBRATION_SENTENCES, **QUANTIZATION}
+            extra["quantization"] = int8_settings()
         tests = {k: v for k, v in scores.items() if k != "dev"}
         return Candidate(recipe=recipe, depth=max(layers), layers=tuple(layers), backend=backend,
                          parameters=model.n_parameters(), dev=scores["dev"], tests=tests, speed={}, extra=extra)
@@ -377,10 +385,6 @@ class Compression:
         stack = self.encoder.encode(list(pairs.texts1) + list(pairs.texts2))
         n = len(pairs)
         return stack.mean[:n], stack.mean[n:]
-
-    def _encode_pairs(self, model: TruncatedModel, pairs: PairSet) -> tuple[np.ndarray, np.ndarray]:
-        bs = self.config.speed_batch_size
-        return model.encode(list(pairs.texts1), batch_size=bs), model.encode(list(pairs.texts2), batch_size=bs)
 
     def _corpus_means(self, state: int, limit: int | None = None) -> np.ndarray:
         """(n, d) mean of hidden state ``state`` for the first ``limit`` corpus sentences (None: all), in chunks
