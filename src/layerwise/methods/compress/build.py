@@ -29,7 +29,7 @@ import json
 import logging
 import shutil
 import tempfile
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -51,7 +51,7 @@ from layerwise.methods.compress.backends import (
 )
 from layerwise.methods.compress.config import CompressConfig
 from layerwise.methods.compress.distill import distill_student, embedding_mse
-from layerwise.methods.compress.frontier import Candidate
+from layerwise.methods.compress.frontier import Candidate, CompressResult
 from layerwise.methods.compress.speed import measure_speed
 from layerwise.methods.lc.search import LayerSubsetSearch, subset_cosine
 from layerwise.methods.truncated.model import TruncatedModel
@@ -62,7 +62,7 @@ from layerwise.training.distributed import local_device
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CompressData", "CompressResult", "Compression", "MSE_SENTENCES", "best_within"]
+__all__ = ["CompressData", "Compression", "MSE_SENTENCES", "best_within"]
 
 #: recipes whose model is trained (a student), not cut from the original as it is
 STUDENTS = ("distilled", "every-depth")
@@ -82,29 +82,6 @@ class CompressData:
     def checksums(self) -> dict:
         return {"corpus": content_checksum(list(self.corpus)), "dev": content_checksum(self.dev),
                 "tests": {name: content_checksum(p) for name, p in sorted(self.tests.items())}}
-
-
-@dataclass(frozen=True)
-class CompressResult:
-    """What a run measured: the original model and every candidate (the original among them)."""
-
-    config: dict  # CompressConfig.to_dict()
-    model: dict  # the original's identity (keys.model_key)
-    n_layers: int  # L, the original's transformer layers
-    data: dict  # CompressData.checksums(), plus the number of corpus sentences
-    original: Candidate
-    candidates: list[Candidate]
-
-    def to_dict(self) -> dict:
-        out = asdict(self)
-        out["original"] = self.original.to_dict()
-        out["candidates"] = [c.to_dict() for c in self.candidates]
-        return out
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "CompressResult":
-        return cls(**{**data, "original": Candidate.from_dict(data["original"]),
-                      "candidates": [Candidate.from_dict(c) for c in data["candidates"]]})
 
 
 def best_within(search: LayerSubsetSearch, depth: int) -> tuple[tuple[int, ...], float]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from layerwise.reports import save_figure
 
-__all__ = ["RECIPES", "Candidate", "choose", "frontier_table", "pareto_front", "plot_frontier"]
+__all__ = ["RECIPES", "Candidate", "CompressResult", "choose", "frontier_table", "pareto_front", "plot_frontier"]
 
 #: recipe -> what it is, in words (the report's legend)
 RECIPES = {
@@ -60,6 +60,29 @@ class Candidate:
     @classmethod
     def from_dict(cls, data: dict) -> "Candidate":
         return cls(**{**data, "layers": tuple(data["layers"])})
+
+
+@dataclass(frozen=True)
+class CompressResult:
+    """What a run measured: the original model and every candidate (the original among them)."""
+
+    config: dict  # CompressConfig.to_dict()
+    model: dict  # the original's identity (keys.model_key)
+    n_layers: int  # L, the original's transformer layers
+    data: dict  # CompressData.checksums(), plus the number of corpus sentences
+    original: Candidate
+    candidates: list[Candidate]
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["original"] = self.original.to_dict()
+        out["candidates"] = [c.to_dict() for c in self.candidates]
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "CompressResult":
+        return cls(**{**data, "original": Candidate.from_dict(data["original"]),
+                      "candidates": [Candidate.from_dict(c) for c in data["candidates"]]})
 
 
 def pareto_front(candidates: list[Candidate]) -> list[Candidate]:
