@@ -160,8 +160,7 @@ BUSY = "busy"  # a part whose run started with more runnable work than CPUs, by 
 def part_cpus(part: Part) -> str:
     """The machine a part was computed on, as its CPU count ("2 CPUs"; "?" where not recorded), and ", busy" where
     the 1-minute load average at the run's start was more than half a process above that count (other work shared
-    the machine): what a speed
-    column needs to say when its rows come from machines of different sizes or states."""
+    the machine): what a speed column needs to say when its rows come from machines of different sizes or states."""
     env = part.runs[-1].get("environment", {}) if part.runs else {}
     machine = env.get("machine", {})
     n, load = machine.get("cpu_count"), machine.get("load_average_1_5_15")

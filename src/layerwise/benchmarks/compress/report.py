@@ -7,12 +7,14 @@ A depth part may carry over candidates an earlier run timed (:meth:`~layerwise.C
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from layerwise.benchmarks.page_parts import provenance_lines
 from layerwise.benchmarks.registry import PageContext
 from layerwise.benchmarks.store import Part
+from layerwise.methods.compress.backends import OPENVINO_INT8
 from layerwise.methods.compress.build import STUDENTS
 from layerwise.methods.compress.frontier import RECIPES, Candidate, choose, plot_frontier
 from layerwise.reports import write_text
@@ -265,13 +267,10 @@ def _reference_lines(r: _ModelResults) -> list[str]:
 
 def _quantization_line(r) -> list[str]:
     """How the model's openvino-int8 candidates were quantized, from the candidates themselves."""
-    settings = {}
-    for c in r.candidates:
-        if c.backend == "openvino-int8":
-            q = c.extra.get("quantization")
-            text = ("not recorded (scored before candidates kept it; SmoothQuant was off then)" if q is None else
-                    ", ".join(f"{k} {v}" for k, v in q.items()))
-            settings[text] = settings.get(text, 0) + 1
+    settings = Counter(
+        "not recorded (scored before candidates kept it; SmoothQuant was off then)" if q is None
+        else ", ".join(f"{k} {v}" for k, v in q.items())
+        for q in (c.extra.get("quantization") for c in r.candidates if c.backend == OPENVINO_INT8))
     if not settings:
         return []
     return ["openvino-int8 (NNCF) settings: " + "; ".join(f"{text} ({n} candidates)" for text, n in settings.items())
