@@ -460,7 +460,9 @@ def test_an_openvino_int8_candidate_quantized_under_other_settings_is_not_adopte
     int8 = before.candidates_[0].to_dict()
     older = Candidate.from_dict({**int8, "backend": "openvino-int8"})  # scored before the settings were kept
     other = Candidate.from_dict({**int8, "backend": "openvino-int8",
-                                 "extra": {"quantization": {**int8_settings(), "smooth_quant_alpha": -1}}})
+                                 "extra": {"quantization": {**int8_settings(), "smooth_quant_alphas": [0.95],
+                                                            "smooth_quant_alpha": 0.95}}})
     assert later.adopt([older, other], CORPUS, (s1, s2, y)) == 0
-    same = Candidate.from_dict({**int8, "backend": "openvino-int8", "extra": {"quantization": int8_settings()}})
+    same = Candidate.from_dict({**int8, "backend": "openvino-int8",
+                                "extra": {"quantization": {**int8_settings(), "smooth_quant_alpha": 0.5}}})
     assert later.adopt([same], CORPUS, (s1, s2, y)) == 1

@@ -251,3 +251,26 @@ def test_a_protocol_that_only_adds_candidates_keeps_the_stored_ones(tiny_bert, e
     assert sum(p.payload["adopted"]["candidates"] for p in parts) > 0  # the full depth may add nothing new
     md, _ = get_page("compress").render(new)
     assert "carried over" in md.read_text() and "every-depth student: yes" in md.read_text()
+
+
+def test_the_int8_settings_line_states_each_setting_once_with_the_alphas_kept_under_it():
+    from types import SimpleNamespace
+
+    from layerwise.benchmarks.compress.report import _quantization_line
+    from layerwise.methods.compress.backends import int8_settings
+    from layerwise.methods.compress.frontier import Candidate
+
+    def cand(quantization, backend="openvino-int8"):
+        return Candidate.from_dict({"recipe": "cut", "depth": 1, "layers": [1], "backend": backend, "parameters": 1,
+                                    "dev": 50.0, "tests": {}, "speed": {},
+                                    "extra": {} if quantization is None else {"quantization": quantization}})
+
+    now = int8_settings()
+    r = SimpleNamespace(candidates=[cand({**now, "smooth_quant_alpha": a}) for a in (-1.0, 0.95, -1.0)]
+                        + [cand(None), cand({"preset": "mixed", "smooth_quant_alpha": 0.95}), cand(None, "openvino")])
+    (line, blank) = _quantization_line(r)
+    assert blank == "" and line.count("calibration_sentences 300") == 1  # one setting, its alphas counted
+    assert "(3 candidates; alpha kept: off for 2, 0.95 for 1)" in line
+    assert "not recorded (scored before candidates kept it; SmoothQuant was off then) (1 candidates)" in line
+    assert "preset mixed, smooth_quant_alpha 0.95 (1 candidates)" in line  # a fixed alpha, as it was recorded
+    assert _quantization_line(SimpleNamespace(candidates=[cand(None, "openvino")])) == []

@@ -16,6 +16,7 @@ from conftest import WORDS, build_tiny_bert, build_tiny_mpnet  # noqa: E402
 from layerwise.encoders.onnx_backend import LayerGraphSession, export_layer_graph  # noqa: E402
 from layerwise.encoders.openvino_int8 import (  # noqa: E402
     CALIBRATION_FILE,
+    SMOOTH_QUANT_ALPHAS,
     has_openvino_int8,
     quantize_openvino,
     require_nncf,
@@ -46,8 +47,9 @@ def test_the_int8_model_has_int8_kernels_and_every_state_stays_close(build, tmp_
     import json
 
     record = json.loads((graph / "openvino-int8" / CALIBRATION_FILE).read_text())
-    assert record["sentences"] == 24 and record["smooth_quant_alpha"] == 0.95 and record["versions"]["nncf"]
+    assert record["sentences"] == 24 and record["smooth_quant_alpha"] in SMOOTH_QUANT_ALPHAS and record["versions"]["nncf"]
     assert has_openvino_int8(graph, TEXTS[:24]) and not has_openvino_int8(graph, TEXTS[:23])  # other sentences
+    assert not has_openvino_int8(graph, TEXTS[:24], layers=[1, 2])  # its alpha was chosen on the last state
 
 
 def test_quantizing_again_replaces_its_own_folder_and_refusals_name_the_fix(tmp_path):
@@ -65,7 +67,9 @@ def test_quantizing_again_replaces_its_own_folder_and_refusals_name_the_fix(tmp_
     assert json.loads((graph / "openvino-int8" / CALIBRATION_FILE).read_text())["sentences"] == 16
     assert sorted(p.name for p in graph.iterdir() if p.name.startswith(".")) == []  # no temporary left
     with pytest.raises(UsageError, match="calibration sentences"):
-        quantize_openvino(graph, tok, [], max_length=32)
+        quantize_openvino(graph, tok, TEXTS[:2], max_length=32)
+    with pytest.raises(UsageError, match="not states of this graph"):
+        quantize_openvino(graph, tok, TEXTS[:8], max_length=32, layers=[0, 9])
     with pytest.raises(UsageError, match="not a layer graph folder"):
         quantize_openvino(tmp_path / "m", tok, TEXTS, max_length=32)
 
@@ -95,8 +99,51 @@ def test_a_graph_quantized_under_other_settings_or_sentences_is_quantized_again(
     graph = export_layer_graph(AutoModel.from_pretrained(model), tmp_path / "g")
     quantize_openvino(graph, tok, TEXTS[:8], batch_size=8, max_length=32)
     assert has_openvino_int8(graph, TEXTS[:8])
-    monkeypatch.setitem(openvino_int8.QUANTIZATION, "smooth_quant_alpha", -1)  # SmoothQuant off: another model
+    monkeypatch.setitem(openvino_int8.QUANTIZATION, "smooth_quant_alphas", [-1.0])  # SmoothQuant off only
     assert has_openvino_int8(graph) and not has_openvino_int8(graph, TEXTS[:8])
     quantize_openvino(graph, tok, TEXTS[:8], batch_size=8, max_length=32)
     record = json.loads((graph / "openvino-int8" / CALIBRATION_FILE).read_text())
     assert record["smooth_quant_alpha"] == -1 and has_openvino_int8(graph, TEXTS[:8])
+
+
+def test_the_alpha_kept_is_the_one_whose_similarities_agree_best_with_fp32(tmp_path, monkeypatch):
+    """The slow twin of the choice: each alpha's int8 model quantized on its own, its vectors read back through the
+    session, the agreement computed by hand from every pair's cosine (scipy), and the best one is the kept one."""
+    import json
+
+    from scipy.stats import spearmanr
+    from transformers import AutoModel, AutoTokenizer
+
+    from layerwise.encoders import openvino_int8
+
+    model = build_tiny_mpnet(tmp_path / "m")
+    tok = AutoTokenizer.from_pretrained(model)
+    graph = export_layer_graph(AutoModel.from_pretrained(model), tmp_path / "g")
+    calib, layers = TEXTS[:16], [1, 2]
+    quantize_openvino(graph, tok, calib, batch_size=8, max_length=32, layers=layers)
+    record = json.loads((graph / "openvino-int8" / CALIBRATION_FILE).read_text())
+    assert record["layers"] == layers and has_openvino_int8(graph, calib, layers)
+
+    def vectors(session):
+        return session.encode(tok, calib, batch_size=8, max_length=32).mean[:, layers].mean(axis=1)
+
+    def pair_cosines(v):
+        return [float(np.dot(v[i], v[j]) / np.linalg.norm(v[i]) / np.linalg.norm(v[j]))
+                for i in range(len(v)) for j in range(i + 1, len(v))]
+
+    reference = pair_cosines(vectors(LayerGraphSession(graph, runtime="openvino")))
+    by_hand = {}
+    for alpha in SMOOTH_QUANT_ALPHAS:
+        one = tmp_path / f"g{alpha}"
+        one.mkdir()
+        for name in ("model.onnx", "layer_graph.json"):
+            (one / name).write_bytes((graph / name).read_bytes())
+        with monkeypatch.context() as m:  # this alpha alone
+            m.setitem(openvino_int8.QUANTIZATION, "smooth_quant_alphas", [alpha])
+            quantize_openvino(one, tok, calib, batch_size=8, max_length=32, layers=layers)
+        int8 = LayerGraphSession(one, quantized=True, runtime="openvino")
+        by_hand[alpha] = spearmanr(reference, pair_cosines(vectors(int8))).statistic
+        assert record["agreement"][str(alpha)] == pytest.approx(by_hand[alpha], abs=1e-6)
+    assert record["smooth_quant_alpha"] == max(by_hand, key=by_hand.get)
+    kept = LayerGraphSession(graph, quantized=True, runtime="openvino")
+    assert spearmanr(reference, pair_cosines(vectors(kept))).statistic == pytest.approx(max(by_hand.values()), abs=1e-6)

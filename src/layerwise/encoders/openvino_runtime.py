@@ -30,15 +30,16 @@ def require_openvino():
     return openvino
 
 
-def compile_graph(path: Path, threads: int) -> tuple[Callable[[dict], list[np.ndarray]], tuple[str, ...]]:
+def compile_graph(path, threads: int) -> tuple[Callable[[dict], list[np.ndarray]], tuple[str, ...]]:
     """``(run, input_names)``: ``run(feed)`` gives the graph's outputs in order for a feed of int64 arrays.
 
-    ``path``: an ONNX file or an OpenVINO ``.xml`` model. Compiled with ``threads`` inference threads and float32
+    ``path``: an ONNX file or an OpenVINO ``.xml`` model, or an OpenVINO model in memory. Compiled with ``threads`` inference threads and float32
     precision for what is not int8 (on CPUs with bf16 units OpenVINO would otherwise compute in bf16, and the
     outputs would no longer be the torch model's)."""
     ov = require_openvino()
-    compiled = ov.Core().compile_model(ov.Core().read_model(str(path)), "CPU", {
-        "INFERENCE_NUM_THREADS": int(threads), "INFERENCE_PRECISION_HINT": "f32"})
+    model = ov.Core().read_model(str(path)) if isinstance(path, (str, Path)) else path
+    config = {"INFERENCE_PRECISION_HINT": "f32", **({"INFERENCE_NUM_THREADS": int(threads)} if threads else {})}
+    compiled = ov.Core().compile_model(model, "CPU", config)
     inputs = tuple(port.get_any_name() for port in compiled.inputs)
 
     def run(feed: dict) -> list[np.ndarray]:

@@ -266,14 +266,27 @@ def _reference_lines(r: _ModelResults) -> list[str]:
 
 
 def _quantization_line(r) -> list[str]:
-    """How the model's openvino-int8 candidates were quantized, from the candidates themselves."""
-    settings = Counter(
-        "not recorded (scored before candidates kept it; SmoothQuant was off then)" if q is None
-        else ", ".join(f"{k} {v}" for k, v in q.items())
-        for q in (c.extra.get("quantization") for c in r.candidates if c.backend == OPENVINO_INT8))
-    if not settings:
+    """How the model's openvino-int8 candidates were quantized, from the candidates themselves: each set of settings
+    with the SmoothQuant alphas that were kept under it (where it chooses one per model)."""
+    groups: dict[str, Counter] = {}
+    for q in (c.extra.get("quantization") for c in r.candidates if c.backend == OPENVINO_INT8):
+        if q is None:
+            text, alpha = "not recorded (scored before candidates kept it; SmoothQuant was off then)", None
+        else:
+            alpha = q.get("smooth_quant_alpha") if "smooth_quant_alphas" in q else None
+            text = ", ".join(f"{k} {v}" for k, v in q.items() if alpha is None or k != "smooth_quant_alpha")
+        groups.setdefault(text, Counter())[alpha] += 1
+    if not groups:
         return []
-    return ["openvino-int8 (NNCF) settings: " + "; ".join(f"{text} ({n} candidates)" for text, n in settings.items())
+
+    def kept(alphas: Counter) -> str:
+        n = sum(alphas.values())
+        if None in alphas:
+            return f"{n} candidates"
+        return f"{n} candidates; alpha kept: " + ", ".join(
+            f"{'off' if a < 0 else a} for {k}" for a, k in sorted(alphas.items()))
+
+    return ["openvino-int8 (NNCF) settings: " + "; ".join(f"{text} ({kept(alphas)})" for text, alphas in groups.items())
             + ".", ""]
 
 

@@ -23,7 +23,7 @@ from layerwise.errors import UsageError
 from layerwise.methods.truncated.model import TruncatedModel
 
 __all__ = ["BACKENDS", "CALIBRATION_SENTENCES", "OPENVINO_INT8", "check_backends", "graph_folder", "graph_session",
-           "int8_settings", "runner"]
+           "int8_settings", "runner", "same_int8_settings"]
 
 OPENVINO_INT8 = "openvino-int8"
 BACKENDS = (*ENCODER_BACKENDS, OPENVINO_INT8)  # what a compression run measures its candidates on
@@ -61,14 +61,20 @@ def int8_settings() -> dict:
     return {"calibration_sentences": CALIBRATION_SENTENCES, **QUANTIZATION}
 
 
+def same_int8_settings(recorded: dict | None) -> bool:
+    """Whether a candidate's recorded quantization (the settings and the SmoothQuant alpha chosen under them) was
+    made under the current :func:`int8_settings` (None: recorded before candidates kept it)."""
+    return recorded is not None and all(recorded.get(k) == v for k, v in int8_settings().items())
+
+
 def graph_folder(model: TruncatedModel, dest: Path, source: dict, *, calibration: list[str] | None = None) -> Path:
     """``dest`` holding the layer graph of ``model``'s encoder (fp32 and onnxruntime's int8), exported unless already
     there; with ``calibration`` sentences also OpenVINO's int8 model (quantized unless one calibrated on these
-    sentences under the current settings is there)."""
+    sentences under the current settings, its SmoothQuant alpha chosen on the model's layers, is there)."""
     if not (Path(dest) / INFO_FILE).is_file():
         export_layer_graph(model.encoder, dest, source=source)
-    if calibration is not None and not has_openvino_int8(dest, calibration):
-        quantize_openvino(dest, model.tokenizer, calibration, max_length=model.max_length)
+    if calibration is not None and not has_openvino_int8(dest, calibration, model.layers):
+        quantize_openvino(dest, model.tokenizer, calibration, max_length=model.max_length, layers=model.layers)
     return Path(dest)
 
 

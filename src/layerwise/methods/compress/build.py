@@ -38,7 +38,7 @@ from layerwise._progress import progress
 from layerwise.data.checksum import content_checksum
 from layerwise.encoders.layer_encoder import LayerEncoder
 from layerwise.encoders.onnx_backend import GRAPH_FORMAT_VERSION, OPSET
-from layerwise.encoders.openvino_int8 import QUANTIZATION
+from layerwise.encoders.openvino_int8 import QUANTIZATION, smooth_quant_alpha
 from layerwise.encoders.truncate import truncate_encoder
 from layerwise.evaluation.metrics import cosine_rows, spearman
 from layerwise.keys import keyed_name, model_key
@@ -48,6 +48,7 @@ from layerwise.methods.compress.backends import (
     graph_folder,
     int8_settings,
     runner,
+    same_int8_settings,
 )
 from layerwise.methods.compress.config import CompressConfig
 from layerwise.methods.compress.distill import distill_student, embedding_mse
@@ -159,7 +160,7 @@ class Compression:
         kept = 0
         for c in (c if isinstance(c, Candidate) else Candidate.from_dict(c) for c in candidates):
             path = self._path(c.recipe, c.layers, c.backend)
-            if c.backend == OPENVINO_INT8 and c.extra.get("quantization") != int8_settings():
+            if c.backend == OPENVINO_INT8 and not same_int8_settings(c.extra.get("quantization")):
                 continue  # quantized under other settings (or before they were recorded): another model
             if c.speed and c.backend in (*self.config.backends, "torch") and not path.is_file():
                 self._save(c)
@@ -270,7 +271,8 @@ class Compression:
             torch_vectors = model.encode(list(self.data.dev.texts1), batch_size=cfg.speed_batch_size)
             extra["max_abs_diff_vs_torch"] = float(np.abs(vectors["dev"][0] - torch_vectors).max())
         if backend == OPENVINO_INT8:  # the page states the quantizer's settings from the candidates themselves
-            extra["quantization"] = int8_settings()
+            extra["quantization"] = {**int8_settings(),
+                                     "smooth_quant_alpha": smooth_quant_alpha(self.graph(recipe, layers, backend))}
         tests = {k: v for k, v in scores.items() if k != "dev"}
         return Candidate(recipe=recipe, depth=max(layers), layers=tuple(layers), backend=backend,
                          parameters=model.n_parameters(), dev=scores["dev"], tests=tests, speed={}, extra=extra)
