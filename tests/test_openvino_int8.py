@@ -147,3 +147,15 @@ def test_the_alpha_kept_is_the_one_whose_similarities_agree_best_with_fp32(tmp_p
     assert record["smooth_quant_alpha"] == max(by_hand, key=by_hand.get)
     kept = LayerGraphSession(graph, quantized=True, runtime="openvino")
     assert spearmanr(reference, pair_cosines(vectors(kept))).statistic == pytest.approx(max(by_hand.values()), abs=1e-6)
+
+
+def test_similarity_agreement_is_one_for_the_same_similarities_and_undefined_when_they_are_all_alike():
+    from layerwise.encoders.openvino_int8 import similarity_agreement
+
+    rng = np.random.default_rng(1)
+    a = rng.normal(size=(6, 4))
+    assert similarity_agreement(a, 3 * a) == pytest.approx(1.0)  # a scale keeps every cosine
+    assert similarity_agreement(a, -a) == pytest.approx(1.0)  # a sign flip of every row does too
+    assert similarity_agreement(a, rng.normal(size=(6, 4))) < 0.9
+    with pytest.warns(Warning):  # scipy's ConstantInputWarning: every row alike, no ranking to compare
+        assert np.isnan(similarity_agreement(a, np.ones((6, 4))))

@@ -141,20 +141,24 @@ def quantize_openvino(folder: str | Path, tokenizer, texts: Sequence[str], *, ba
         raise UsageError(f"layers {list(layers)} are not states of this graph (0..{info['n_states'] - 1})")
     feeds = calibration_feeds(tokenizer, texts, tuple(info["inputs"]), batch_size=batch_size, max_length=max_length)
     reference = _vectors(folder / FP32_FILE, feeds, layers)
-    tried = {}
-    for alpha in QUANTIZATION["smooth_quant_alphas"]:  # the float32 model read afresh each time: NNCF gets one nobody else holds
+    agreement, best = {}, None  # alpha -> agreement (None where undefined: every cosine alike); the best model
+    for alpha in QUANTIZATION["smooth_quant_alphas"]:  # the fp32 model read afresh: NNCF gets one nobody else holds
         quantized = _nncf_quantize(nncf, ov.Core().read_model(str(folder / FP32_FILE)), feeds, alpha)
-        tried[alpha] = (similarity_agreement(reference, _vectors(quantized, feeds, layers)), quantized)
-    alpha = max(tried, key=lambda a: tried[a][0])  # ties: the first (SmoothQuant off before on)
+        r = similarity_agreement(reference, _vectors(quantized, feeds, layers))
+        agreement[alpha] = r if np.isfinite(r) else None
+        score = r if np.isfinite(r) else -np.inf
+        if best is None or score > best[1]:  # ties: the first (SmoothQuant off first)
+            best = (alpha, score, quantized)
+    alpha = best[0]
     logger.info("openvino int8 of %s: SmoothQuant alpha %s kept (agreement with fp32: %s)", folder, alpha,
-                ", ".join(f"{a}: {r:.4f}" for a, (r, _) in tried.items()))
+                ", ".join(f"{a}: {r}" if r is None else f"{a}: {r:.4f}" for a, r in agreement.items()))
     dest = folder / INT8_DIR
     remove_stale(dest)
     with atomic_folder(dest, replaceable=lambda d: (d / CALIBRATION_FILE).is_file()) as tmp:
-        ov.save_model(tried[alpha][1], str(tmp / INT8_XML), compress_to_fp16=False)
+        ov.save_model(best[2], str(tmp / INT8_XML), compress_to_fp16=False)
         record = {"sentences": len(texts), "sha256": _sha256(texts), "batches": len(feeds),
                   "batch_size": batch_size, "max_length": max_length, **QUANTIZATION, "layers": _layers(layers),
-                  "smooth_quant_alpha": alpha, "agreement": {str(a): r for a, (r, _) in tried.items()},
+                  "smooth_quant_alpha": alpha, "agreement": {str(a): r for a, r in agreement.items()},
                   "versions": {"openvino": ov.__version__, "nncf": nncf.__version__}}
         (tmp / CALIBRATION_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     return folder
