@@ -74,7 +74,9 @@ class Compressor(SentenceEstimator):
     backends : tuple of str
         How each candidate is run and timed: ``"torch"`` (float32), ``"onnx"``, ``"onnx-int8"`` (onnxruntime: the
         ``onnx`` extra), ``"openvino"`` (float32) and ``"openvino-int8"`` (NNCF's static int8, calibrated on the
-        corpus' first 300 sentences): the ``openvino`` extra.
+        corpus' first 300 sentences, SmoothQuant's alpha chosen per candidate as the one that keeps the float32
+        model's similarities of those sentences best: :func:`~layerwise.encoders.openvino_int8.quantize_openvino`):
+        the ``openvino`` extra.
     settings : CompressSettings or None
         Training and timing settings (None: the defaults).
     output_dir : str or None
