@@ -259,7 +259,8 @@ class Compression:
         """Dev and test Spearman of a candidate (each distinct sentence encoded once), its parameters and facts."""
         cfg = self.config
         model = self.model(recipe, layers)
-        encode = runner(model, backend, batch_size=cfg.speed_batch_size, graph=self.graph(recipe, layers, backend))
+        graph = self.graph(recipe, layers, backend)
+        encode = runner(model, backend, batch_size=cfg.speed_batch_size, graph=graph)
         extra = self._student_facts(model, recipe, layers[0]) if recipe in STUDENTS else {}
         if recipe in STUDENTS or backend != "torch":
             vectors = self._pair_vectors(encode)
@@ -271,8 +272,7 @@ class Compression:
             torch_vectors = model.encode(list(self.data.dev.texts1), batch_size=cfg.speed_batch_size)
             extra["max_abs_diff_vs_torch"] = float(np.abs(vectors["dev"][0] - torch_vectors).max())
         if backend == OPENVINO_INT8:  # the page states the quantizer's settings from the candidates themselves
-            extra["quantization"] = {**int8_settings(),
-                                     "smooth_quant_alpha": smooth_quant_alpha(self.graph(recipe, layers, backend))}
+            extra["quantization"] = {**int8_settings(), "smooth_quant_alpha": smooth_quant_alpha(graph)}
         tests = {k: v for k, v in scores.items() if k != "dev"}
         return Candidate(recipe=recipe, depth=max(layers), layers=tuple(layers), backend=backend,
                          parameters=model.n_parameters(), dev=scores["dev"], tests=tests, speed={}, extra=extra)
