@@ -119,6 +119,16 @@ def check_labels(labels, n: int, *, name: str = "labels") -> np.ndarray:
         raise UsageError(f"{name} must be one label per text, got an array of shape {out.shape}")
     return out
 
+# Where an estimator runs, not what it learned: a saved folder does not carry these parameters, so that a model trained
+# on a GPU loads on a machine without one (each ``load`` takes ``device=`` instead; None: the estimator's default).
+RUN_TIME_PARAMS = ("device",)
+
+
+def restorable_params(params: dict) -> dict:
+    """Parameters read back from a saved folder, less :data:`RUN_TIME_PARAMS` (for the estimators' ``load``)."""
+    return {k: v for k, v in params.items() if k not in RUN_TIME_PARAMS}
+
+
 class SentenceEstimator(BaseEstimator):
     """Base class of the methods' estimators (see the module docstring for the contract).
 

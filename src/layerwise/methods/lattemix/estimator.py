@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from layerwise.base import SentenceEstimator, check_int, check_number, check_texts
+from layerwise.base import SentenceEstimator, check_int, check_number, check_texts, restorable_params
 from layerwise.encoders.layer_encoder import LayerEncoder
 from layerwise.encoders.registry import DEFAULT_MODEL
 from layerwise.encoders.truncate import truncate_encoder
@@ -351,8 +351,9 @@ class LatteMix(SentenceEstimator):
                               overwrite=overwrite)
 
     @classmethod
-    def load(cls, folder: str | os.PathLike) -> "LatteMix":
-        """A fitted :class:`LatteMix` from a folder written by :meth:`save` (no code from the folder runs)."""
+    def load(cls, folder: str | os.PathLike, *, device: str = "cpu") -> "LatteMix":
+        """A fitted :class:`LatteMix` from a folder written by :meth:`save` (no code from the folder runs), encoding
+        on ``device`` (the device it was trained on is not restored)."""
         from layerwise.methods.lattemix.st_module import LatteMixModule, module_path
 
         folder = Path(folder)
@@ -369,7 +370,7 @@ class LatteMix(SentenceEstimator):
         except (OSError, ValueError, RuntimeError) as err:
             raise UsageError(f"{folder}: cannot read its Latte-Mix module ({err})") from None
         known = set(cls().get_params(deep=False))
-        est = cls(**{k: v for k, v in params.items() if k in known})
+        est = cls(**{k: v for k, v in restorable_params(params).items() if k in known}, device=device)
         encoder = est._encoder(folder)  # the cut encoder at the folder's root: its top hidden state is ``layer_``
         latent: TokenLatentModel = module.latent.eval()
         if latent.config.input_dim != encoder.identity.hidden_size:

@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from layerwise.base import SentenceEstimator
+from layerwise.base import SentenceEstimator, restorable_params
 from layerwise.encoders.folder_code import check_no_code
 from layerwise.encoders.registry import DEFAULT_MODEL
 from layerwise.encoders.trainable import SentenceModel
@@ -269,8 +269,9 @@ class LayerAttentionPooler(SentenceEstimator):
         return write_trained_pooler(self.model_, folder, source=base, extra=extra, overwrite=overwrite)
 
     @classmethod
-    def load(cls, folder: str | os.PathLike) -> "LayerAttentionPooler":
-        """A fitted estimator from a folder written by :meth:`save` (or ``layerwise export`` of a trained pooler)."""
+    def load(cls, folder: str | os.PathLike, *, device: str | None = None) -> "LayerAttentionPooler":
+        """A fitted estimator from a folder written by :meth:`save` (or ``layerwise export`` of a trained pooler),
+        on ``device`` (None: CUDA when available, else CPU; the device it was trained on is not restored)."""
         from transformers import AutoModel, AutoTokenizer
 
         from layerwise.export.sentence_transformers import EXPORT_MARKER
@@ -293,8 +294,8 @@ class LayerAttentionPooler(SentenceEstimator):
         encoder = AutoModel.from_pretrained(folder, local_files_only=True)
         tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
         saved = info.get("estimator", {})
-        params = {k: v for k, v in saved.get("params", {}).items() if k in cls._get_param_names()}
-        params.update(pooler=pooler.config.kind, max_length=int(info["max_length"]))
+        params = {k: v for k, v in restorable_params(saved.get("params", {})).items() if k in cls._get_param_names()}
+        params.update(pooler=pooler.config.kind, max_length=int(info["max_length"]), device=device)
         est = cls(**{"model": str(folder), **params})
         model = SentenceModel(encoder, tokenizer, pooler, max_length=int(info["max_length"]))
         est.model_ = model.to(_device(est.device)).eval()

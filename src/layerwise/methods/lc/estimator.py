@@ -363,5 +363,6 @@ class LayerCombination(SentenceEstimator):
     def load(cls, folder: str | os.PathLike, **params) -> "LayerCombination":
         """A fitted LayerCombination from a folder written by :meth:`save` (or by ``export_layer_subset``: then
         ``score_`` is NaN and ``scores_`` empty, since no search is recorded). Its ``model`` is that folder (the cut
-        encoder); ``params`` override the encoder settings (``device``, ``batch_size``, ``cache_dir``, ...)."""
+        encoder); ``params`` override the encoder settings (``device``, ``batch_size``, ``cache_dir``, ...). The
+        device it was fitted on is not restored: it encodes on ``device`` (default cpu)."""
         return read_fitted(cls, folder, params)

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 from sklearn.linear_model import LogisticRegression
 
+from layerwise.base import restorable_params
 from layerwise.encoders.layer_encoder import ModelIdentity
 from layerwise.errors import UsageError
 from layerwise.evaluation.classification import CLASSIFIER
@@ -54,7 +55,7 @@ def read_fitted(cls, folder: str | os.PathLike, params: dict):
                          "SentenceTransformer(folder) (or the estimator that wrote it)")
     state_path = folder / STATE_FILE
     state = json.loads(state_path.read_text()) if state_path.is_file() else {}
-    kept = {k: v for k, v in state.get("params", {}).items() if k in cls._get_param_names()}
+    kept = {k: v for k, v in restorable_params(state.get("params", {})).items() if k in cls._get_param_names()}
     kept.update(pooling=info["pooling"], max_length=int(info.get("max_length", kept.get("max_length", 256))))
     est = cls(**{**kept, "model": str(folder), **params})
     est.model_identity_ = ModelIdentity.from_dict(info["source"])

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from layerwise.base import SentenceEstimator, check_texts
+from layerwise.base import SentenceEstimator, check_texts, restorable_params
 from layerwise.encoders.registry import DEFAULT_MODEL, resolve_model
 from layerwise.errors import UsageError
 from layerwise.export.sentence_transformers import EXPORT_MARKER, check_destination
@@ -316,8 +316,9 @@ class MultitaskModel(SentenceEstimator):
         return folder
 
     @classmethod
-    def load(cls, folder: str | os.PathLike) -> "MultitaskModel":
-        """The fitted estimator saved in ``folder`` by :meth:`save` (``encode`` and ``predict`` work)."""
+    def load(cls, folder: str | os.PathLike, *, device: str | None = None) -> "MultitaskModel":
+        """The fitted estimator saved in ``folder`` by :meth:`save` (``encode`` and ``predict`` work), on ``device``
+        (None: cpu; the device it was trained on is not restored)."""
         folder = Path(folder)
         path = folder / HEADS_FOLDER / ESTIMATOR_FILE
         if not path.is_file():
@@ -328,8 +329,8 @@ class MultitaskModel(SentenceEstimator):
             raise UsageError(f"{path} has format {info.get('format_version')}, expected {FORMAT_VERSION}: save it "
                              "again with this version of layerwise")
         tasks = None if info["task_list"] is None else [Task(**t) for t in info["task_list"]]
-        est = cls(**info["params"], tasks=tasks)
-        est.network_ = MultitaskNetwork.load_parts(folder, folder / HEADS_FOLDER)
+        est = cls(**restorable_params(info["params"]), tasks=tasks, device=device)
+        est.network_ = MultitaskNetwork.load_parts(folder, folder / HEADS_FOLDER).to(local_device(device))
         est.tasks_ = {t["name"]: PreparedTask.from_dict(t) for t in info["tasks"]}
         est.dev_scores_, est.history_, est.layer_weights_ = info["dev_scores"], info["history"], info["layer_weights"]
         return est
