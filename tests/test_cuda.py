@@ -70,6 +70,16 @@ def test_layer_encoder_on_cuda_gives_the_cpu_vectors(tiny_bert, env):
 
 
 @needs_gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_layer_encoder_in_half_precision_on_cuda_is_close_to_float32(tiny_bert, env, dtype):
+    """Half precision on the GPU: every hidden state's mean within a few bits of float32 (cosine > 0.999)."""
+    full = np.asarray(LayerEncoder(str(tiny_bert), device="cpu", cache_dir=False).encode(SENTENCES).mean)
+    half = np.asarray(LayerEncoder(str(tiny_bert), device=DEVICE, dtype=dtype, cache_dir=False).encode(SENTENCES).mean)
+    assert half.dtype == np.float32 and half.shape == full.shape and np.isfinite(half).all()
+    cos = (half * full).sum(-1) / (np.linalg.norm(half, axis=-1) * np.linalg.norm(full, axis=-1))
+    assert cos.min() > 0.999, cos.min()
+
+@needs_gpu
 def test_layer_combination_on_cuda_chooses_and_encodes_as_on_cpu(tiny_bert, tmp_path, env):
     s1, s2, y = _pairs()
     cpu = LayerCombination(str(tiny_bert), max_length=32, cache_dir=False, device="cpu").fit(s1, s2, y)
@@ -97,10 +107,17 @@ def test_lattemix_trained_on_cuda_loads_on_cpu(tiny_bert, tmp_path, env):
 
 
 @needs_gpu
-def test_tmft_trained_on_cuda_loads_on_cpu(tiny_bert, tmp_path, env):
+@pytest.mark.parametrize("pre_step", [None, "wordsim", "mlm"])
+def test_tmft_trained_on_cuda_loads_on_cpu(tiny_bert, tmp_path, env, pre_step):
     s1, s2, y = _pairs()
+    words1 = "man woman dog cat car bike guitar piano red blue park street water food house child".split()
+    data = {"wordsim": {"word_pairs": (words1, words1[::-1], np.linspace(0, 10, len(words1)))},
+            "mlm": {"corpus": SENTENCES}}.get(pre_step, {})
     est = TruncatedFineTuner(str(tiny_bert), depth=1, epochs=2, batch_size=4, lr=1e-3, max_length=16,
-                             show_progress=False, device=DEVICE).fit(s1, s2, y, dev=(s1, s2, y))
+                             pre_step=pre_step, wordsim_epochs=1, wordsim_batch_size=4, mlm_batch_size=4,
+                             mlm_grad_accumulation=1, show_progress=False, device=DEVICE
+                             ).fit(s1, s2, y, dev=(s1, s2, y), **data)
+    assert (est.pre_step_ is None) == (pre_step is None)
     on_gpu = est.encode(SENTENCES)
     _assert_close(_encode_without_gpu(TruncatedFineTuner, est.save(tmp_path / "tmft"), tmp_path), on_gpu)
 
