@@ -79,6 +79,10 @@ def test_part_source_reads_the_last_run_and_the_older_git_record():
     legacy = Part("p", "a", {}, {"environment": {"git": {"commit": "3" * 40, "src_changes": ["M src/x.py"]}}}, True,
                   [{"started": "2026-01-01 00:00:00 UTC"}])
     assert part_source(legacy) == {"commit": "3" * 40, "dirty": True}
+    # a stamped payload ({"kind", "schema", "part": {...}}, the ablations page) keeps it in its one body
+    stamped = Part("p", "a", {}, {"kind": "k", "schema": 1, "part": {"environment": {"source": {"commit": "4" * 40}}}},
+                   True, [{"started": "2026-01-01 00:00:00 UTC"}])
+    assert part_source(stamped) == {"commit": "4" * 40, "dirty": False}
     assert part_source(Part("p", "a", {}, {}, True, [])) is None
 
 

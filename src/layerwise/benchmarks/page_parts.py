@@ -195,7 +195,10 @@ def part_source(part: Part) -> dict | None:
     if not part.runs:
         return None
     run = max(part.runs, key=lambda r: (r.get("started", ""), float(r.get("t", 0.0))))
-    for env in (run.get("environment") or {}, part.payload.get("environment") or {}):
+    # where pages keep it: in the run entry, in the payload, or in the payload's one stamped body ({"part": {...}})
+    bodies = [v for v in part.payload.values() if isinstance(v, dict)]
+    nested = bodies[0].get("environment") if len(bodies) == 1 and isinstance(bodies[0].get("environment"), dict) else {}
+    for env in (run.get("environment") or {}, part.payload.get("environment") or {}, nested):
         if env.get("source"):
             return {"commit": env["source"]["commit"], "dirty": bool(env["source"].get("dirty"))}
         if env.get("git"):  # the speed benchmarks' older record: git_state of the checkout
