@@ -177,6 +177,23 @@ def test_candidates_carried_over_from_an_earlier_run_are_marked_with_that_run():
     assert "2.00x (timed in the earlier run of 2026-11-25, carried over)" in _goals(r, {})[0]
 
 
+def test_the_goal_lines_show_how_far_the_ratio_moved_between_passes():
+    from layerwise.benchmarks.compress.report import _goals, _ModelResults
+    from layerwise.methods.compress.frontier import Candidate
+
+    def cand(recipe, depth, seconds, original_seconds):
+        return Candidate.from_dict({"recipe": recipe, "depth": depth, "layers": [depth], "backend": "torch",
+                                    "parameters": 1, "dev": 70.0, "tests": {"stsb": 70.0},
+                                    "speed": {"seconds": seconds, "original_seconds": original_seconds}})
+
+    original = cand("original", 2, [1.0, 1.0, 1.0], [1.0, 1.0, 1.0])
+    cut = cand("cut", 1, [0.5, 0.4, 0.25], [1.0, 1.2, 1.0])  # passes 2.0x, 3.0x, 4.0x; medians 1.0 / 0.4 = 2.5x
+    assert cut.pass_ratios == pytest.approx([2.0, 3.0, 4.0]) and cut.ratio == pytest.approx(2.5)
+    r = _ModelResults("m", {"budget": 100.0}, {}, [], [original, cut], original, cut, {})
+    lines = _goals(r, {})
+    assert "cut-l1-torch** (hidden states 1), 2.50x (passes 2.00-4.00x)," in lines[0]
+    assert "cut-l1-torch, 2.50x (passes 2.00-4.00x)" in lines[1]
+
 def test_a_stored_choice_that_the_frontier_no_longer_makes_is_fitted_again(tiny_bert, env, monkeypatch):
     from layerwise.benchmarks.compress.report import model_candidates
 

@@ -169,8 +169,12 @@ def _table(r: _ModelResults, tmft: dict[int, float]) -> list[str]:
 
 
 def _timed(r: _ModelResults, c: Candidate) -> str:
+    """The ratio's spread over its passes, and where it was timed when carried over from an earlier run."""
+    passes = c.pass_ratios
+    spread = f" (passes {min(passes):.2f}-{max(passes):.2f}x)" if len(passes) > 1 else ""
     donor = r.carried(c)
-    return "" if donor is None else f" (timed in the earlier run of {(_started(donor) or '?')[:10]}, carried over)"
+    return spread + ("" if donor is None else f" (timed in the earlier run of {(_started(donor) or '?')[:10]}, "
+                     "carried over)")
 
 
 def _goals(r: _ModelResults, tmft: dict[int, float]) -> list[str]:
@@ -335,7 +339,8 @@ def write_page(ctx: PageContext) -> list[Path]:
               f"Throughput ratio: the original torch model's median pass over the candidate's, passes interleaved in "
               f"one run ({s['sentences']} corpus sentences, batch {s['batch_size']}, max length {s['max_length']}, "
               f"{len(s['seconds'])} timed passes each, {s['threads']} threads); the original torch row, timed against "
-              "itself, shows the timing's noise. ONNX fp32 gives the torch vectors "
+              "itself, shows the timing's noise, and the goal lines give the range of the per-pass ratios (each original "
+              "pass over the candidate pass beside it). ONNX fp32 gives the torch vectors "
               "(difference per candidate in its stored part); int8 is close, not equal.", "",
               *[f"- {k}: {v}" for k, v in RECIPES.items()], "",
               "## Published figures (theirs, their hardware; not measured here)", "", *[f"- {p}" for p in PUBLISHED],

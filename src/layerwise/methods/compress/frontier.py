@@ -52,6 +52,12 @@ class Candidate:
         """Throughput relative to the original model: median original pass / median candidate pass."""
         return statistics.median(self.speed["original_seconds"]) / statistics.median(self.speed["seconds"])
 
+    @property
+    def pass_ratios(self) -> list[float]:
+        """The ratio of each interleaved pair of passes (original pass / candidate pass): how much ``ratio`` moves
+        between passes of one run."""
+        return [o / s for o, s in zip(self.speed["original_seconds"], self.speed["seconds"], strict=True)]
+
     def to_dict(self) -> dict:
         out = asdict(self)
         out["layers"] = list(self.layers)
