@@ -125,5 +125,23 @@ def test_source_revision_is_this_checkouts_head():
         assert rev is None or set(rev) == {"commit", "dirty"}
         pytest.skip("layerwise is not imported from this checkout's src/")
     assert rev is not None and rev["commit"] == _git(root, "rev-parse", "HEAD").strip()
-    tracked_changes = _git(root, "status", "--porcelain", "--untracked-files=no").strip()
-    assert rev["dirty"] == bool(tracked_changes)
+    tracked_changes = _git(root, "status", "--porcelain", "--untracked-files=no", "--", ".",
+                           ":(exclude)docs/results").strip()
+    assert rev["dirty"] == bool(tracked_changes)  # the results runs' own outputs do not count
+
+
+def test_source_revision_ignores_the_results_outputs(tmp_path, monkeypatch):
+    from layerwise import reports
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.py").write_text("a = 1\n")
+    (tmp_path / "docs" / "results").mkdir(parents=True)
+    (tmp_path / "docs" / "results" / "page.md").write_text("# page\n")
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "add", "-A")
+    _git(tmp_path, "commit", "-qm", "first")
+    monkeypatch.setattr(reports, "source_root", lambda: tmp_path)
+    (tmp_path / "docs" / "results" / "page.md").write_text("# page, run again\n")
+    assert reports.source_revision()["dirty"] is False
+    (tmp_path / "src" / "a.py").write_text("a = 2\n")
+    assert reports.source_revision()["dirty"] is True

@@ -74,19 +74,34 @@ def _optional_version(module: str) -> str | None:
     return None
 
 
+#: Where ``layerwise results run`` writes pages, figures and stored parts, relative to the checkout.
+RESULTS_OUTPUTS = "docs/results/"
+
+
 def source_revision() -> dict | None:
     """``{"commit", "dirty"}`` of the git checkout holding this package's sources; ``None`` when not a checkout.
 
     Only a checkout whose ``src/layerwise`` is this package counts, so an installed copy inside some other
     repository reports ``None`` rather than that repository's commit. ``dirty``: a tracked file anywhere in the
-    checkout differs from the commit (untracked files do not count). Built on :func:`git_state`.
+    checkout differs from the commit (untracked files do not count), except under :data:`RESULTS_OUTPUTS`: the pages
+    and parts that results runs write are not code, so a run after another page's run is not marked dirty by it.
+    Built on :func:`git_state`.
     """
     root = source_root()
     if root is None:
         declared = os.environ.get(SOURCE_COMMIT_ENV)
         return {"commit": declared, "dirty": False, "declared": SOURCE_COMMIT_ENV} if declared else None
     state = git_state(root, under=None, untracked=False)
-    return None if state is None else {"commit": state["commit"], "dirty": bool(state["src_changes"])}
+    if state is None:
+        return None
+    code = [line for line in state["src_changes"] if not _porcelain_path(line).startswith(RESULTS_OUTPUTS)]
+    return {"commit": state["commit"], "dirty": bool(code)}
+
+
+def _porcelain_path(line: str) -> str:
+    """The path of a ``git status --porcelain`` line (the new one of a rename)."""
+    path = line.split(maxsplit=1)[-1]
+    return path.split(" -> ")[-1].strip('"')
 
 
 def source_root() -> Path | None:
