@@ -125,7 +125,7 @@ RUN_TIME_PARAMS = ("device",)
 
 
 def restorable_params(params: dict) -> dict:
-    """Parameters read back from a saved folder, less :data:`RUN_TIME_PARAMS` (for the estimators' ``load``)."""
+    """Parameters read back from a saved folder, less :data:`RUN_TIME_PARAMS` (see ``SentenceEstimator._saved_params``)."""
     return {k: v for k, v in params.items() if k not in RUN_TIME_PARAMS}
 
 
@@ -141,6 +141,13 @@ class SentenceEstimator(BaseEstimator):
 
     def __sklearn_is_fitted__(self) -> bool:
         return all(hasattr(self, a) for a in self._fitted_attributes[:1])
+
+    @classmethod
+    def _saved_params(cls, params: dict) -> dict:
+        """The parameters ``load`` restores from those a folder recorded: this class's own, less
+        :data:`RUN_TIME_PARAMS`."""
+        names = set(cls._get_param_names())
+        return {k: v for k, v in restorable_params(params).items() if k in names}
 
     def _check_fitted(self) -> None:
         if not self.__sklearn_is_fitted__():

@@ -91,17 +91,8 @@ def source_revision() -> dict | None:
     if root is None:
         declared = os.environ.get(SOURCE_COMMIT_ENV)
         return {"commit": declared, "dirty": False, "declared": SOURCE_COMMIT_ENV} if declared else None
-    state = git_state(root, under=None, untracked=False)
-    if state is None:
-        return None
-    code = [line for line in state["src_changes"] if not _porcelain_path(line).startswith(RESULTS_OUTPUTS)]
-    return {"commit": state["commit"], "dirty": bool(code)}
-
-
-def _porcelain_path(line: str) -> str:
-    """The path of a ``git status --porcelain`` line (the new one of a rename)."""
-    path = line.split(maxsplit=1)[-1]
-    return path.split(" -> ")[-1].strip('"')
+    state = git_state(root, under=None, untracked=False, exclude=RESULTS_OUTPUTS)
+    return None if state is None else {"commit": state["commit"], "dirty": bool(state["src_changes"])}
 
 
 def source_root() -> Path | None:
@@ -128,10 +119,12 @@ def changed_since(commit: str, paths: Sequence[str], root: str | os.PathLike) ->
     return {0: False, 1: True}.get(rc)
 
 
-def git_state(folder: str | os.PathLike = ".", *, under: str | None = "src", untracked: bool = True) -> dict | None:
+def git_state(folder: str | os.PathLike = ".", *, under: str | None = "src", untracked: bool = True,
+              exclude: str | None = None) -> dict | None:
     """``{"commit", "src_changes"}``: the commit of the git checkout holding ``folder`` and the ``git status
-    --porcelain`` lines of the files under ``under`` (relative to ``folder``; None: the whole checkout) that differ
-    from it, untracked files included when ``untracked``. None outside a git checkout or without git."""
+    --porcelain`` lines of the files under ``under`` (relative to ``folder``; None: the whole checkout), less those
+    under ``exclude``, that differ from it, untracked files included when ``untracked``. None outside a git checkout
+    or without git."""
 
     def run(*args: str) -> str:
         return subprocess.run(["git", "-C", str(folder), *args], capture_output=True, text=True, timeout=10,
@@ -140,7 +133,10 @@ def git_state(folder: str | os.PathLike = ".", *, under: str | None = "src", unt
     status = ["status", "--porcelain"] + ([] if untracked else ["--untracked-files=no"])
     try:
         head = run("rev-parse", "HEAD").strip()
-        changed = run(*status, *(["--", under] if under is not None else [])).splitlines()
+        paths = [] if under is None else [under]
+        if exclude:
+            paths = [*(paths or ["."]), f":(exclude){exclude}"]
+        changed = run(*status, *(["--", *paths] if paths else [])).splitlines()
     except (OSError, subprocess.SubprocessError):
         return None
     return {"commit": head, "src_changes": [line.strip() for line in changed]}

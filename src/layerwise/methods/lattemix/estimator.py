@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from layerwise.base import SentenceEstimator, check_int, check_number, check_texts, restorable_params
+from layerwise.base import SentenceEstimator, check_int, check_number, check_texts
 from layerwise.encoders.layer_encoder import LayerEncoder
 from layerwise.encoders.registry import DEFAULT_MODEL
 from layerwise.encoders.truncate import truncate_encoder
@@ -369,8 +369,7 @@ class LatteMix(SentenceEstimator):
             module = LatteMixModule.load(str(folder), subfolder=sub)
         except (OSError, ValueError, RuntimeError) as err:
             raise UsageError(f"{folder}: cannot read its Latte-Mix module ({err})") from None
-        known = set(cls().get_params(deep=False))
-        est = cls(**{k: v for k, v in restorable_params(params).items() if k in known}, device=device)
+        est = cls(**cls._saved_params(params), device=device)
         encoder = est._encoder(folder)  # the cut encoder at the folder's root: its top hidden state is ``layer_``
         latent: TokenLatentModel = module.latent.eval()
         if latent.config.input_dim != encoder.identity.hidden_size:

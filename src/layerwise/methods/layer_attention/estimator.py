@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from layerwise.base import SentenceEstimator, restorable_params
+from layerwise.base import SentenceEstimator
 from layerwise.encoders.folder_code import check_no_code
 from layerwise.encoders.registry import DEFAULT_MODEL
 from layerwise.encoders.trainable import SentenceModel
@@ -294,7 +294,7 @@ class LayerAttentionPooler(SentenceEstimator):
         encoder = AutoModel.from_pretrained(folder, local_files_only=True)
         tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
         saved = info.get("estimator", {})
-        params = {k: v for k, v in restorable_params(saved.get("params", {})).items() if k in cls._get_param_names()}
+        params = cls._saved_params(saved.get("params", {}))
         params.update(pooler=pooler.config.kind, max_length=int(info["max_length"]), device=device)
         est = cls(**{"model": str(folder), **params})
         model = SentenceModel(encoder, tokenizer, pooler, max_length=int(info["max_length"]))

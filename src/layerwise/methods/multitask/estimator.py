@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from layerwise.base import SentenceEstimator, check_texts, restorable_params
+from layerwise.base import SentenceEstimator, check_texts
 from layerwise.encoders.registry import DEFAULT_MODEL, resolve_model
 from layerwise.errors import UsageError
 from layerwise.export.sentence_transformers import EXPORT_MARKER, check_destination
@@ -329,7 +329,7 @@ class MultitaskModel(SentenceEstimator):
             raise UsageError(f"{path} has format {info.get('format_version')}, expected {FORMAT_VERSION}: save it "
                              "again with this version of layerwise")
         tasks = None if info["task_list"] is None else [Task(**t) for t in info["task_list"]]
-        est = cls(**restorable_params(info["params"]), tasks=tasks, device=device)
+        est = cls(**cls._saved_params(info["params"]), tasks=tasks, device=device)
         est.network_ = MultitaskNetwork.load_parts(folder, folder / HEADS_FOLDER).to(local_device(device))
         est.tasks_ = {t["name"]: PreparedTask.from_dict(t) for t in info["tasks"]}
         est.dev_scores_, est.history_, est.layer_weights_ = info["dev_scores"], info["history"], info["layer_weights"]
