@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +20,7 @@ from layerwise.evaluation.metrics import cosine_rows, spearman
 from layerwise.export.kinds import export_trained, source_kind
 from layerwise.methods.compress import build as build_module
 from layerwise.methods.compress import distill as distill_module
-from layerwise.methods.compress.frontier import Candidate, choose, pareto_front
+from layerwise.methods.compress.frontier import Candidate, choose, outside_budget, pareto_front
 
 CORPUS = [f"{a[:-2]} and {b[:-2]} ." for a in SENTENCES for b in SENTENCES][:80]
 FAST = CompressSettings(epochs=2, batch_size=8, lr=1e-3, max_length=16, speed_sentences=16, speed_batch_size=16,
@@ -278,6 +279,48 @@ def test_choice_and_front_on_known_numbers():
     assert [c.name for c in pareto_front(cands)] == ["distilled-l2-torch", "distilled-l3-torch", "original-l6-torch"]
 
 
+def test_outside_budget_on_known_numbers():
+    cands = [_candidate("original:6:torch", 80.0, 1.0), _candidate("cut:3:torch", 70.0, 0.5),
+             _candidate("distilled:3:torch", 78.5, 0.5), _candidate("distilled:2:torch", 77.0, 0.25)]
+    assert not outside_budget(cands, 80.0, 1.0, 6)  # the original is within any budget at its own depth
+    assert outside_budget(cands, 80.0, 1.0, 3)  # 78.5 is the best of at most 3 layers
+    assert not outside_budget(cands, 80.0, 1.5, 3)
+    assert outside_budget(cands, 80.0, 2.5, 2) and not outside_budget(cands, 80.0, 2.5, 3)
+    shallow = [*cands, _candidate("lc-cut:1:torch", 79.5, 0.2)]  # within budget: it counts at every depth above
+    assert not outside_budget(shallow, 80.0, 1.0, 3) and not outside_budget(shallow, 80.0, 1.0, 1)
+
+
+#: dev Spearman by candidate depth in the descent tests: the full depth 80, depth 2 at most 70, depth 1 and the LC
+#: cuts of hidden state 0 alone in between
+DESCENT_DEV = {3: 80.0, 2: 70.0, 1: 79.5, 0: 60.0}
+
+
+def test_stop_outside_budget_builds_deepest_first_and_leaves_the_shallower_depths_out(teacher, env, monkeypatch):
+    """The descent on known dev scores: each candidate's real dev score replaced by its depth's score above, at the
+    one seam that returns a scored candidate (``_scored``); the rest of the run is real."""
+    real, scored = build_module.Compression._scored, []
+
+    def known(self, recipe, layers, backend):
+        scored.append((recipe, max(layers)))
+        return replace(real(self, recipe, layers, backend), dev=DESCENT_DEV[max(layers)])
+
+    monkeypatch.setattr(build_module.Compression, "_scored", known)
+    dev = _dev()
+    stopped = _comp(teacher, budget=5.0, stop_outside_budget=True, output_dir=str(env / "a")).fit(CORPUS, dev)
+    assert stopped.unbuilt_depths_ == [1]  # depth 2's best (70) is 10 below the original: depth 1 not built
+    assert [d for recipe, d in scored if recipe in ("cut", "distilled")] == [2, 2]  # depth 2; nothing of depth 1
+    assert not any(p.name.startswith("distilled-l1") for p in (env / "a" / "students").iterdir())
+    assert {c.depth for c in stopped.candidates_} <= {0, 2, 3} and stopped.chosen_.name == "original-l3-torch"
+    assert stopped.report()["unbuilt_depths"] == [1]
+    scored.clear()
+    wider = _comp(teacher, budget=10.0, stop_outside_budget=True, output_dir=str(env / "a")).fit(CORPUS, dev)
+    assert wider.unbuilt_depths_ == []  # 70 is within 10: the descent goes on, deepest first
+    assert [d for recipe, d in scored if recipe in ("cut", "distilled")] == [2, 2, 1, 1]
+    everything = _comp(teacher, budget=10.0, output_dir=str(env / "a")).fit(CORPUS, dev)  # the slow twin: no rule
+    assert sorted(c.name for c in everything.candidates_) == sorted(c.name for c in wider.candidates_)
+    assert {c.name for c in stopped.candidates_} == {c.name for c in everything.candidates_ if c.depth != 1}
+
+
 @pytest.mark.parametrize("kw,fit_kw,message", [
     ({"budget": -0.5}, {}, "budget=-0.5"),
     ({"depths": (0,)}, {}, "depth 0 is outside 1..2"),
@@ -286,6 +329,7 @@ def test_choice_and_front_on_known_numbers():
     ({}, {"corpus": CORPUS[:7]}, "fewer than one batch"),
     ({"every_depth": (3,)}, {}, r"every_depth=\(3,\) must be True, False or a non-empty tuple of depths in 1..2"),
     ({"every_depth": "yes"}, {}, "every_depth='yes' must be"),
+    ({"stop_outside_budget": "yes"}, {}, "stop_outside_budget='yes' must be True or False"),
 ])
 def test_refusals_before_any_work(tiny_bert, env, monkeypatch, kw, fit_kw, message):
     monkeypatch.setattr(build_module, "LayerEncoder", lambda *a, **k: pytest.fail("work started"))
@@ -363,8 +407,6 @@ def test_prepare_scores_without_timing_and_fit_then_only_times(teacher, env, mon
 
 
 def test_other_timing_settings_reuse_the_trained_students(teacher, env, monkeypatch):
-    from dataclasses import replace
-
     s1, s2, y = _dev()
     _comp(teacher, depths=(1,), output_dir=str(env / "w")).prepare(CORPUS, (s1, s2, y))
     monkeypatch.setattr(distill_module, "train", lambda *a, **kw: pytest.fail("trained again"))

@@ -107,3 +107,21 @@ def test_every_depth_flag_adds_the_every_depth_candidates(tiny_bert, env, capsys
     report = json.loads((out / "report.json").read_text())
     assert sorted(c["depth"] for c in report["candidates"] if c["recipe"] == "every-depth") == [1, 2]
     assert "- every-depth: " in (out / "report.md").read_text()  # the recipe explained in the report
+
+
+def test_stop_outside_budget_flag_leaves_the_shallower_depths_out_and_says_so(env, capsys, monkeypatch):
+    from dataclasses import replace
+
+    from conftest import build_tiny_bert
+
+    model = build_tiny_bert(env / "deep", num_hidden_layers=3)
+    real = build_module.Compression._scored
+    monkeypatch.setattr(build_module.Compression, "_scored", lambda self, recipe, layers, backend: replace(
+        real(self, recipe, layers, backend), dev={3: 80.0, 2: 70.0, 1: 79.5, 0: 60.0}[max(layers)]))
+    corpus, dev, _ = _files(env)
+    out = env / "out"
+    assert main([*_args(model, corpus, dev, out, "--stop-outside-budget"), "--depths", "1,2,3"]) == 0
+    assert "depths not built (--stop-outside-budget): 1" in capsys.readouterr().out
+    report = json.loads((out / "report.json").read_text())
+    assert report["unbuilt_depths"] == [1] and {c["depth"] for c in report["candidates"]} <= {0, 2, 3}
+    assert "Depths not built: 1 (`stop_outside_budget`" in (out / "report.md").read_text()

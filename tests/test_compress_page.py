@@ -291,3 +291,42 @@ def test_the_int8_settings_line_states_each_setting_once_with_the_alphas_kept_un
     assert "not recorded (scored before candidates kept it; SmoothQuant was off then) (1 candidates)" in line
     assert "preset mixed, smooth_quant_alpha 0.95 (1 candidates)" in line  # a fixed alpha, as it was recorded
     assert _quantization_line(SimpleNamespace(candidates=[cand(None, "openvino")])) == []
+
+
+def test_stop_outside_budget_leaves_the_shallower_depths_out_and_the_page_says_why(env, monkeypatch):
+    """A 3-layer model whose candidates' dev scores are set per depth at the seam that returns a scored candidate:
+    depth 2's best is 10 points below the original, so with the option the page builds depths 3 and 2 only."""
+    from dataclasses import replace
+
+    from conftest import build_tiny_bert
+    from layerwise.methods.compress import build
+
+    model = build_tiny_bert(env / "deep", num_hidden_layers=3)
+    real, scored = build.Compression._scored, []
+
+    def known(self, recipe, layers, backend):
+        scored.append((recipe, max(layers)))
+        return replace(real(self, recipe, layers, backend), dev={3: 80.0, 2: 70.0, 1: 79.5, 0: 60.0}[max(layers)])
+
+    monkeypatch.setattr(build.Compression, "_scored", known)
+    data = write_unlabeled(write_stsb(env / "data", n_pairs=24))
+    options = {**_options(model, env), "stop_outside_budget": True}
+    ctx = PageContext(store=ResultsStore(env / "state"), output=env / "out", data_dir=str(data), options=options)
+    get_page("compress").run(ctx)
+    parts = ctx.store.parts("compress")
+    assert sorted(p.key["depth"] for p in parts if "depth" in p.key) == [2, 3]
+    (stop,) = [p for p in parts if p.key.get("stop_outside_budget")]
+    assert stop.payload["depth"] == 2 and stop.payload["best_dev"] == 70.0 and stop.payload["original_dev"] == 80.0
+    assert not any(d == 1 for recipe, d in scored if recipe in ("cut", "distilled"))
+    text = get_page("compress").render(ctx)[0].read_text()
+    assert ("Depths measured: 2, 3; **depths 1 not built**: at depth 2 no candidate of at most 2 layers was within "
+            "the budget of 1 on dev") in text and "70.00 against the original's 80.00" in text
+    assert f"{model.name}: 80.00 (3), 70.00 (2)" in text  # each depth's best, from the stored candidates
+    monkeypatch.setattr(Compressor, "fit", lambda *a, **k: pytest.fail("computed again"))
+    monkeypatch.setattr(Compressor, "prepare", lambda *a, **k: pytest.fail("computed again"))
+    get_page("compress").run(ctx)  # the stop is read from the stored depths: depth 1 is not built now either
+    without = PageContext(store=ResultsStore(env / "state"), output=env / "out2", data_dir=str(data),
+                          options={k: v for k, v in options.items() if k != "stop_outside_budget"})
+    monkeypatch.setattr(Compressor, "prepare", lambda *a, **k: pytest.fail("stop"))
+    with pytest.raises(pytest.fail.Exception, match="stop"):  # without the option the descent goes on to depth 1
+        get_page("compress").run(without)

@@ -42,6 +42,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--every-depth", action="store_true",
                    help="also train one student at every depth at once and cut it at each depth (one training run "
                         "for all depths, against one per depth)")
+    p.add_argument("--stop-outside-budget", action="store_true",
+                   help="build the depths deepest first and stop after the first depth at which no candidate is "
+                        "within --budget on dev (the shallower depths, whose students cost the most, are left out)")
     p.add_argument("--retime", action="store_true",
                    help="time every candidate already in DIR/work again (its scores are kept): for timings taken on a "
                         "busy machine or in an earlier run")
@@ -91,8 +94,9 @@ def run(args, command) -> int:
                                 device=args.device, cache_dir=args.cache_dir)
     out = Path(args.output)
     check_destination(out / "model", True)  # a model/ folder layerwise did not export is refused before the fit
-    est = Compressor(args.model, depths=args.depths, every_depth=args.every_depth, budget=args.budget, backends=args.backends, settings=settings,
-                     output_dir=str(out / "work"), show_progress=not args.quiet)
+    est = Compressor(args.model, depths=args.depths, every_depth=args.every_depth, budget=args.budget,
+                     backends=args.backends, settings=settings, output_dir=str(out / "work"),
+                     stop_outside_budget=args.stop_outside_budget, show_progress=not args.quiet)
     if args.prepare:
         scored = est.prepare(corpus, dev, tests=tests)
         print(f"scored {len(scored)} candidates into {out / 'work'}; run the same command without --prepare to time "
@@ -116,6 +120,8 @@ def run(args, command) -> int:
     c = est.chosen_
     print(f"chosen {c.name}: dev Spearman {c.dev:.2f} (original {est.original_.dev:.2f}), {c.ratio:.2f}x the "
           f"original's throughput, {c.parameters / 1e6:.2f} M parameters")
+    if est.unbuilt_depths_:
+        print(f"depths not built (--stop-outside-budget): {', '.join(map(str, est.unbuilt_depths_))}")
     for kind, path in paths.items():
         print(f"wrote {kind}: {path}")
     return 0

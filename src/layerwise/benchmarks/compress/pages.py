@@ -24,7 +24,7 @@ from layerwise.benchmarks.registry import PageContext, ResultsPage, register
 from layerwise.benchmarks.store import Part, model_key
 from layerwise.encoders.layer_encoder import LayerEncoder
 from layerwise.methods.compress import Compressor, CompressSettings
-from layerwise.methods.compress.frontier import Candidate
+from layerwise.methods.compress.frontier import Candidate, outside_budget
 
 logger = logging.getLogger(__name__)
 
@@ -59,10 +59,15 @@ class CompressPageConfig:
     # time every stored candidate of the depths this run computes again (with --redo): ratios carried over from an
     # earlier run, or measured on a busy machine, measured anew in one block (not in the key: numbers keep meaning)
     retime: bool = False
+    # build the depths deepest first and stop after the first one at which no candidate of at most that many layers
+    # is within the budget on dev (Compressor's stop_outside_budget; a "<model>-stop" part records where and why):
+    # which depths are built, not how any candidate is measured, so not in the key
+    stop_outside_budget: bool = False
 
     def protocol(self) -> dict:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()
-                if k not in ("folders", "timings", "retime") and not (k == "every_depth" and not v)}
+                if k not in ("folders", "timings", "retime", "stop_outside_budget")
+                and not (k == "every_depth" and not v)}
 
 
 def _config(ctx: PageContext) -> CompressPageConfig:
@@ -111,17 +116,23 @@ as one part (a kill keeps every scored candidate and every stored depth), then t
             n = compressor(missing[0]).retime(data.corpus, data.dev, tests=data.tests)
             logger.info("compress page: %s: %d stored timings forgotten, timed again below", name, n)
             adopted = {}  # every candidate is timed in this run: nothing is carried over
-        if config.timings == "last":  # students trained, every candidate scored, nothing timed (load is harmless)
-            for depth in missing:
-                compressor(depth).prepare(data.corpus, data.dev, tests=data.tests)
-        for depth in missing:  # then the timings, in one block (read back: only the timing is new)
-            t0 = time.perf_counter()
-            est = compressor(depth).fit(data.corpus, data.dev, tests=data.tests)
-            payload = {"model": model, "depth": depth, "result": est.result_.to_dict(), "corpus": data.counts,
-                       "seconds": time.perf_counter() - t0, **({"adopted": adopted[depth]} if depth in adopted else {})}
-            ctx.store.save(Part(NAME, f"{name}-l{depth}", {**key, "depth": depth}, payload, True,
-                                [run_record(ctx.command)]))
-            logger.info("compress page: %s depth %d done in %.0f s", name, depth, payload["seconds"])
+        stop = _Descent(config.budget if config.stop_outside_budget else None)
+        built = []  # the missing depths scored in this run, deepest first (timed below with timings=last)
+        for depth in range(encoder.identity.n_layers, 0, -1):
+            if depth not in missing:  # stored: its candidates count for the stopping rule as they are
+                stored = ctx.store.load(NAME, f"{name}-l{depth}", {**key, "depth": depth})
+                candidates = [Candidate.from_dict(c) for c in stored.payload["result"]["candidates"]]
+            elif config.timings == "last":  # students trained, candidates scored, nothing timed (load is harmless)
+                candidates = compressor(depth).prepare(data.corpus, data.dev, tests=data.tests)
+                built.append(depth)
+            else:
+                candidates = _store_depth(ctx, compressor, data, model, key, depth, adopted)
+            if stop.after(depth, candidates):
+                ctx.store.save(Part(NAME, f"{name}-stop", {**key, "stop_outside_budget": True},
+                                    {"model": model, **stop.record}, True, [run_record(ctx.command)]))
+                break
+        for depth in built:  # then the timings, in one block (read back: only the timing is new)
+            _store_depth(ctx, compressor, data, model, key, depth, adopted)
         _, _, chosen = model_candidates(ctx.store.parts(NAME), key, config.budget)
         stored = ctx.store.load(NAME, name, key)
         # saved again when the choice changed (more depths) or its numbers did (timed again): its card shows them
@@ -131,6 +142,43 @@ as one part (a kill keeps every scored candidate and every stored depth), then t
             saved = est.save(root / "model")  # every candidate is read back from the work folder
             ctx.store.save(Part(NAME, name, key, {"model": model, "chosen": est.chosen_.to_dict(),
                                                   "saved_model": str(saved)}, True, [run_record(ctx.command)]))
+
+
+def _store_depth(ctx: PageContext, compressor, data, model: str, key: dict, depth: int, adopted: dict) -> list:
+    """Fit one depth (its scored candidates read back, only the timings new) and store it as a part; its
+    candidates."""
+    t0 = time.perf_counter()
+    est = compressor(depth).fit(data.corpus, data.dev, tests=data.tests)
+    payload = {"model": model, "depth": depth, "result": est.result_.to_dict(), "corpus": data.counts,
+               "seconds": time.perf_counter() - t0, **({"adopted": adopted[depth]} if depth in adopted else {})}
+    ctx.store.save(Part(NAME, f"{Path(model).name}-l{depth}", {**key, "depth": depth}, payload, True,
+                        [run_record(ctx.command)]))
+    logger.info("compress page: %s depth %d done in %.0f s", Path(model).name, depth, payload["seconds"])
+    return est.candidates_
+
+
+class _Descent:
+    """The page's stopping rule over its depths, deepest first (:func:`~layerwise.methods.compress.frontier.
+    outside_budget` on every candidate seen so far, as ``Compressor(stop_outside_budget=True)`` decides); budget
+    None: never stops."""
+
+    def __init__(self, budget: float | None):
+        self.budget, self.seen, self.record = budget, [], {}
+
+    def after(self, depth: int, candidates: list) -> bool:
+        self.seen += candidates
+        if self.budget is None:
+            return False
+        original = next(c for c in self.seen if c.recipe == "original" and c.backend == "torch")
+        if not outside_budget(self.seen, original.dev, self.budget, depth):
+            return False
+        best = max((c for c in self.seen if c.depth <= depth), key=lambda c: c.dev)
+        self.record = {"depth": depth, "budget": self.budget, "original_dev": original.dev, "best": best.name,
+                       "best_layers": list(best.layers), "best_dev": best.dev}
+        logger.info("compress page: depth %d: no candidate of at most %d layers within %g of the original's dev "
+                    "Spearman (best %s %.2f, original %.2f); shallower depths not built", depth, depth, self.budget,
+                    best.name, best.dev, original.dev)
+        return True
 
 
 def _compressor(model: str, config: CompressPageConfig, root: Path, depth: int, n_layers: int) -> Compressor:

@@ -294,6 +294,41 @@ def _quantization_line(r) -> list[str]:
             + ".", ""]
 
 
+def _stop_part(parts: list[Part], r: _ModelResults) -> Part | None:
+    """The part where a run of ``r``'s protocol stopped descending (``stop_outside_budget``), or None."""
+    key = {k: v for k, v in r.parts[0].key.items() if k != "depth"}
+    return max((p for p in parts if p.key == {**key, "stop_outside_budget": True}), key=_started, default=None)
+
+
+def _best_by_depth(r: _ModelResults) -> str:
+    """Each depth's best dev Spearman among the candidates of at most that many layers, deepest first."""
+    depths = sorted({c.depth for c in r.candidates}, reverse=True)
+    return ", ".join(f"{max(c.dev for c in r.candidates if c.depth <= d):.2f} ({d})" for d in depths)
+
+
+def _status_line(r: _ModelResults, stop: Part | None, results: list[_ModelResults]) -> str:
+    """Which depths are measured, and why the others are not: not run yet, or left out by the stopping rule."""
+    done = sorted(p.key["depth"] for p in r.parts)
+    todo = [d for d in range(1, int(r.parts[0].payload["result"]["n_layers"]) + 1) if d not in done]
+    line = f"Depths measured: {', '.join(map(str, done))}"
+    if not todo:
+        return line + " (all)."
+    s = (stop.payload if stop is not None else {})
+    if not s or max(todo) >= s["depth"] or s["depth"] not in done:
+        return line + (f"; **not yet measured: {', '.join(map(str, todo))}** (the choice below is among the measured "
+                       "depths only).")
+    full = [f"{Path(o.model).name}, where every depth was built: {_best_by_depth(o)}" for o in results
+            if o is not r and len({p.key['depth'] for p in o.parts}) == int(o.parts[0].payload["result"]["n_layers"])]
+    return (line + f"; **depths {', '.join(map(str, todo))} not built**: at depth {s['depth']} no candidate of at "
+            f"most {s['depth']} layers was within the budget of {s['budget']:g} on dev (the best, {s['best']} on "
+            f"hidden states {','.join(map(str, s['best_layers']))}, {s['best_dev']:.2f} against the original's "
+            f"{s['original_dev']:.2f}), and the run builds the depths deepest first and stops there (`--option "
+            "stop_outside_budget=true`, Compressor's `stop_outside_budget`): the shallower depths' candidates are cut "
+            "from, or trained as, still smaller models. The choice below is among the depths built. Best dev "
+            "Spearman of the candidates of at most l layers, by depth l (l in brackets): "
+            + "; ".join([f"{Path(r.model).name}: {_best_by_depth(r)}", *full]) + ".")
+
+
 def write_page(ctx: PageContext) -> list[Path]:
     """Write ``compress.md`` and one frontier plot per model from the store alone (each model under the protocol
     it was last run with)."""
@@ -318,11 +353,7 @@ def write_page(ctx: PageContext) -> list[Path]:
         name = Path(r.model).name
         png = plot_frontier(r.candidates, ctx.output / f"compress-{name}.png", title=name, chosen=r.chosen)
         paths.append(png)
-        done = sorted(p.key["depth"] for p in r.parts)
-        todo = [d for d in range(1, int(r.parts[0].payload["result"]["n_layers"]) + 1) if d not in done]
-        status = (f"Depths measured: {', '.join(map(str, done))}"
-                  + (f"; **not yet measured: {', '.join(map(str, todo))}** (the choice below is among the measured "
-                     "depths only)." if todo else " (all)."))
+        status = _status_line(r, _stop_part(ctx.store.parts(NAME), r), results)
         tmft = _tmft_by_depth(ctx, r.model)
         lines += [f"## {name}", "", _data_line(r), "", status, "", *_quantization_line(r), *_goals(r, tmft), "",
                   *_reference_lines(r), "",

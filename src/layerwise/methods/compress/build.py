@@ -52,7 +52,7 @@ from layerwise.methods.compress.backends import (
 )
 from layerwise.methods.compress.config import CompressConfig
 from layerwise.methods.compress.distill import distill_student, embedding_mse
-from layerwise.methods.compress.frontier import Candidate, CompressResult
+from layerwise.methods.compress.frontier import Candidate, CompressResult, outside_budget
 from layerwise.methods.compress.speed import measure_speed
 from layerwise.methods.lc.search import LayerSubsetSearch, subset_cosine
 from layerwise.methods.truncated.model import TruncatedModel
@@ -102,8 +102,12 @@ class Compression:
     gives a candidate's torch model."""
 
     def __init__(self, config: CompressConfig, data: CompressData, *, folder: str | Path | None = None,
-                 cache_dir=None, show_progress: bool | None = None, device: str | None = None):
+                 cache_dir=None, show_progress: bool | None = None, device: str | None = None,
+                 stop_budget: float | None = None):
         self.config, self.data, self.show_progress = config, data, show_progress
+        # build the depths deepest first and stop after the first one outside this budget (None: build them all)
+        self.stop_budget = stop_budget
+        self.unbuilt_depths: list[int] = []  # the depths the last score() left out (stop_budget)
         self.folder = None if folder is None else Path(folder)
         self.device = local_device(device)
         self.encoder = LayerEncoder(config.model, max_length=config.max_length, batch_size=config.speed_batch_size,
@@ -118,22 +122,39 @@ class Compression:
     # -- the run ---------------------------------------------------------------------------------------------
     def score(self) -> list[Candidate]:
         """Train the students and score every candidate the folder lacks (each written as soon as it is scored);
-        nothing is timed: the candidates' ``speed`` is empty until :meth:`run` times them."""
+        nothing is timed: the candidates' ``speed`` is empty until :meth:`run` times them. With ``stop_budget`` the
+        depths go deepest first, and after the first depth at which no candidate of at most that many layers is
+        within ``stop_budget`` of the original's dev Spearman the shallower ones are left out (``unbuilt_depths``)."""
         cfg, L = self.config, self.n_layers
         self._stacks = {name: self._pair_stack(p) for name, p in [("dev", self.data.dev), *self.data.tests.items()]}
         a, b = self._stacks["dev"]
         self._search = LayerSubsetSearch(show_progress=self.show_progress).fit(a, b, self.data.dev.targets)
         self._original = TruncatedModel.from_pretrained(cfg.model, (L,), max_length=cfg.max_length).to(self.device)
-        jobs = [(recipe, layers, backend) for recipe, layers in self.specs() for backend in cfg.backends]
+        groups = [(depth, [(recipe, layers, backend) for recipe, layers in specs for backend in cfg.backends])
+                  for depth, specs in self._depth_specs(descending=self.stop_budget is not None)]
         if "torch" not in cfg.backends:  # the reference is always measured, and always a candidate
-            jobs.insert(0, ("original", (L,), "torch"))
-        with progress(total=len(jobs), desc="compress candidates: scores", unit="candidate",
-                      disable=not self._show()) as bar:
+            groups[0][1].insert(0, ("original", (L,), "torch"))
+        self.unbuilt_depths = []
+        with progress(total=sum(len(jobs) for _, jobs in groups), desc="compress candidates: scores",
+                      unit="candidate", disable=not self._show()) as bar:
             scored = []
-            for job in jobs:
-                scored.append(self._scored(*job))
-                bar.update(1)
+            for i, (depth, jobs) in enumerate(groups):
+                for job in jobs:
+                    scored.append(self._scored(*job))
+                    bar.update(1)
+                if depth is not None and self.stop_budget is not None and self._stops(scored, depth):
+                    self.unbuilt_depths = sorted(d for d, _ in groups[i + 1:])
+                    break
         return scored
+
+    def _stops(self, scored: list[Candidate], depth: int) -> bool:
+        """Whether the descent stops after ``depth`` (:func:`~.frontier.outside_budget` on what is scored so far)."""
+        original = next(c for c in scored if c.recipe == "original" and c.backend == "torch")
+        if not outside_budget(scored, original.dev, self.stop_budget, depth):
+            return False
+        logger.info("depth %d: no candidate of at most %d layers within %g of the original's dev Spearman %.2f; "
+                    "the shallower depths are not built", depth, depth, self.stop_budget, original.dev)
+        return True
 
     def run(self) -> CompressResult:
         """Score (:meth:`score`), then time every candidate against the original in one block; returns them all."""
@@ -148,7 +169,7 @@ class Compression:
         original = next(c for c in measured if c.recipe == "original" and c.backend == "torch")
         data = {**self.data.checksums(), "corpus_sentences": len(self.data.corpus)}
         return CompressResult(config=cfg.to_dict(), model=model_key(self.encoder.identity), n_layers=L, data=data,
-                              original=original, candidates=measured)
+                              original=original, candidates=measured, unbuilt_depths=list(self.unbuilt_depths))
 
     def adopt(self, candidates) -> int:
         """Keep timed ``candidates`` (:class:`Candidate` or their dicts) that an earlier run measured on this model
@@ -186,10 +207,16 @@ class Compression:
         """(recipe, hidden states) of every candidate: the original, then per depth the cut, the LC cut where it is
         a subset not listed yet, the student (none at the full depth: it would be the teacher itself) and the
         every-depth student's cut where the depth is one it was trained at."""
+        return [spec for _, specs in self._depth_specs() for spec in specs]
+
+    def _depth_specs(self, descending: bool = False) -> list[tuple[int | None, list[tuple[str, tuple[int, ...]]]]]:
+        """:meth:`specs` as ``(depth, [(recipe, hidden states), ...])`` per depth of the config, shallowest first (or
+        deepest first), the original first under depth None."""
         L = self.n_layers
-        specs = [("original", (L,))]
+        groups = [(None, [("original", (L,))])]
         seen = {(L,)}
-        for l in self.config.depths:
+        for l in sorted(self.config.depths, reverse=descending):
+            specs = []
             if l < L:
                 specs.append(("cut", (l,)))
                 seen.add((l,))
@@ -201,7 +228,8 @@ class Compression:
                 specs.append(("distilled", (l,)))
             if l in self.config.every_depth:
                 specs.append(("every-depth", (l,)))
-        return specs
+            groups.append((l, specs))
+        return groups
 
     def _show(self) -> bool:
         return logger.isEnabledFor(logging.INFO) if self.show_progress is None else bool(self.show_progress)

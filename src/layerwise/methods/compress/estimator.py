@@ -81,6 +81,11 @@ class Compressor(SentenceEstimator):
         Training and timing settings (None: the defaults).
     output_dir : str or None
         Folder keeping every finished candidate and student (a cut-off ``fit`` resumes from it); None: in memory.
+    stop_outside_budget : bool
+        Build the depths deepest first and stop after the first depth at which no candidate of at most that many
+        layers is within ``budget`` on dev: the shallower depths (whose students cost the most hours, and whose
+        candidates are cut from, or trained as, still smaller models) are not built (``unbuilt_depths_``). The
+        choice is then among the depths built; False (the default): every depth of ``depths``.
     show_progress : bool or None
         Progress bars (None: when the logger is at INFO).
 
@@ -103,6 +108,8 @@ class Compressor(SentenceEstimator):
         The chosen candidate's ONNX layer graph folder (fp32 and int8) where an ONNX backend was chosen, else None.
     n_layers_ : int
         Transformer layers of the chosen model.
+    unbuilt_depths_ : list of int
+        Depths of ``depths`` left out by ``stop_outside_budget`` (empty otherwise).
     source_ : dict
         The original: ``name`` and ``weights_sha256``.
     """
@@ -111,7 +118,7 @@ class Compressor(SentenceEstimator):
 
     def __init__(self, model: str = DEFAULT_MODEL, *, depths=None, every_depth: bool = False, budget: float = 1.0,
                  backends=("torch",), settings: CompressSettings | None = None, output_dir: str | None = None,
-                 show_progress: bool | None = None):
+                 stop_outside_budget: bool = False, show_progress: bool | None = None):
         self.model = model
         self.depths = depths
         self.every_depth = every_depth
@@ -119,6 +126,7 @@ class Compressor(SentenceEstimator):
         self.backends = backends
         self.settings = settings
         self.output_dir = output_dir
+        self.stop_outside_budget = stop_outside_budget
         self.show_progress = show_progress
 
     # ------------------------------------------------------------------------------------------------ fit
@@ -142,6 +150,7 @@ class Compressor(SentenceEstimator):
         self.original_ = result.original
         self.frontier_ = pareto_front(self.candidates_)
         self.chosen_ = choose(self.candidates_, result.original.dev, budget)
+        self.unbuilt_depths_ = list(result.unbuilt_depths)
         self.model_ = run.model(self.chosen_.recipe, self.chosen_.layers)
         self.graph_ = run.graph(self.chosen_.recipe, self.chosen_.layers, self.chosen_.backend)
         self._run = run  # keeps a temporary graph folder alive (no output_dir)
@@ -186,8 +195,11 @@ class Compressor(SentenceEstimator):
         config, budget = self._config()
         data = CompressData(corpus=tuple(self._corpus(corpus, config)), dev=_pairs(dev, "dev"),
                             tests={str(k): _pairs(v, f"tests[{k!r}]") for k, v in (tests or {}).items()})
+        if not isinstance(self.stop_outside_budget, (bool, np.bool_)):
+            raise UsageError(f"stop_outside_budget={self.stop_outside_budget!r} must be True or False")
         run = Compression(config, data, folder=self.output_dir, cache_dir=self._settings().cache_dir,
-                          show_progress=self.show_progress, device=self._settings().device)
+                          show_progress=self.show_progress, device=self._settings().device,
+                          stop_budget=budget if self.stop_outside_budget else None)
         return run, budget
 
     def __getstate__(self) -> dict:
@@ -249,10 +261,12 @@ class Compressor(SentenceEstimator):
         return runner(self.model_, self.chosen_.backend, batch_size=bs, graph=self.graph_)(texts)
 
     def report(self) -> dict:
-        """The choice and every candidate as JSON: ``chosen``, ``original``, ``candidates``, ``budget``."""
+        """The choice and every candidate as JSON: ``chosen``, ``original``, ``candidates``, ``budget`` and
+        ``unbuilt_depths`` (``stop_outside_budget``)."""
         self._check_fitted()
         return {"chosen": self.chosen_.to_dict(), "original": self.original_.to_dict(),
-                "candidates": [c.to_dict() for c in self.candidates_], "budget": float(self.budget)}
+                "candidates": [c.to_dict() for c in self.candidates_], "budget": float(self.budget),
+                "unbuilt_depths": list(self.unbuilt_depths_)}
 
     def save(self, folder: str | os.PathLike, *, overwrite: bool = True) -> Path:
         """Write the chosen model as a sentence-transformers folder (built-in modules only), with the provenance and
@@ -279,6 +293,7 @@ class Compressor(SentenceEstimator):
         est.chosen_, est.original_ = Candidate.from_dict(report["chosen"]), Candidate.from_dict(report["original"])
         est.candidates_ = [Candidate.from_dict(c) for c in report["candidates"]]
         est.frontier_ = pareto_front(est.candidates_)
+        est.unbuilt_depths_ = list(report.get("unbuilt_depths", []))  # folders saved before it was reported: none
         est.n_layers_ = int(est.model_.encoder.config.num_hidden_layers)
         est.graph_ = folder / "onnx" if est.chosen_.backend != "torch" else None
         est.source_ = info["source"]

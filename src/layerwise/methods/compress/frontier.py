@@ -16,7 +16,8 @@ from pathlib import Path
 
 from layerwise.reports import save_figure
 
-__all__ = ["RECIPES", "Candidate", "CompressResult", "choose", "frontier_table", "pareto_front", "plot_frontier"]
+__all__ = ["RECIPES", "Candidate", "CompressResult", "choose", "frontier_table", "outside_budget", "pareto_front",
+           "plot_frontier"]
 
 #: recipe -> what it is, in words (the report's legend)
 RECIPES = {
@@ -78,6 +79,9 @@ class CompressResult:
     data: dict  # CompressData.checksums(), plus the number of corpus sentences
     original: Candidate
     candidates: list[Candidate]
+    # depths asked for but not built: a run that stops descending once a depth is outside the budget
+    # (``stop_outside_budget``) leaves the shallower ones out
+    unbuilt_depths: list[int] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         out = asdict(self)
@@ -99,6 +103,13 @@ def pareto_front(candidates: list[Candidate]) -> list[Candidate]:
 
     front = [c for c in candidates if not any(dominates(o, c) for o in candidates if o is not c)]
     return sorted(front, key=lambda c: (-c.ratio, -c.dev))
+
+
+def outside_budget(candidates: list[Candidate], original_dev: float, budget: float, depth: int) -> bool:
+    """Whether no candidate that runs at most ``depth`` layers is within ``budget`` points of the original's dev
+    Spearman: where a run that builds its depths deepest first stops (``stop_outside_budget``), since the
+    shallower depths' candidates are cut from, or trained as, still smaller models."""
+    return not any(c.depth <= depth and c.dev >= original_dev - budget for c in candidates)
 
 
 def choose(candidates: list[Candidate], original_dev: float, budget: float) -> Candidate:
@@ -162,6 +173,7 @@ def report_lines(report: dict, *, title: str) -> list[str]:
         f"{chosen.depth} layers, hidden states {','.join(map(str, chosen.layers))}): dev Spearman {chosen.dev:.2f} "
         f"against the original's {original.dev:.2f}, {chosen.ratio:.2f}x its throughput, "
         f"{chosen.parameters / 1e6:.2f} M parameters against {original.parameters / 1e6:.2f} M.", "",
+        *_unbuilt_lines(report.get("unbuilt_depths") or [], report["budget"]),
         "## Candidates", "", *frontier_table(candidates, chosen), "",
         "Spearman x100 of the cosine of the two sentence vectors against the gold scores. Throughput ratio: the "
         "original model's median pass over its candidate's, the two timed in one run, passes interleaved "
@@ -170,3 +182,12 @@ def report_lines(report: dict, *, title: str) -> list[str]:
         f"({original.ratio:.2f}x) shows how noisy the timing was. Recipes:", "",
         *[f"- {name}: {what}" for name, what in RECIPES.items()], "",
     ]
+
+
+def _unbuilt_lines(unbuilt: list[int], budget: float) -> list[str]:
+    """The report's note on the depths a run left out (``stop_outside_budget``), or nothing."""
+    if not unbuilt:
+        return []
+    return [f"Depths not built: {', '.join(map(str, sorted(unbuilt)))} (`stop_outside_budget`: the depths were built "
+            "deepest first, and the run stopped after the first one at which no candidate of at most that many "
+            f"layers was within {budget:g} points of the original on dev); the choice is among the depths built.", ""]
