@@ -357,6 +357,55 @@ def test_transfer_exact_protocol_is_a_part_of_its_own_a_section_of_the_page_and_
         protocol_significance(exact_run, replace(default_run, n_outer=4), labels, n_resamples=10)
 
 
+def test_an_exact_run_cut_short_is_shown_and_tested_on_its_first_outer_splits(tiny_bert, home):
+    from dataclasses import replace
+
+    from conftest import write_senteval
+    from layerwise.benchmarks.lc.pages import _save_exact_tests
+    from layerwise.benchmarks.lc.transfer_pages import render_transfer_page
+    from layerwise.benchmarks.lc.transfer_run import TransferRunConfig, run_transfer_tasks
+    from layerwise.benchmarks.registry import PageContext
+    from layerwise.data.senteval import load_transfer
+    from layerwise.methods.lc.transfer import TransferProtocol
+    from layerwise.methods.lc.transfer_significance import protocol_significance
+    from layerwise.reports import environment
+
+    data = write_senteval(home / "data", n=40)
+    store = ResultsStore(home / "store")
+    base = TransferRunConfig(model=str(tiny_bert), tasks=("cr",), n_jobs=1, data_dir=str(data),
+                             protocol=TransferProtocol(n_outer=3, n_inner=2))
+    exact = TransferProtocol(n_outer=3, n_inner=3, inner="kfold", shortlist=None)
+    default_run = run_transfer_tasks(base, store).tasks["cr"].result
+    part_run = run_transfer_tasks(replace(base, protocol=exact, max_splits=2), store).tasks["cr"]
+    assert len(part_run.result.splits) == 2 and not part_run.complete  # a partial part, continued later
+
+    def by(protocol):
+        return lambda part: part.key["protocol"] == protocol.to_dict()
+
+    ctx = PageContext(store=store, output=home / "out", data_dir=str(data), command=("test",), options={})
+    _save_exact_tests(ctx, part_run.model.name, "cr", default_part=by(base.protocol), exact_part=by(exact))
+    (test,) = [p for p in store.parts("transfer") if p.name.startswith("exact-test-")]
+    labels = load_transfer("cr", data_dir=data).labels
+
+    def first(result, k):  # the slow twin: both runs as if their protocol had k outer splits
+        return replace(result, splits=result.splits[:k], n_outer=k)
+
+    a, b = first(part_run.result, 2), first(default_run, 2)
+    assert test.payload["tests"]["lc_vs_default_lc"] == protocol_significance(a, b, labels, n_resamples=2000)
+    assert test.payload["tests"]["lc_vs_last"] == protocol_significance(a, a, labels, n_resamples=2000,
+                                                                        method_b="last")
+    text, _ = render_transfer_page(store, {}, environment(["test"]), by(base.protocol), by(exact))
+    row = next(line for line in text.split("## The paper's exact protocol", 1)[1].splitlines()
+               if line.startswith(f"| {tiny_bert.name} | CR |"))
+    lc = [s.test["lc"] for s in default_run.splits[:2]]
+    assert "| 2 of 3 | 3 |" in row and f"| {np.mean(lc):.2f} ± {np.std(lc, ddof=1):.2f} |" in row  # same splits
+    assert "not tested" not in row
+    with pytest.raises(ValueError, match="2 of the 3 outer splits"):  # all of them asked of a partial run
+        protocol_significance(part_run.result, default_run, labels, n_resamples=10)
+    whole = run_transfer_tasks(replace(base, protocol=exact), store).tasks["cr"]  # continued, not recomputed
+    assert whole.complete and [s.test for s in whole.result.splits[:2]] == [s.test for s in part_run.result.splits]
+
+
 def test_the_last_run_record_is_kept_when_a_run_only_finds_stored_parts(tiny_bert, home):
     from conftest import write_senteval
     from layerwise.benchmarks.lc.pages import _save_last_run

@@ -211,6 +211,23 @@ def test_run_transfer_resumes_a_cut_off_run(tmp_path):
     assert set(summary["relative_error_reduction"]) == {"cls", "last", "last_four", "random"}
 
 
+def test_max_splits_stops_after_the_first_outer_splits_and_a_later_run_continues_them():
+    data = _task(n=120, k=3)
+    protocol = TransferProtocol(n_outer=3, n_inner=3, seed=4)
+    straight = run_transfer(data, protocol, task="toy")
+    first = run_transfer(data, protocol, task="toy", max_splits=2)
+    assert [s.test for s in first.splits] == [s.test for s in straight.splits[:2]]  # the full run's first two
+    assert first.significance == straight.significance == {}  # a partial run is never tested as a whole
+    again = run_transfer(data, protocol, task="toy", previous=first, max_splits=1)  # fewer asked: nothing dropped
+    assert [s.seconds for s in again.splits] == [s.seconds for s in first.splits]
+    rest = run_transfer(data, protocol, task="toy", previous=first)
+    assert [s.test for s in rest.splits] == [s.test for s in straight.splits]
+    assert [s.layers for s in rest.splits] == [s.layers for s in straight.splits]
+    for bad in (0, 1.5, True):
+        with pytest.raises(ValueError, match="max_splits"):
+            run_transfer(data, protocol, task="toy", max_splits=bad)
+
+
 def test_screen_projection_keeps_the_gram_trick_exact():
     """With dim < d the screen equals scikit-learn Ridge on explicitly projected features."""
     import torch

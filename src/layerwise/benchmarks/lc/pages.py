@@ -5,7 +5,8 @@ so their keys are the same); ``render`` writes the page from the store alone. Pa
 ``models`` (lc-sts, ablations), ``datasets``, ``combined_splits`` (lc-sts: the data sets also run over all
 their splits combined), ``settings``, ``max_length``, ``dtype`` (lc-sts), ``skip_mpnet`` and
 ``skip_check``, ``tasks`` (transfer: run only these of the plan's tasks), ``exact_tasks`` (transfer: tasks also run with the paper's exact protocol, 10-fold inner CV and
-exhaustive SAGA, on all-MiniLM-L6-v2), ``jobs``.
+exhaustive SAGA, on all-MiniLM-L6-v2), ``exact_outer`` (transfer: compute only the first that many of those runs'
+outer splits this time; a later run continues them), ``jobs``.
 """
 
 from __future__ import annotations
@@ -115,7 +116,7 @@ def run_entry(env: dict, load_at_save: list[float] | None = None) -> dict:
 
 
 _OPTIONS = {"lc-sts": {"models", "datasets", "settings", "max_length", "dtype", "combined_splits"},
-            "transfer": {"skip_mpnet", "skip_check", "jobs", "exact_tasks", "tasks"}, "ablations": {"models", "jobs"},
+            "transfer": {"skip_mpnet", "skip_check", "jobs", "exact_tasks", "exact_outer", "tasks"}, "ablations": {"models", "jobs"},
             SPEED_PAGE: {"model", "tasks", "engines", "jobs"}}
 
 
@@ -169,6 +170,7 @@ def _current(parts: list[Part]) -> list[Part]:
 
 def _transfer_run(ctx: PageContext) -> None:
     _check_options("transfer", ctx)
+    exact_outer = _exact_outer(ctx)  # checked before any work
     only = ctx.options.get("tasks")
     for model, tasks, screen_dim in TRANSFER_PLAN:
         tasks = tuple(t for t in tasks if only is None or t in only)
@@ -182,12 +184,23 @@ def _transfer_run(ctx: PageContext) -> None:
         _save_last_run(ctx.store, run, time.perf_counter() - t0)
     for task in ctx.options.get("exact_tasks", []):  # the paper's exact protocol, heavy: only where asked
         config = TransferRunConfig(model=TRANSFER_PLAN[0][0], tasks=(task,), protocol=EXACT_TRANSFER,
-                                   n_jobs=int(ctx.options.get("jobs", 2)), data_dir=ctx.data_dir)
+                                   n_jobs=int(ctx.options.get("jobs", 2)), data_dir=ctx.data_dir,
+                                   max_splits=exact_outer)
         run = run_transfer_tasks(config, ctx.store, command=list(ctx.command) or None)
         _save_exact_tests(ctx, run.model.name, canonical_task(task))
     if not ctx.options.get("skip_check"):
         check = ShortcutCheck(n_jobs=int(ctx.options.get("jobs", 2)), data_dir=ctx.data_dir)
         run_shortcut_check(check, ctx.store, environment(list(ctx.command) or None))
+
+
+def _exact_outer(ctx: PageContext) -> int | None:
+    """The ``exact_outer`` option: compute the exact protocol's first that many outer splits per task this run
+    (None: all of them)."""
+    k = ctx.options.get("exact_outer")
+    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= EXACT_TRANSFER.n_outer):
+        raise ValueError(f"exact_outer={k!r} must be a whole number in 1..{EXACT_TRANSFER.n_outer} (outer splits of "
+                         "the exact protocol computed per task this run), e.g. --option exact_outer=2")
+    return k
 
 
 def _save_last_run(store: ResultsStore, run, wall_seconds: float) -> None:
@@ -229,9 +242,13 @@ def _save_exact_tests(ctx: PageContext, model: str, task: str, *, default_part=_
         logger.info("transfer page: no default %s run of %s to test the exact protocol against", task, model)
         return
     a, b = exact.tasks[task].result, default.tasks[task].result
+    if not a.splits:
+        return
     labels = load_transfer(task, data_dir=ctx.data_dir).labels
-    tests = {"lc_vs_default_lc": protocol_significance(a, b, labels, n_resamples=TRANSFER_BOOTSTRAP),
-             "lc_vs_last": protocol_significance(a, a, labels, n_resamples=TRANSFER_BOOTSTRAP, method_b="last")}
+    n = len(a.splits)  # an exact run cut short (exact_outer) is compared on its first outer splits
+    tests = {"lc_vs_default_lc": protocol_significance(a, b, labels, n_resamples=TRANSFER_BOOTSTRAP, splits=n),
+             "lc_vs_last": protocol_significance(a, a, labels, n_resamples=TRANSFER_BOOTSTRAP, method_b="last",
+                                                 splits=n)}
     payload = {"model": model, "task": task, "exact": correct_digest(a), "default": correct_digest(b), "tests": tests}
     ctx.store.save(Part(PAGE_TRANSFER, f"exact-test-{Path(model).name}-{task}",
                         {"model": model, "task": task, "bootstrap": TRANSFER_BOOTSTRAP, "seed": 0},

@@ -46,6 +46,9 @@ class TransferRunConfig:
     protocol: TransferProtocol = TransferProtocol()
     head: bool = True  # also LC + MLP when the checkpoint has a trained pooler head
     n_jobs: int = 2  # parallel classifier fits (threads); does not change the numbers
+    # stop each task once it holds this many outer splits (a partial part, continued by a later run without it);
+    # None: all of the protocol's n_outer. Which splits exist, not their numbers: not in a part's key
+    max_splits: int | None = None
     data_dir: str | None = None  # None: $LAYERWISE_DATA
     encoder_options: dict = field(default_factory=dict)  # LayerEncoder keywords (max_length, dtype, ...)
 
@@ -249,6 +252,7 @@ def _run_task(encoder: LayerEncoder, data: TransferData, config: TransferRunConf
     show = logger.isEnabledFor(logging.INFO)
     with tqdm(total=config.protocol.n_outer, desc=f"{data.name} outer splits", unit="split", disable=not show) as bar:
         result = run_transfer(features, config.protocol, task=data.name, n_jobs=config.n_jobs,
-                              previous=previous.result if previous else None, on_split=save, progress=bar)
-    save(result, done=True)
+                              previous=previous.result if previous else None, on_split=save, progress=bar,
+                              max_splits=config.max_splits)
+    save(result, done=len(result.splits) == config.protocol.n_outer)
     return task, True

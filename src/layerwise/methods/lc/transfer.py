@@ -262,10 +262,13 @@ def run_transfer(
     on_split=None,
     progress=None,
     engine: str = "fast",
+    max_splits: int | None = None,
 ) -> TransferResult:
     """The protocol on one task. Outer splits found in ``previous`` (same settings) are reused, so a cut-off
     run continues where it stopped; ``on_split(result)`` is called after each new split (e.g. to save it).
-    ``engine``: how the ridge screen computes (``RidgeScreen``'s ``engine``; the same numbers either way)."""
+    ``engine``: how the ridge screen computes (``RidgeScreen``'s ``engine``; the same numbers either way).
+    ``max_splits``: stop once the result holds that many outer splits (the first ones, as a full run has them; a
+    later call without it continues to ``n_outer``); None: all of them."""
     p = protocol
     n_states = data.n_states
     max_layers = default_max_layers(n_states) if p.max_layers is None else int(p.max_layers)
@@ -277,7 +280,11 @@ def run_transfer(
         result.splits = list(previous.splits)
     # one per task: its full-data sums are reused
     ridge = RidgeScreen(data, alpha=p.ridge_alpha, dim=p.screen_dim, engine=engine)
+    if max_splits is not None and (isinstance(max_splits, bool) or not isinstance(max_splits, int) or max_splits < 1):
+        raise ValueError(f"max_splits must be None or a whole number of at least 1, got {max_splits!r}")
     for k, (td, te) in enumerate(outer_splits(data.labels, n_splits=p.n_outer, seed=p.seed)):
+        if max_splits is not None and k >= max(max_splits, len(result.splits)):
+            break
         if k < len(result.splits):
             if progress is not None:
                 progress.update(1)

@@ -46,24 +46,28 @@ def lc_significance(correct: list[dict[str, str]], rows: list[np.ndarray], n_exa
 
 
 def protocol_significance(a, b, labels: np.ndarray, *, n_resamples: int, seed: int = 0, method_a: str = "lc",
-                          method_b: str = "lc") -> dict:
-    """``method_a`` of run ``a`` against ``method_b`` of run ``b``, two finished runs of one task on the same
-    outer splits (two :class:`~layerwise.methods.lc.transfer.TransferResult`, not imported here: that module imports
-    this one) (``labels``: the task's, which draw those splits): a SignificanceResult dict. Raises ValueError,
-    saying what differs, when the runs cannot be paired."""
+                          method_b: str = "lc", splits: int | None = None) -> dict:
+    """``method_a`` of run ``a`` against ``method_b`` of run ``b``, two runs of one task on the same outer splits
+    (two :class:`~layerwise.methods.lc.transfer.TransferResult`, not imported here: that module imports this one)
+    (``labels``: the task's, which draw those splits): a SignificanceResult dict. ``splits``: the first that many
+    outer splits of each (a run cut short after them, ``run_transfer(max_splits=...)``); None: every one of
+    ``n_outer``, both runs finished. Raises ValueError, saying what differs, when the runs cannot be paired."""
     labels = np.asarray(labels)
     differ = [k for k in ("task", "n_examples", "n_outer", "seed") if getattr(a, k) != getattr(b, k)]
     if differ or a.n_examples != len(labels):
         raise ValueError(f"runs of {a.task!r} and {b.task!r} cannot be paired: they differ in "
                          f"{differ or ['the number of examples of the labels given']}; compare runs of one task "
                          "with the same outer splits")
+    n = a.n_outer if splits is None else splits
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= a.n_outer:
+        raise ValueError(f"splits must be None or a whole number in 1..{a.n_outer}, got {splits!r}")
     for run, method in ((a, method_a), (b, method_b)):
-        if len(run.splits) < run.n_outer or any(method not in s.correct for s in run.splits):
-            raise ValueError(f"the {run.task} run has {len(run.splits)} of {run.n_outer} outer splits or no "
-                             f"per-example outputs of {method!r}; finish it with the current code first")
-    rows = [te for _, te in outer_splits(labels, n_splits=a.n_outer, seed=a.seed)]
-    return paired_bootstrap_accuracy(_matrix([s.correct for s in a.splits], rows, len(labels), method_a),
-                                     _matrix([s.correct for s in b.splits], rows, len(labels), method_b),
+        if len(run.splits) < n or any(method not in s.correct for s in run.splits[:n]):
+            raise ValueError(f"the {run.task} run has {len(run.splits)} of the {n} outer splits compared, or no "
+                             f"per-example outputs of {method!r}; finish them with the current code first")
+    rows = [te for _, te in outer_splits(labels, n_splits=a.n_outer, seed=a.seed)][:n]
+    return paired_bootstrap_accuracy(_matrix([s.correct for s in a.splits[:n]], rows, len(labels), method_a),
+                                     _matrix([s.correct for s in b.splits[:n]], rows, len(labels), method_b),
                                      rows=rows, n_resamples=n_resamples, seed=seed).to_dict()
 
 
