@@ -291,28 +291,40 @@ def test_shortcut_check_resumes_per_split_and_compares_with_exhaustive(tiny_bert
         assert s.inner_saga["7"] == max(s.inner_saga.values())
 
 
+def _default_and_exact(tiny_bert, home, n_outer: int):
+    """CR on the tiny model: the data, a store, the default protocol's run config and the exact protocol (3-fold
+    inner CV, exhaustive SAGA), both on ``n_outer`` outer splits."""
+    from conftest import write_senteval
+    from layerwise.benchmarks.lc.transfer_run import TransferRunConfig
+    from layerwise.methods.lc.transfer import TransferProtocol
+
+    data = write_senteval(home / "data", n=40)
+    base = TransferRunConfig(model=str(tiny_bert), tasks=("cr",), n_jobs=1, data_dir=str(data),
+                             protocol=TransferProtocol(n_outer=n_outer, n_inner=2))
+    return data, ResultsStore(home / "store"), base, TransferProtocol(n_outer=n_outer, n_inner=3, inner="kfold",
+                                                                      shortlist=None)
+
+
+def _by(protocol):
+    """Keeps the task parts stored under ``protocol``."""
+    return lambda part: part.key["protocol"] == protocol.to_dict()
+
+
 def test_transfer_exact_protocol_is_a_part_of_its_own_a_section_of_the_page_and_tested(tiny_bert, home):
     from dataclasses import replace
 
-    from conftest import write_senteval
     from layerwise.benchmarks.lc.pages import _save_exact_tests
     from layerwise.benchmarks.lc.transfer_pages import render_transfer_page
-    from layerwise.benchmarks.lc.transfer_run import TransferRunConfig, run_transfer_tasks
+    from layerwise.benchmarks.lc.transfer_run import run_transfer_tasks
     from layerwise.benchmarks.page_parts import prune_superseded
-    from layerwise.benchmarks.registry import PageContext
     from layerwise.data.senteval import load_transfer
     from layerwise.evaluation.classification import outer_splits
     from layerwise.evaluation.significance import paired_bootstrap_accuracy
     from layerwise.evaluation.unit_outputs import unpack_correct
-    from layerwise.methods.lc.transfer import TransferProtocol
     from layerwise.methods.lc.transfer_significance import protocol_significance
     from layerwise.reports import environment
 
-    data = write_senteval(home / "data", n=40)
-    store = ResultsStore(home / "store")
-    base = TransferRunConfig(model=str(tiny_bert), tasks=("cr",), n_jobs=1, data_dir=str(data),
-                             protocol=TransferProtocol(n_outer=2, n_inner=2))
-    exact = TransferProtocol(n_outer=2, n_inner=3, inner="kfold", shortlist=None)
+    data, store, base, exact = _default_and_exact(tiny_bert, home, n_outer=2)
     default_run = run_transfer_tasks(base, store).tasks["cr"].result
     run = run_transfer_tasks(replace(base, protocol=exact), store)
     exact_run = run.tasks["cr"].result
@@ -320,21 +332,18 @@ def test_transfer_exact_protocol_is_a_part_of_its_own_a_section_of_the_page_and_
     assert sorted(p.name for p in store.parts("transfer")) == [f"{tiny_bert.name}-cr", f"{tiny_bert.name}-cr-exact"]
     assert prune_superseded(store, "transfer", dry_run=True) == []  # neither supersedes the other
 
-    def by(protocol):
-        return lambda part: part.key["protocol"] == protocol.to_dict()
-
     def section():
-        text, _ = render_transfer_page(store, {}, environment(["test"]), by(base.protocol), by(exact))
+        text, _ = render_transfer_page(store, {}, environment(["test"]), _by(base.protocol), _by(exact))
         return text.split("## The paper's exact protocol", 1)[1]
 
     assert "| screen agrees |" in section() and f"| {tiny_bert.name} | CR | 2 of 2 | 3 |" in section()
-    empty, _ = render_transfer_page(store, {}, environment(["test"]), by(base.protocol), lambda part: False)
+    empty, _ = render_transfer_page(store, {}, environment(["test"]), _by(base.protocol), lambda part: False)
     assert "Not run yet on this machine" in empty
     assert section().count("not tested") == 2  # no test stored yet
 
     # the exact LC against the default LC and against its own last-layer mean, on the same outer splits
     ctx = PageContext(store=store, output=home / "out", data_dir=str(data), command=("test",), options={})
-    _save_exact_tests(ctx, run.model.name, "cr", default_part=by(base.protocol), exact_part=by(exact))
+    _save_exact_tests(ctx, run.model.name, "cr", default_part=_by(base.protocol), exact_part=_by(exact))
     (part,) = [p for p in store.parts("transfer") if p.name.startswith("exact-test-")]
     labels = load_transfer("cr", data_dir=data).labels  # the slow twin: each split's outputs placed by hand
     rows = [te for _, te in outer_splits(labels, n_splits=2, seed=0)]
@@ -360,30 +369,19 @@ def test_transfer_exact_protocol_is_a_part_of_its_own_a_section_of_the_page_and_
 def test_an_exact_run_cut_short_is_shown_and_tested_on_its_first_outer_splits(tiny_bert, home):
     from dataclasses import replace
 
-    from conftest import write_senteval
     from layerwise.benchmarks.lc.pages import _save_exact_tests
     from layerwise.benchmarks.lc.transfer_pages import render_transfer_page
-    from layerwise.benchmarks.lc.transfer_run import TransferRunConfig, run_transfer_tasks
-    from layerwise.benchmarks.registry import PageContext
+    from layerwise.benchmarks.lc.transfer_run import run_transfer_tasks
     from layerwise.data.senteval import load_transfer
-    from layerwise.methods.lc.transfer import TransferProtocol
     from layerwise.methods.lc.transfer_significance import protocol_significance
     from layerwise.reports import environment
 
-    data = write_senteval(home / "data", n=40)
-    store = ResultsStore(home / "store")
-    base = TransferRunConfig(model=str(tiny_bert), tasks=("cr",), n_jobs=1, data_dir=str(data),
-                             protocol=TransferProtocol(n_outer=3, n_inner=2))
-    exact = TransferProtocol(n_outer=3, n_inner=3, inner="kfold", shortlist=None)
+    data, store, base, exact = _default_and_exact(tiny_bert, home, n_outer=3)
     default_run = run_transfer_tasks(base, store).tasks["cr"].result
     part_run = run_transfer_tasks(replace(base, protocol=exact, max_splits=2), store).tasks["cr"]
     assert len(part_run.result.splits) == 2 and not part_run.complete  # a partial part, continued later
-
-    def by(protocol):
-        return lambda part: part.key["protocol"] == protocol.to_dict()
-
     ctx = PageContext(store=store, output=home / "out", data_dir=str(data), command=("test",), options={})
-    _save_exact_tests(ctx, part_run.model.name, "cr", default_part=by(base.protocol), exact_part=by(exact))
+    _save_exact_tests(ctx, part_run.model.name, "cr", default_part=_by(base.protocol), exact_part=_by(exact))
     (test,) = [p for p in store.parts("transfer") if p.name.startswith("exact-test-")]
     labels = load_transfer("cr", data_dir=data).labels
 
@@ -394,7 +392,7 @@ def test_an_exact_run_cut_short_is_shown_and_tested_on_its_first_outer_splits(ti
     assert test.payload["tests"]["lc_vs_default_lc"] == protocol_significance(a, b, labels, n_resamples=2000)
     assert test.payload["tests"]["lc_vs_last"] == protocol_significance(a, a, labels, n_resamples=2000,
                                                                         method_b="last")
-    text, _ = render_transfer_page(store, {}, environment(["test"]), by(base.protocol), by(exact))
+    text, _ = render_transfer_page(store, {}, environment(["test"]), _by(base.protocol), _by(exact))
     row = next(line for line in text.split("## The paper's exact protocol", 1)[1].splitlines()
                if line.startswith(f"| {tiny_bert.name} | CR |"))
     lc = [s.test["lc"] for s in default_run.splits[:2]]
