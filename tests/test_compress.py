@@ -20,6 +20,7 @@ from layerwise.evaluation.metrics import cosine_rows, spearman
 from layerwise.export.kinds import export_trained, source_kind
 from layerwise.methods.compress import build as build_module
 from layerwise.methods.compress import distill as distill_module
+from layerwise.methods.compress import specs as specs_module
 from layerwise.methods.compress.frontier import Candidate, choose, outside_budget, pareto_front
 
 CORPUS = [f"{a[:-2]} and {b[:-2]} ." for a in SENTENCES for b in SENTENCES][:80]
@@ -121,7 +122,7 @@ def test_lc_cut_is_the_best_subset_within_each_depth(fitted):
     naive = naive_subset_scores(a, b, y)
     for depth in (1, 2):
         best = max((s for k in range(1, depth + 2) for s in combinations(range(depth + 1), k)), key=naive.get)
-        got, score = build_module.best_within(run._search, depth)
+        got, score = specs_module.best_within(run._search, depth)
         assert abs(score - naive[best]) < 1e-6 and abs(naive[got] - naive[best]) < 1e-6
 
 

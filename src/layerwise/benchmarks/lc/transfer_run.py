@@ -250,9 +250,10 @@ def _run_task(encoder: LayerEncoder, data: TransferData, config: TransferRunConf
         store.save(Part(PAGE, name, key, task.payload(), done, task.runs))
 
     show = logger.isEnabledFor(logging.INFO)
-    with tqdm(total=config.protocol.n_outer, desc=f"{data.name} outer splits", unit="split", disable=not show) as bar:
+    with tqdm(total=config.protocol.n_outer, initial=n_before, desc=f"{data.name} outer splits", unit="split",
+              disable=not show) as bar:
         result = run_transfer(features, config.protocol, task=data.name, n_jobs=config.n_jobs,
-                              previous=previous.result if previous else None, on_split=save, progress=bar,
-                              max_splits=config.max_splits)
+                              previous=previous.result if previous else None,
+                              on_split=lambda r: (save(r), bar.update(1)), max_splits=config.max_splits)
     save(result, done=len(result.splits) == config.protocol.n_outer)
     return task, True

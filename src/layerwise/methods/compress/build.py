@@ -8,9 +8,11 @@
 2. one exact search over all subsets of hidden states on the dev pairs
    (:class:`~layerwise.methods.lc.search.LayerSubsetSearch`) gives, for each depth l, the best subset within
    0..l (the LC cut) - subsets are read from the one search, never searched again per depth;
-3. per depth l: the plain cut (mean of hidden state l), the LC cut (where it differs from every cut listed
-   already) and a distilled student (:mod:`.distill`); the original model (the full depth) is a candidate too; with
-   ``every_depth``, the every-depth student (trained once at all of those depths together) cut at l;
+3. per depth l (:mod:`.specs`): the plain cut (mean of hidden state l), the LC cut (where it differs from every cut
+   listed already) and a distilled student (:mod:`.distill`); the original model (the full depth) is a candidate too;
+   with ``every_depth``, the every-depth student (trained once at all of those depths together) cut at l; with
+   ``stop_budget``, the depths deepest first, none after the first at which no candidate of at most that many layers
+   is within that budget of the original on dev (:func:`.frontier.outside_budget`);
 4. each candidate on each backend: dev and test Spearman (a cut from the stacks, a student or another backend by
    encoding each distinct sentence once: the same numbers, see the tests) and parameters;
 5. then, every candidate scored, each one's throughput against the original in one run (:mod:`.speed`): the timings
@@ -53,6 +55,7 @@ from layerwise.methods.compress.backends import (
 from layerwise.methods.compress.config import CompressConfig
 from layerwise.methods.compress.distill import distill_student, embedding_mse
 from layerwise.methods.compress.frontier import Candidate, CompressResult, outside_budget
+from layerwise.methods.compress.specs import depth_specs
 from layerwise.methods.compress.speed import measure_speed
 from layerwise.methods.lc.search import LayerSubsetSearch, subset_cosine
 from layerwise.methods.truncated.model import TruncatedModel
@@ -63,7 +66,7 @@ from layerwise.training.distributed import local_device
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CompressData", "Compression", "MSE_SENTENCES", "best_within"]
+__all__ = ["CompressData", "Compression", "MSE_SENTENCES"]
 
 #: recipes whose model is trained (a student), not cut from the original as it is
 STUDENTS = ("distilled", "every-depth")
@@ -83,14 +86,6 @@ class CompressData:
     def checksums(self) -> dict:
         return {"corpus": content_checksum(list(self.corpus)), "dev": content_checksum(self.dev),
                 "tests": {name: content_checksum(p) for name, p in sorted(self.tests.items())}}
-
-
-def best_within(search: LayerSubsetSearch, depth: int) -> tuple[tuple[int, ...], float]:
-    """The best subset of hidden states 0..``depth`` among those ``search`` scored, and its score."""
-    allowed = ~search.masks_[:, depth + 1:].any(axis=1)
-    scores = np.where(allowed, np.nan_to_num(search.scores_, nan=-np.inf), -np.inf)
-    i = int(np.argmax(scores))
-    return tuple(int(x) for x in np.flatnonzero(search.masks_[i])), float(search.scores_[i])
 
 
 def _pair_spearman(a: np.ndarray, b: np.ndarray, pairs: PairSet) -> float:
@@ -131,7 +126,7 @@ class Compression:
         self._search = LayerSubsetSearch(show_progress=self.show_progress).fit(a, b, self.data.dev.targets)
         self._original = TruncatedModel.from_pretrained(cfg.model, (L,), max_length=cfg.max_length).to(self.device)
         groups = [(depth, [(recipe, layers, backend) for recipe, layers in specs for backend in cfg.backends])
-                  for depth, specs in self._depth_specs(descending=self.stop_budget is not None)]
+                  for depth, specs in depth_specs(self._search, cfg, L, descending=self.stop_budget is not None)]
         if "torch" not in cfg.backends:  # the reference is always measured, and always a candidate
             groups[0][1].insert(0, ("original", (L,), "torch"))
         self.unbuilt_depths = []
@@ -204,32 +199,8 @@ class Compression:
         return forgotten
 
     def specs(self) -> list[tuple[str, tuple[int, ...]]]:
-        """(recipe, hidden states) of every candidate: the original, then per depth the cut, the LC cut where it is
-        a subset not listed yet, the student (none at the full depth: it would be the teacher itself) and the
-        every-depth student's cut where the depth is one it was trained at."""
-        return [spec for _, specs in self._depth_specs() for spec in specs]
-
-    def _depth_specs(self, descending: bool = False) -> list[tuple[int | None, list[tuple[str, tuple[int, ...]]]]]:
-        """:meth:`specs` as ``(depth, [(recipe, hidden states), ...])`` per depth of the config, shallowest first (or
-        deepest first), the original first under depth None."""
-        L = self.n_layers
-        groups = [(None, [("original", (L,))])]
-        seen = {(L,)}
-        for l in sorted(self.config.depths, reverse=descending):
-            specs = []
-            if l < L:
-                specs.append(("cut", (l,)))
-                seen.add((l,))
-            subset, _ = best_within(self._search, l)
-            if subset not in seen:
-                specs.append(("lc-cut", subset))
-                seen.add(subset)
-            if l < L:
-                specs.append(("distilled", (l,)))
-            if l in self.config.every_depth:
-                specs.append(("every-depth", (l,)))
-            groups.append((l, specs))
-        return groups
+        """(recipe, hidden states) of every candidate, the original first (:func:`~.specs.depth_specs`)."""
+        return [spec for _, specs in depth_specs(self._search, self.config, self.n_layers) for spec in specs]
 
     def _show(self) -> bool:
         return logger.isEnabledFor(logging.INFO) if self.show_progress is None else bool(self.show_progress)

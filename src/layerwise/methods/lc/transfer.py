@@ -260,7 +260,6 @@ def run_transfer(
     n_jobs: int = 1,
     previous: TransferResult | None = None,
     on_split=None,
-    progress=None,
     engine: str = "fast",
     max_splits: int | None = None,
 ) -> TransferResult:
@@ -286,8 +285,6 @@ def run_transfer(
         if max_splits is not None and k >= max(max_splits, len(result.splits)):
             break
         if k < len(result.splits):
-            if progress is not None:
-                progress.update(1)
             continue
         result.splits.append(_outer_split(data, td, te, p, subsets, seed=p.seed + k, ridge=ridge, n_jobs=n_jobs))
         new = result.splits[-1]
@@ -295,8 +292,6 @@ def run_transfer(
                     new.inner_accuracy, new.test["lc"], new.test["last"])
         if on_split is not None:
             on_split(result)
-        if progress is not None:
-            progress.update(1)
     if p.bootstrap and len(result.splits) == p.n_outer:
         result.significance = _significance(result, data.labels, p)
     return result
