@@ -325,6 +325,8 @@ def test_stop_outside_budget_leaves_the_shallower_depths_out_and_the_page_says_w
     monkeypatch.setattr(Compressor, "fit", lambda *a, **k: pytest.fail("computed again"))
     monkeypatch.setattr(Compressor, "prepare", lambda *a, **k: pytest.fail("computed again"))
     get_page("compress").run(ctx)  # the stop is read from the stored depths: depth 1 is not built now either
+    (again,) = [p for p in ctx.store.parts("compress") if p.key.get("stop_outside_budget")]
+    assert again.runs == stop.runs  # the same decision is not stored again
     without = PageContext(store=ResultsStore(env / "state"), output=env / "out2", data_dir=str(data),
                           options={k: v for k, v in options.items() if k != "stop_outside_budget"})
     monkeypatch.setattr(Compressor, "prepare", lambda *a, **k: pytest.fail("stop"))

@@ -6,7 +6,9 @@ dev choosing and the test sets scored, keyed on the model's identity, the data's
 depth (1..L: the full depth adds the LC cut of all states); then one part per model for the chosen model (saved under
 ``folders/<model>/model``, written again when more depths change the choice or a retime its numbers). Every depth shares the
 work folder ``folders/<model>/work`` (candidates, students, graphs), so a killed run continues; with ``timings=last``
-(the default) every depth is scored before any is timed (:meth:`~layerwise.Compressor.prepare`).
+(the default) every depth is scored before any is timed (:meth:`~layerwise.Compressor.prepare`). With
+``stop_outside_budget=true`` no depth shallower than the first one at which no candidate of at most that many layers
+is within the budget on dev is built; a ``<model>-stop`` part says where and why, and the page states it.
 """
 
 from __future__ import annotations
@@ -128,8 +130,10 @@ as one part (a kill keeps every scored candidate and every stored depth), then t
             else:
                 candidates = _store_depth(ctx, compressor, data, model, key, depth, adopted)
             if stop.after(depth, candidates):
-                ctx.store.save(Part(NAME, f"{name}-stop", {**key, "stop_outside_budget": True},
-                                    {"model": model, **stop.record}, True, [run_record(ctx.command)]))
+                stop_key, record = {**key, "stop_outside_budget": True}, {"model": model, **stop.record}
+                known = ctx.store.load(NAME, f"{name}-stop", stop_key)
+                if known is None or known.payload != record:  # stored once per decision, not once per run
+                    ctx.store.save(Part(NAME, f"{name}-stop", stop_key, record, True, [run_record(ctx.command)]))
                 break
         for depth in built:  # then the timings, in one block (read back: only the timing is new)
             _store_depth(ctx, compressor, data, model, key, depth, adopted)
