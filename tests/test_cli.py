@@ -192,6 +192,14 @@ def test_transfer_end_to_end_and_resume(tiny_bert, env, capsys):
     other = json.loads((out / "transfer-tiny-bert.json").read_text())
     assert other["tasks"]["cr"]["result"]["ridge_alpha"] == 10 and other["encoder"]["max_length"] == 8
     assert other["tasks"]["cr"]["result"]["splits"][0]["seconds"] != again["tasks"]["cr"]["result"]["splits"][0]["seconds"]
+    # the paper's exact protocol (k-fold inner CV, every subset by SAGA): a part of its own beside the default
+    exact = ["transfer", "--model", str(tiny_bert), "--data-dir", str(data), "--tasks", "CR", "--outer-splits", "1",
+             "--inner-splits", "2", "--inner", "kfold", "--shortlist", "0", "--jobs", "1", "--output", str(out), "-q"]
+    assert main(exact) == 0
+    (exact_state,) = (out / "transfer").glob("tiny-bert-cr-exact--*.json")
+    assert json.loads(exact_state.read_text())["key"]["protocol"]["inner"] == "kfold"
+    assert "2-fold inner cross-validation" in json.loads((out / "transfer-tiny-bert.json").read_text())["protocol"][
+        "name"]
     state.write_text("{not json")
     assert main(args) == 2
     assert "move it away" in capsys.readouterr().err

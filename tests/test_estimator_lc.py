@@ -206,6 +206,29 @@ def test_classification_chooses_by_the_transfer_protocol_and_predicts(bert, env,
     np.testing.assert_allclose(back.predict_proba(texts), est.predict_proba(texts), atol=1e-6)
 
 
+def test_kfold_inner_with_every_subset_is_the_papers_exact_choice(bert, env, capsys):
+    from layerwise.evaluation.classification import fit_logreg, inner_kfold
+    from layerwise.methods.lc.transfer import TransferFeatures, all_subsets
+
+    texts, labels = _labeled()
+    est = LayerCombination(str(bert), n_inner=3, inner="kfold", shortlist=None, max_layers=2, max_length=32,
+                           cache_dir=False).fit(texts, labels)
+    # the slow twin: every subset's mean held-out accuracy over the 3 folds, one plain logistic regression each
+    y = np.array([0 if lab == "animals" else 1 for lab in labels])
+    data = TransferFeatures(LayerEncoder(str(bert), max_length=32, cache_dir=False).encode(texts), y, 2)
+    folds = inner_kfold(y, n_splits=3, seed=0)
+    assert sorted(np.concatenate([dev for _, dev in folds]).tolist()) == list(range(len(y)))  # each text held out once
+    mean = {}
+    for subset in all_subsets(4, 2):
+        x = data.features(subset)
+        mean[subset] = 100 * np.mean([fit_logreg(x[tr], y[tr], seed=0).score(x[dev], y[dev]) for tr, dev in folds])
+    best = max(mean.values())
+    assert mean[est.layers_] == pytest.approx(best) and est.score_ == pytest.approx(best)
+    assert est.layers_ == next(s for s, v in mean.items() if v == best)  # ties: the first subset in order
+    with pytest.raises(UsageError, match="n_inner=50 with inner='kfold'"):  # more folds than texts
+        LayerCombination(str(bert), n_inner=50, inner="kfold", max_length=32, cache_dir=False).fit(texts, labels)
+
+
 def test_pair_classification_takes_labels_by_keyword(bert, env):
     texts, labels = _labeled()
     order = random.Random(1).sample(range(len(texts)), len(texts))
@@ -244,7 +267,8 @@ def test_fit_refuses_ambiguous_or_bad_input_naming_the_argument(env, args, kwarg
                                                ({"max_layers": 0}, "max_layers=0"),
                                                ({"n_inner": 1.5}, "n_inner=1.5"),
                                                ({"ridge_alpha": -1}, "ridge_alpha=-1"),
-                                               ({"seed": -3}, "seed=-3")])
+                                               ({"seed": -3}, "seed=-3"),
+                                               ({"inner": "loo"}, "inner='loo' is not a kind of inner split")])
 def test_fit_refuses_bad_parameters_naming_them(env, params, match):
     s1, s2, scores = _pairs(6)
     with pytest.raises(UsageError, match=match):
@@ -373,6 +397,13 @@ def test_transfer_on_the_users_labeled_texts_in_each_format(bert, env, capsys, f
         assert code == 0, err
         assert json.loads(next((env / "runs").glob("transfer-varied-bert-paraphrase-*.json")).read_text())["train"][
             "pairs"]
+        code, out, err = _run(["transfer", "--train", train, "--text-column", "body", "--label-column", "tag",
+                               "--model", bert, "--max-length", "32", "--inner-splits", "3", "--inner", "kfold",
+                               "--shortlist", "0", "--output", env / "kfold", "-q"], capsys)
+        assert code == 0, err
+        doc = json.loads(next((env / "kfold").glob("transfer-*.json")).read_text())
+        assert doc["protocol"]["inner"] == "kfold" and doc["protocol"]["shortlist"] is None
+        assert "- protocol: 3-fold inner cross-validation" in next((env / "kfold").glob("transfer-*.md")).read_text()
 
 
 def _no_model_load(monkeypatch):

@@ -83,7 +83,12 @@ def _add_transfer_parser(sub) -> None:
                  "beside it for LayerCombination.load)")
     p.add_argument("--outer-splits", type=positive_int, default=None,
                    help="--tasks: seeded 85/15 train-dev/test splits (default 10)")
-    p.add_argument("--inner-splits", type=positive_int, default=10, help="seeded 82/18 splits choosing the subset (default 10)")
+    p.add_argument("--inner-splits", type=positive_int, default=10,
+                   help="inner splits choosing the subset: seeded 82/18 shuffles, or folds with --inner kfold "
+                        "(default 10)")
+    p.add_argument("--inner", choices=("shuffle", "kfold"), default="shuffle",
+                   help="shuffle: seeded 82/18 inner splits (default); kfold: --inner-splits-fold inner "
+                        "cross-validation, the paper's (with --shortlist 0: its exact, exhaustive choice)")
     p.add_argument("--max-layers", type=positive_int, default=None,
                    help="largest subset (default: 4 up to 13 hidden states, else 3)")
     p.add_argument("--shortlist", type=nonnegative_int, default=1,
@@ -238,7 +243,7 @@ def run_transfer(args, command) -> int:
         raise ValueError(f"--shortlist must be 0 (exhaustive) or positive, got {args.shortlist}")
     protocol = TransferProtocol(n_outer=args.outer_splits, n_inner=args.inner_splits, max_layers=args.max_layers,
                                 shortlist=args.shortlist or None, seed=args.seed, ridge_alpha=args.ridge_alpha,
-                                screen_dim=args.screen_dim)
+                                screen_dim=args.screen_dim, inner=args.inner)
     config = TransferRunConfig(model=args.model, tasks=tuple(args.tasks), protocol=protocol, head=not args.no_head,
                                n_jobs=args.jobs, data_dir=args.data_dir, encoder_options=encoder_options(args))
     run = run_transfer_tasks(config, ResultsStore(args.output), command=command)
@@ -282,8 +287,8 @@ def run_transfer_files(args, command) -> int:
     train, test = files["train"], files.get("test")
     if args.shortlist < 0:
         raise ValueError(f"--shortlist must be 0 (exhaustive) or positive, got {args.shortlist}")
-    est = _estimator(args, n_inner=args.inner_splits, shortlist=args.shortlist or None, ridge_alpha=args.ridge_alpha,
-                     seed=args.seed, n_jobs=args.jobs)
+    est = _estimator(args, n_inner=args.inner_splits, inner=args.inner, shortlist=args.shortlist or None,
+                     ridge_alpha=args.ridge_alpha, seed=args.seed, n_jobs=args.jobs)
     labels = [train.label_names[i] for i in train.labels]
     if train.sentences2 is not None:
         est.fit(train.sentences, train.sentences2, labels=labels)
@@ -322,7 +327,8 @@ def _transfer_file_doc(args, est, train, test) -> dict:
            "train": {"file": str(args.train), "name": data_label(args.train), "n_texts": len(train.labels),
                      "unit": "pairs" if pair else "texts", "pairs": pair, "classes": list(train.label_names)},
            "protocol": {"n_inner": args.inner_splits, "max_layers": int(est.masks_.sum(1).max()),
-                        "shortlist": args.shortlist or None, "ridge_alpha": args.ridge_alpha, "seed": args.seed},
+                        "shortlist": args.shortlist or None, "ridge_alpha": args.ridge_alpha, "seed": args.seed,
+                        **({"inner": args.inner} if args.inner != "shuffle" else {})},  # old keys unchanged
            "layers": list(est.layers_), "inner_accuracy": est.score_,
            "top": [{"layers": list(ls), "screen_accuracy": v} for ls, v in est.top(10)]}
     if test is not None:
@@ -354,11 +360,18 @@ def _baselines_on_test(args, est, train, test) -> dict[str, float]:
                            n_jobs=args.jobs)
 
 
+def _inner_words(protocol: dict) -> str:
+    """How the inner splits of a ``transfer --train`` run were drawn, in words."""
+    if protocol.get("inner", "shuffle") == "kfold":
+        return f"{protocol['n_inner']}-fold inner cross-validation"
+    return f"{protocol['n_inner']} seeded stratified 82/18 inner splits"
+
+
 def _transfer_file_markdown(doc: dict) -> str:
     t, p = doc["train"], doc["protocol"]
     lines = [f"# BERT-LC on {t['name']}: {doc['model']['name']}", "",
              f"- train: `{t['file']}` ({t['n_texts']} {t['unit']}, classes {', '.join(t['classes'])})",
-             f"- protocol: {p['n_inner']} seeded stratified 82/18 inner splits (seed {p['seed']}) score every subset "
+             f"- protocol: {_inner_words(p)} (seed {p['seed']}) score every subset "
              f"of at most {p['max_layers']} hidden states; logistic regression fitted on all of train with the chosen "
              "subset",
              f"- chosen hidden states: {tuple(doc['layers'])} (0 = embedding output); inner accuracy x100 "

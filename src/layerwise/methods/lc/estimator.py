@@ -30,7 +30,7 @@ from layerwise.base import SentenceEstimator, check_int, check_texts
 from layerwise.encoders.layer_encoder import LayerEncoder
 from layerwise.encoders.registry import DEFAULT_MODEL
 from layerwise.errors import UsageError
-from layerwise.evaluation.classification import fit_logreg, inner_splits
+from layerwise.evaluation.classification import INNER_KINDS, fit_logreg
 from layerwise.evaluation.metrics import spearman
 from layerwise.layers import LayerStack
 from layerwise.methods.lc.export import SubsetExport, export_layer_subset
@@ -67,8 +67,12 @@ class LayerCombination(SentenceEstimator):
         Largest subset considered. ``None``: for STS pairs every subset up to 13 hidden states, else subsets of at
         most 8 (:class:`LayerSubsetSearch`); for classification 4 up to 13 hidden states, else 3 (the paper's caps).
     n_inner : int
-        Classification: seeded stratified 82/18 splits that score each subset (the transfer protocol's inner
-        splits).
+        Classification: inner splits that score each subset (the transfer protocol's): seeded stratified 82/18
+        shuffles, or folds with ``inner="kfold"``.
+    inner : {"shuffle", "kfold"}
+        Classification: how those splits are drawn: ``n_inner`` seeded 82/18 shuffles (the default), or
+        ``n_inner``-fold cross-validation, each text in exactly one held-out fold (the BERT-LC paper's 10-fold inner
+        CV; with ``shortlist=None``, the paper's exact choice: every subset scored by the logistic regression).
     shortlist : int or None
         Classification: subsets re-scored by logistic-regression cross-validation after the ridge screen
         (1: the ridge screen's choice as it is; ``None``: every subset, exhaustive and slow).
@@ -117,6 +121,7 @@ class LayerCombination(SentenceEstimator):
         pooling: str = "mean",
         max_layers: int | None = None,
         n_inner: int = 10,
+        inner: str = "shuffle",
         shortlist: int | None = 1,
         ridge_alpha: float = DEFAULT_RIDGE_ALPHA,
         seed: int = 0,
@@ -132,6 +137,7 @@ class LayerCombination(SentenceEstimator):
         self.pooling = pooling
         self.max_layers = max_layers
         self.n_inner = n_inner
+        self.inner = inner
         self.shortlist = shortlist
         self.ridge_alpha = ridge_alpha
         self.seed = seed
@@ -171,6 +177,9 @@ class LayerCombination(SentenceEstimator):
                              f"{', '.join(map(repr, LC_POOLINGS))}")
         check_int(self.max_layers, "max_layers", none_ok=True)
         check_int(self.n_inner, "n_inner")
+        if self.inner not in INNER_KINDS:
+            raise UsageError(f"inner={self.inner!r} is not a kind of inner split; pass one of "
+                             f"{', '.join(map(repr, INNER_KINDS))}")
         check_int(self.shortlist, "shortlist", none_ok=True)
         check_int(self.n_jobs, "n_jobs")
         check_int(self.batch_size, "batch_size")
@@ -211,7 +220,10 @@ class LayerCombination(SentenceEstimator):
         max_layers = default_max_layers(data.n_states) if self.max_layers is None else int(self.max_layers)
         subsets = all_subsets(data.n_states, max_layers)
         rows = np.arange(len(y))
-        splits = inner_splits(y, n_splits=int(self.n_inner), seed=int(self.seed))
+        try:
+            splits = INNER_KINDS[self.inner](y, n_splits=int(self.n_inner), seed=int(self.seed))
+        except ValueError as exc:  # e.g. more folds than texts: the message names both
+            raise UsageError(f"n_inner={self.n_inner!r} with inner={self.inner!r}: {exc}") from None
         screen = RidgeScreen(data, alpha=float(self.ridge_alpha), kind=self.pooling)
         layers, inner, screened, _ = choose_subset(data, rows, splits, subsets, shortlist=self.shortlist,
                                                    seed=int(self.seed), n_jobs=int(self.n_jobs), screen=screen)
