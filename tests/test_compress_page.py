@@ -109,10 +109,11 @@ def test_retime_times_every_stored_candidate_again_and_keeps_the_scores(tiny_ber
     assert all("adopted" not in p.payload for p in redo.store.parts("compress") if "depth" in p.key)
 
 
-@pytest.mark.parametrize("options", [{"budgte": 1}, {"timings": "sometimes"}])
+@pytest.mark.parametrize("options", [{"budgte": 1}, {"timings": "sometimes"}, {"stop_outside_budget": "yes"},
+                                     {"retime": 1}])
 def test_compress_page_refuses_unknown_options(tmp_path, options):
     ctx = PageContext(store=ResultsStore(tmp_path), output=tmp_path, options=options)
-    with pytest.raises(ValueError, match="unknown compress page option"):
+    with pytest.raises(ValueError, match="unknown or invalid compress page option.*" + next(iter(options))):
         get_page("compress").run(ctx)
 
 

@@ -77,8 +77,10 @@ def _config(ctx: PageContext) -> CompressPageConfig:
     bad = sorted(set(ctx.options) - known)
     if ctx.options.get("timings", "last") not in ("last", "per-depth"):
         bad.append(f"timings={ctx.options['timings']!r} (valid: last, per-depth)")
+    bad += [f"{k}={ctx.options[k]!r} (valid: true, false)" for k in ("every_depth", "retime", "stop_outside_budget")
+            if k in ctx.options and not isinstance(ctx.options[k], bool)]
     if bad:
-        raise ValueError(f"unknown compress page option(s) {bad}; valid: {', '.join(sorted(known))}")
+        raise ValueError(f"unknown or invalid compress page option(s) {bad}; valid options: {', '.join(sorted(known))}")
     listed = ("backends", "corpus", "tests")  # JSON lists, or comma-separated names (--option tests=stsb,sickr)
     return CompressPageConfig(**{k: tuple(v.split(",")) if k in listed and isinstance(v, str)
                                  else tuple(v) if isinstance(v, list) else v
