@@ -195,8 +195,6 @@ class Compressor(SentenceEstimator):
         config, budget = self._config()
         data = CompressData(corpus=tuple(self._corpus(corpus, config)), dev=_pairs(dev, "dev"),
                             tests={str(k): _pairs(v, f"tests[{k!r}]") for k, v in (tests or {}).items()})
-        if not isinstance(self.stop_outside_budget, (bool, np.bool_)):
-            raise UsageError(f"stop_outside_budget={self.stop_outside_budget!r} must be True or False")
         run = Compression(config, data, folder=self.output_dir, cache_dir=self._settings().cache_dir,
                           show_progress=self.show_progress, device=self._settings().device,
                           stop_budget=budget if self.stop_outside_budget else None)
@@ -222,6 +220,8 @@ class Compressor(SentenceEstimator):
             check_int(getattr(s, name), f"settings.{name}", low=low)
         check_number(s.lr, "settings.lr", positive=True)
         budget = check_number(self.budget, "budget", positive=False)
+        if not isinstance(self.stop_outside_budget, (bool, np.bool_)):
+            raise UsageError(f"stop_outside_budget={self.stop_outside_budget!r} must be True or False")
         backends = check_backends(self.backends)
         n_layers = _n_layers(self.model)
         depths = tuple(range(1, n_layers + 1)) if self.depths is None else self.depths
