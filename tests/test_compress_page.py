@@ -118,7 +118,7 @@ def test_compress_page_refuses_unknown_options(tmp_path, options):
 
 
 def test_an_lc_cut_equal_to_a_plain_cut_is_listed_once_as_the_cut():
-    from layerwise.benchmarks.compress.report import model_candidates
+    from layerwise.benchmarks.compress.stored import model_candidates
     from layerwise.benchmarks.store import Part
 
     def cand(recipe, layers, dev):
@@ -138,7 +138,8 @@ def test_an_lc_cut_equal_to_a_plain_cut_is_listed_once_as_the_cut():
 
 
 def test_goal_lines_say_met_or_not_met_with_the_measured_figures():
-    from layerwise.benchmarks.compress.report import _goals, _ModelResults
+    from layerwise.benchmarks.compress.goals import goal_lines
+    from layerwise.benchmarks.compress.stored import ModelResults
     from layerwise.methods.compress.frontier import Candidate
 
     def cand(recipe, depth, backend, dev, stsb, seconds):
@@ -149,8 +150,8 @@ def test_goal_lines_say_met_or_not_met_with_the_measured_figures():
     original = cand("original", 6, "torch", 80.0, 82.0, 1.0)
     candidates = [original, cand("distilled", 3, "torch", 79.5, 81.5, 0.5), cand("distilled", 3, "onnx", 79.5, 81.5, 0.4),
                   cand("distilled", 3, "onnx-int8", 78.9, 81.2, 0.3), cand("distilled", 2, "torch", 70.0, 70.0, 0.2)]
-    r = _ModelResults("x/all-MiniLM-L6-v2", {"budget": 1.0}, {}, [], candidates, original, candidates[3])
-    lines = _goals(r, {2: 71.0, 3: 80.0})
+    r = ModelResults("x/all-MiniLM-L6-v2", {"budget": 1.0}, {}, [], candidates, original, candidates[3])
+    lines = goal_lines(r, {2: 71.0, 3: 80.0})
     assert "distilled-l3-onnx-int8, 3.33x (goal: >= 3x, **met**)" in lines[1]
     assert lines[2].endswith("higher at 1 of 2 depths (2: 70.00 vs 71.00, 3: 81.50 vs 80.00); TMFT trains on "
                              "STS-B's labelled train pairs, which the students never see (they learn the original's "
@@ -158,7 +159,7 @@ def test_goal_lines_say_met_or_not_met_with_the_measured_figures():
     assert ("at most 0.60 points, over 0.5 for 1 of 1 candidates (goal: within 0.5, **not met**; "
             "distilled-l3-onnx-int8 -0.60)") in lines[3]  # which candidates, and which way
     slow = [c if c.backend != "onnx-int8" else cand("distilled", 3, "onnx-int8", 79.4, 81.2, 0.5) for c in candidates]
-    lines = _goals(_ModelResults("x/all-MiniLM-L6-v2", {"budget": 1.0}, {}, [], slow, original, slow[3]), {})
+    lines = goal_lines(ModelResults("x/all-MiniLM-L6-v2", {"budget": 1.0}, {}, [], slow, original, slow[3]), {})
     assert "(goal: >= 3x, **not met**)" in lines[1] and "**met**)" in lines[2]  # no TMFT figures: no student line
     assert lines[1].endswith("Why: every candidate within the limits runs at least 3 of 6 layers; the nearest with "
                              "fewer, distilled-l2-torch, is -12.00 on STS-B test and -12.00 on the STS average against "
@@ -166,7 +167,9 @@ def test_goal_lines_say_met_or_not_met_with_the_measured_figures():
 
 
 def test_candidates_carried_over_from_an_earlier_run_are_marked_with_that_run():
-    from layerwise.benchmarks.compress.report import CARRIED_MARK, _goals, _ModelResults, _table
+    from layerwise.benchmarks.compress.goals import goal_lines
+    from layerwise.benchmarks.compress.report import CARRIED_MARK, _table
+    from layerwise.benchmarks.compress.stored import ModelResults
     from layerwise.methods.compress.frontier import Candidate
 
     def cand(recipe, backend, seconds):
@@ -177,15 +180,16 @@ def test_candidates_carried_over_from_an_earlier_run_are_marked_with_that_run():
                  runs=[{"started": "2026-11-25 09:00:00 UTC"}])
     original = Candidate.from_dict({**cand("original", "torch", 1.0), "depth": 2, "layers": [2]})
     old, new = Candidate.from_dict(cand("cut", "torch", 0.5)), Candidate.from_dict(cand("cut", "onnx", 0.25))
-    r = _ModelResults("m", {"budget": 100.0}, {}, [], [original, old, new], original, old, {1: donor})
+    r = ModelResults("m", {"budget": 100.0}, {}, [], [original, old, new], original, old, {1: donor})
     assert r.carried(old) is donor and r.carried(new) is None and r.carried(original) is None
     rows = "\n".join(_table(r, {}))
     assert f"| 2.00x{CARRIED_MARK} |" in rows and "| 4.00x |" in rows and f"{CARRIED_MARK} timed in an earlier run" in rows
-    assert "2.00x (timed in the earlier run of 2026-11-25, carried over)" in _goals(r, {})[0]
+    assert "2.00x (timed in the earlier run of 2026-11-25, carried over)" in goal_lines(r, {})[0]
 
 
 def test_the_goal_lines_show_how_far_the_ratio_moved_between_passes():
-    from layerwise.benchmarks.compress.report import _goals, _ModelResults
+    from layerwise.benchmarks.compress.goals import goal_lines
+    from layerwise.benchmarks.compress.stored import ModelResults
     from layerwise.methods.compress.frontier import Candidate
 
     def cand(recipe, depth, seconds, original_seconds):
@@ -196,13 +200,13 @@ def test_the_goal_lines_show_how_far_the_ratio_moved_between_passes():
     original = cand("original", 2, [1.0, 1.0, 1.0], [1.0, 1.0, 1.0])
     cut = cand("cut", 1, [0.5, 0.4, 0.25], [1.0, 1.2, 1.0])  # passes 2.0x, 3.0x, 4.0x; medians 1.0 / 0.4 = 2.5x
     assert cut.pass_ratios == pytest.approx([2.0, 3.0, 4.0]) and cut.ratio == pytest.approx(2.5)
-    r = _ModelResults("m", {"budget": 100.0}, {}, [], [original, cut], original, cut, {})
-    lines = _goals(r, {})
+    r = ModelResults("m", {"budget": 100.0}, {}, [], [original, cut], original, cut, {})
+    lines = goal_lines(r, {})
     assert "cut-l1-torch** (hidden states 1), 2.50x (passes 2.00-4.00x)," in lines[0]
     assert "cut-l1-torch, 2.50x (passes 2.00-4.00x)" in lines[1]
 
 def test_a_stored_choice_that_the_frontier_no_longer_makes_is_fitted_again(tiny_bert, env, monkeypatch):
-    from layerwise.benchmarks.compress.report import model_candidates
+    from layerwise.benchmarks.compress.stored import model_candidates
 
     data = write_unlabeled(write_stsb(env / "data", n_pairs=24))
     store = ResultsStore(env / "state")

@@ -20,7 +20,8 @@ from functools import partial
 from pathlib import Path
 
 from layerwise.benchmarks.compress.data import CORPUS_SOURCES, page_data
-from layerwise.benchmarks.compress.report import MODELS, NAME, TESTS, TITLE, donor_part, model_candidates, write_page
+from layerwise.benchmarks.compress.report import TITLE, write_page
+from layerwise.benchmarks.compress.stored import MODELS, NAME, TESTS, donor_part, model_candidates
 from layerwise.benchmarks.page_parts import run_record
 from layerwise.benchmarks.registry import PageContext, ResultsPage, register
 from layerwise.benchmarks.store import Part, model_key

@@ -1,32 +1,38 @@
-"""The ``compress`` page's report, read from the store alone: every model's candidates under its newest protocol, the
-choice, issue 25's goals with their figures, the runs the timings come from, the table, the frontier plot.
+"""The ``compress`` page's report, read from the store alone (:mod:`.stored`): every model's candidates under its
+newest protocol, the choice, issue 25's goals with their figures (:mod:`.goals`), the runs the timings come from, the
+table, the frontier plot.
 
 A depth part may carry over candidates an earlier run timed (:meth:`~layerwise.Compressor.adopt`): they are marked
-:data:`CARRIED_MARK` and that run's original is listed beside the part's own (:func:`donor_part` finds the run).
+:data:`CARRIED_MARK` and that run's original is listed beside the part's own (:func:`~.stored.donor_part` finds the run).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from layerwise.benchmarks.compress.goals import goal_lines
+from layerwise.benchmarks.compress.stored import (
+    MODELS,
+    NAME,
+    TESTS,
+    ModelResults,
+    by_model,
+    started,
+    sts_average,
+)
 from layerwise.benchmarks.page_parts import provenance_lines
 from layerwise.benchmarks.registry import PageContext
 from layerwise.benchmarks.store import Part
 from layerwise.methods.compress.backends import OPENVINO_INT8
 from layerwise.methods.compress.build import STUDENTS
-from layerwise.methods.compress.frontier import RECIPES, Candidate, choose, plot_frontier
+from layerwise.methods.compress.frontier import RECIPES, Candidate, plot_frontier
 from layerwise.reports import write_text
 
-__all__ = ["MODELS", "NAME", "TESTS", "TITLE", "donor_part", "model_candidates", "write_page"]
+__all__ = ["CARRIED_MARK", "TITLE", "write_page"]
 
-NAME = "compress"
 TITLE = ("Compress: the fastest model within a quality budget (cut, LC cut, distilled, every-depth; torch, ONNX, "
          "ONNX int8, OpenVINO, OpenVINO int8)")
-MODELS = ("all-MiniLM-L6-v2", "all-mpnet-base-v2")
-TESTS = ("stsb", "sickr", "sts12", "sts13", "sts14", "sts15", "sts16")
-STS_AVERAGE = TESTS  # the "STS average" column: the mean of these test sets' Spearman (those present)
 #: published figures (theirs, their hardware): sentence-transformers' layer-reduction distillation example
 #: (stsb-roberta-base, STS-B test) and its CPU backend benchmark (quality kept, speed-up)
 PUBLISHED = [
@@ -37,59 +43,7 @@ PUBLISHED = [
 ]
 
 
-#: issue 25's goals: throughput against the original within 1.0 point on STS-B test and the STS average; int8
-#: within 0.5 point of fp32 on dev
-GOAL_RATIOS = {"all-MiniLM-L6-v2": 3.0, "all-mpnet-base-v2": 4.0}
-INT8_GOAL = 0.5
-INT8_PAIRS = (("onnx-int8", "onnx"), ("openvino-int8", "openvino"))
 CARRIED_MARK = "†"  # a candidate timed in an earlier run (carried over by Compressor.adopt)
-
-
-#: protocol fields that add candidates without changing any candidate's numbers: a part stored under a protocol
-#: that differs only in these gives its candidates to the new part (Compressor.adopt)
-ADDITIVE = ("backends", "every_depth")
-
-
-def donor_part(parts: list[Part], name: str, key: dict) -> Part | None:
-    """The newest stored part ``name`` of the same model and data whose protocol differs from ``key``'s only in
-    :data:`ADDITIVE` fields, with no backend the new one lacks (its candidates are the new part's, measured)."""
-    def rest(protocol: dict) -> dict:
-        return {k: v for k, v in protocol.items() if k not in ADDITIVE}
-
-    found = [p for p in parts if p.name == name and p.key.get("model") == key["model"]
-             and p.key.get("data") == key["data"] and rest(p.key["protocol"]) == rest(key["protocol"])
-             and set(p.key["protocol"]["backends"]) <= set(key["protocol"]["backends"])
-             and p.key["protocol"] != key["protocol"]]
-    return max(found, key=_started, default=None)
-
-
-def _started(part: Part) -> str:
-    """When the newest run of ``part`` started ("" where none is recorded)."""
-    return max((run.get("started", "") for run in part.runs), default="")
-
-
-def model_candidates(parts: list[Part], key: dict, budget: float) -> tuple[list[Candidate], Candidate, Candidate]:
-    """Every candidate of the depth parts stored under ``key`` (each once: the original is in every part, the first
-    kept), the original on torch, and the choice under ``budget``."""
-    seen, candidates = set(), []
-    for part in sorted((p for p in parts if "depth" in p.key and {k: v for k, v in p.key.items() if k != "depth"}
-                        == key), key=lambda p: p.key["depth"]):
-        for c in (Candidate.from_dict(d) for d in part.payload["result"]["candidates"]):
-            if (c.recipe, c.layers, c.backend) not in seen:
-                seen.add((c.recipe, c.layers, c.backend))
-                candidates.append(c)
-    plain = {c.layers for c in candidates if c.recipe in ("cut", "original")}
-    # a depth's LC cut may be a lower depth's plain cut (the best subset of 0..2 is {1}, say): listed once, as the cut
-    candidates = [c for c in candidates if not (c.recipe == "lc-cut" and c.layers in plain)]
-    if not candidates:
-        raise ValueError("no stored depth parts under this key")
-    original = next(c for c in candidates if c.recipe == "original" and c.backend == "torch")
-    return candidates, original, choose(candidates, original.dev, budget)
-
-
-def _average(c: Candidate) -> float | None:
-    values = [c.tests[t] for t in STS_AVERAGE if t in c.tests]
-    return sum(values) / len(values) if values else None
 
 
 def _tmft_by_depth(ctx: PageContext, model: str) -> dict[int, float]:
@@ -104,57 +58,14 @@ def _tmft_by_depth(ctx: PageContext, model: str) -> dict[int, float]:
     return {depth: sum(v) / len(v) for depth, v in scores.items()}
 
 
-@dataclass(frozen=True)
-class _ModelResults:
-    """One model's stored depth parts under its newest protocol, read back: every candidate, the original, the
-    choice under that protocol's budget."""
-
-    model: str
-    protocol: dict
-    counts: dict
-    parts: list[Part]
-    candidates: list[Candidate]
-    original: Candidate
-    chosen: Candidate
-    # depth -> the earlier run's part whose candidates a depth part carried over (their timing is that run's)
-    donors: dict[int, Part] = field(default_factory=dict)
-
-    def carried(self, c: Candidate) -> Part | None:
-        """The earlier run's part ``c`` was carried over from (timed there), or None (timed in its own part)."""
-        donor = self.donors.get(c.depth)
-        if donor is None:
-            return None
-        earlier = {(d["recipe"], tuple(d["layers"]), d["backend"]) for d in donor.payload["result"]["candidates"]}
-        return donor if (c.recipe, c.layers, c.backend) in earlier else None
-
-
-def _by_model(parts: list[Part]) -> list[_ModelResults]:
-    """Per model (in MODELS order, then others), the depth parts of its most recently run protocol."""
-    depth_parts = [p for p in parts if "depth" in p.key]
-    out = []
-    for model in dict.fromkeys(p.payload["model"] for p in depth_parts):
-        mine = [p for p in depth_parts if p.payload["model"] == model]
-        newest = max(mine, key=_started)
-        key = {k: v for k, v in newest.key.items() if k != "depth"}
-        protocol = key["protocol"]
-        candidates, original, chosen = model_candidates(mine, key, float(protocol["budget"]))
-        kept = [p for p in mine if p.key["protocol"] == protocol]
-        donors = {p.key["depth"]: d for p in kept if (p.payload.get("adopted") or {}).get("candidates")
-                  and (d := donor_part(mine, p.name, p.key)) is not None}
-        out.append(_ModelResults(model, protocol, newest.payload["corpus"], kept, candidates, original, chosen,
-                                 donors))
-    order = {Path(m).name: i for i, m in enumerate(MODELS)}
-    return sorted(out, key=lambda r: (order.get(Path(r.model).name, len(order)), r.model))
-
-
-def _table(r: _ModelResults, tmft: dict[int, float]) -> list[str]:
+def _table(r: ModelResults, tmft: dict[int, float]) -> list[str]:
     tests = [t for t in TESTS if t in r.original.tests]
     head = ["| depth | recipe | backend | parameters | throughput ratio | STS-B dev | "
             + " | ".join(tests) + " | STS average | TMFT STS-B test (tmft page) | |",
             "|---" * (8 + len(tests)) + "|---|"]
     rows = []
     for c in sorted(r.candidates, key=lambda c: (c.depth, list(RECIPES).index(c.recipe), c.layers, c.backend)):
-        avg = _average(c)
+        avg = sts_average(c)
         mark = "**chosen**" if c.name == r.chosen.name and c.layers == r.chosen.layers else ""
         rows.append(f"| {c.depth} | {c.recipe} ({','.join(map(str, c.layers))}) | {c.backend} | "
                     f"{c.parameters / 1e6:.1f} M | {c.ratio:.2f}x{CARRIED_MARK if r.carried(c) else ''} | {c.dev:.2f} | "
@@ -168,77 +79,7 @@ def _table(r: _ModelResults, tmft: dict[int, float]) -> list[str]:
     return head + rows
 
 
-def _timed(r: _ModelResults, c: Candidate) -> str:
-    """The ratio's spread over its passes, and where it was timed when carried over from an earlier run."""
-    passes = c.pass_ratios
-    spread = f" (passes {min(passes):.2f}-{max(passes):.2f}x)" if len(passes) > 1 else ""
-    donor = r.carried(c)
-    return spread + ("" if donor is None else f" (timed in the earlier run of {(_started(donor) or '?')[:10]}, "
-                     "carried over)")
-
-
-def _goals(r: _ModelResults, tmft: dict[int, float]) -> list[str]:
-    """The choice, then each goal of issue 25 with its measured figure and whether it is met."""
-    candidates, original, chosen = r.candidates, r.original, r.chosen
-    ok = [c for c in candidates if "stsb" in c.tests and c.tests["stsb"] >= original.tests["stsb"] - 1.0
-          and (_average(c) or 0) >= (_average(original) or 0) - 1.0]
-    best = max(ok, key=lambda c: c.ratio, default=original)
-    layers = ",".join(map(str, chosen.layers))
-    lines = [f"- chosen on dev (budget {r.protocol['budget']:g}): **{chosen.name}** (hidden states {layers}), "
-             f"{chosen.ratio:.2f}x{_timed(r, chosen)}, STS-B dev {chosen.dev:.2f} (original {original.dev:.2f}), STS-B test "
-             f"{chosen.tests.get('stsb', float('nan')):.2f} (original {original.tests.get('stsb', float('nan')):.2f})"]
-    goal = GOAL_RATIOS.get(Path(r.model).name)
-    speed = (f" (goal: >= {goal:g}x, **{'met' if best.ratio >= goal else 'not met'}**)" if goal is not None else "")
-    lines.append(f"- fastest candidate within 1.0 of the original on STS-B test and on the STS average (read on the "
-                 f"test sets, for the goal only): {best.name}, {best.ratio:.2f}x{_timed(r, best)}{speed}"
-                 + (_speed_why(r, best) if goal is not None and best.ratio < goal else ""))
-    lines += _student_lines(candidates, tmft)
-    for int8, fp32 in INT8_PAIRS:
-        drift = {c.name: c.dev - o.dev for c in candidates if c.backend == int8
-                 for o in candidates if o.backend == fp32 and (o.recipe, o.layers) == (c.recipe, c.layers)}
-        if drift:
-            over = {name: d for name, d in drift.items() if abs(d) > INT8_GOAL}
-            lines.append(f"- {int8} against {fp32} (fp32), same model: dev Spearman differs by at most "
-                         f"{max(map(abs, drift.values())):.2f} points, over {INT8_GOAL:g} for {len(over)} of "
-                         f"{len(drift)} candidates (goal: within {INT8_GOAL:g}, **{'met' if not over else 'not met'}**"
-                         + (f"; {', '.join(f'{n} {d:+.2f}' for n, d in sorted(over.items(), key=lambda kv: -abs(kv[1])))}"
-                            if over else "") + ")")
-    return lines
-
-
-def _speed_why(r: _ModelResults, best: Candidate) -> str:
-    """Why the throughput goal is not met: how many layers the candidates within the quality limits run, and how far
-    the nearest candidate with fewer layers falls short (the smaller of its two margins)."""
-    base = (r.original.tests["stsb"], _average(r.original))
-    fewer = [c for c in r.candidates if c.depth < best.depth and "stsb" in c.tests and _average(c) is not None]
-    runs = (f"all {best.depth} layers" if best.depth == r.original.depth
-            else f"at least {best.depth} of {r.original.depth} layers")
-    if not fewer:
-        return (f". Why: every candidate within the limits runs {runs} (none with fewer layers is measured yet), so "
-                "only the backend speeds it up")
-    near = max(fewer, key=lambda c: min(c.tests["stsb"] - base[0], _average(c) - base[1]))
-    return (f". Why: every candidate within the limits runs {runs}; the nearest with fewer, {near.name}, is "
-            f"{near.tests['stsb'] - base[0]:+.2f} on STS-B test and {_average(near) - base[1]:+.2f} on the STS "
-            f"average against the original, so the speed-up rests on the backend at {best.depth} layers")
-
-
-def _student_lines(candidates: list[Candidate], tmft: dict[int, float]) -> list[str]:
-    """Each student recipe (torch) against TMFT at the same depth on STS-B test, the one set the tmft page scores."""
-    lines = []
-    for recipe in STUDENTS:
-        pairs = sorted((c.depth, c.tests["stsb"], tmft[c.depth]) for c in candidates
-                       if c.recipe == recipe and c.backend == "torch" and c.depth in tmft and "stsb" in c.tests)
-        if pairs:
-            wins = sum(s > t for _, s, t in pairs)
-            lines.append(f"- {recipe} against TMFT at the same depth, STS-B test (the tmft page scores no other set; "
-                         f"the goal names the STS average): higher at {wins} of {len(pairs)} depths ("
-                         + ", ".join(f"{d}: {s:.2f} vs {t:.2f}" for d, s, t in pairs) + ")"
-                         + ("" if wins == len(pairs) else "; TMFT trains on STS-B's labelled train pairs, which the "
-                            "students never see (they learn the original's embeddings of the unlabeled corpus)"))
-    return lines
-
-
-def _data_line(r: _ModelResults) -> str:
+def _data_line(r: ModelResults) -> str:
     counts, protocol = r.counts, r.protocol
     tests = [t for t in TESTS if t in r.original.tests]
     usable = counts["distinct"] - counts["left_out_scored"]
@@ -258,10 +99,10 @@ def _run_row(part: Part, label, carried: str) -> tuple:
     ratios = {c.backend: c.ratio for c in (Candidate.from_dict(d) for d in part.payload["result"]["candidates"])
               if c.recipe == "original"}
     env = part.runs[-1].get("environment", {}) if part.runs else {}
-    return label, (_started(part) or "?")[:10], env.get("machine", {}).get("platform", "?"), ratios, carried
+    return label, (started(part) or "?")[:10], env.get("machine", {}).get("platform", "?"), ratios, carried
 
 
-def _reference_lines(r: _ModelResults) -> list[str]:
+def _reference_lines(r: ModelResults) -> list[str]:
     """The original as timed in each depth part (every part times it against itself and on every backend), and in
     the earlier run a part carried candidates over from: ratios from different runs compare only as far as these
     agree."""
@@ -315,19 +156,19 @@ def _quantization_line(r) -> list[str]:
             + ".", ""]
 
 
-def _stop_part(parts: list[Part], r: _ModelResults) -> Part | None:
+def _stop_part(parts: list[Part], r: ModelResults) -> Part | None:
     """The part where a run of ``r``'s protocol stopped descending (``stop_outside_budget``), or None."""
     key = {k: v for k, v in r.parts[0].key.items() if k != "depth"}
-    return max((p for p in parts if p.key == {**key, "stop_outside_budget": True}), key=_started, default=None)
+    return max((p for p in parts if p.key == {**key, "stop_outside_budget": True}), key=started, default=None)
 
 
-def _best_by_depth(r: _ModelResults) -> str:
+def _best_by_depth(r: ModelResults) -> str:
     """Each depth's best dev Spearman among the candidates of at most that many layers, deepest first."""
     depths = sorted({c.depth for c in r.candidates}, reverse=True)
     return ", ".join(f"{max(c.dev for c in r.candidates if c.depth <= d):.2f} ({d})" for d in depths)
 
 
-def _status_line(r: _ModelResults, stop: Part | None, results: list[_ModelResults]) -> str:
+def _status_line(r: ModelResults, stop: Part | None, results: list[ModelResults]) -> str:
     """Which depths are measured, and why the others are not: not run yet, or left out by the stopping rule."""
     done = sorted(p.key["depth"] for p in r.parts)
     todo = [d for d in range(1, int(r.parts[0].payload["result"]["n_layers"]) + 1) if d not in done]
@@ -353,7 +194,7 @@ def _status_line(r: _ModelResults, stop: Part | None, results: list[_ModelResult
 def write_page(ctx: PageContext) -> list[Path]:
     """Write ``compress.md`` and one frontier plot per model from the store alone (each model under the protocol
     it was last run with)."""
-    results = _by_model(ctx.store.parts(NAME))
+    results = by_model(ctx.store.parts(NAME))
     if not results:
         raise FileNotFoundError(f"no compress parts in {ctx.store.root}; run `layerwise results run compress` first")
     lines = [f"# {TITLE}", "",
@@ -376,7 +217,7 @@ def write_page(ctx: PageContext) -> list[Path]:
         paths.append(png)
         status = _status_line(r, _stop_part(ctx.store.parts(NAME), r), results)
         tmft = _tmft_by_depth(ctx, r.model)
-        lines += [f"## {name}", "", _data_line(r), "", status, "", *_quantization_line(r), *_goals(r, tmft), "",
+        lines += [f"## {name}", "", _data_line(r), "", status, "", *_quantization_line(r), *goal_lines(r, tmft), "",
                   *_reference_lines(r), "",
                   *_table(r, tmft), "", f"![frontier]({png.name})", ""]
     limit = results[0].parts[0].key["protocol"].get("corpus_limit")  # the protocol of the models shown

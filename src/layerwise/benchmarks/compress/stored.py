@@ -1,0 +1,108 @@
+"""The ``compress`` page's stored parts read back: per model, the depth parts of its newest protocol, every candidate
+once, the original and the choice under the protocol's budget (:class:`ModelResults`), and the earlier run a depth
+part carried candidates over from (:func:`donor_part`, :meth:`~layerwise.Compressor.adopt`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from layerwise.benchmarks.store import Part
+from layerwise.methods.compress.frontier import Candidate, choose
+
+__all__ = ["ADDITIVE", "MODELS", "NAME", "STS_AVERAGE", "TESTS", "ModelResults", "by_model", "donor_part",
+           "model_candidates", "started", "sts_average"]
+
+NAME = "compress"
+MODELS = ("all-MiniLM-L6-v2", "all-mpnet-base-v2")
+TESTS = ("stsb", "sickr", "sts12", "sts13", "sts14", "sts15", "sts16")
+STS_AVERAGE = TESTS  # the "STS average" column: the mean of these test sets' Spearman (those present)
+
+#: protocol fields that add candidates without changing any candidate's numbers: a part stored under a protocol
+#: that differs only in these gives its candidates to the new part (Compressor.adopt)
+ADDITIVE = ("backends", "every_depth")
+
+
+def donor_part(parts: list[Part], name: str, key: dict) -> Part | None:
+    """The newest stored part ``name`` of the same model and data whose protocol differs from ``key``'s only in
+    :data:`ADDITIVE` fields, with no backend the new one lacks (its candidates are the new part's, measured)."""
+    def rest(protocol: dict) -> dict:
+        return {k: v for k, v in protocol.items() if k not in ADDITIVE}
+
+    found = [p for p in parts if p.name == name and p.key.get("model") == key["model"]
+             and p.key.get("data") == key["data"] and rest(p.key["protocol"]) == rest(key["protocol"])
+             and set(p.key["protocol"]["backends"]) <= set(key["protocol"]["backends"])
+             and p.key["protocol"] != key["protocol"]]
+    return max(found, key=started, default=None)
+
+
+def started(part: Part) -> str:
+    """When the newest run of ``part`` started ("" where none is recorded)."""
+    return max((run.get("started", "") for run in part.runs), default="")
+
+
+def model_candidates(parts: list[Part], key: dict, budget: float) -> tuple[list[Candidate], Candidate, Candidate]:
+    """Every candidate of the depth parts stored under ``key`` (each once: the original is in every part, the first
+    kept), the original on torch, and the choice under ``budget``."""
+    seen, candidates = set(), []
+    for part in sorted((p for p in parts if "depth" in p.key and {k: v for k, v in p.key.items() if k != "depth"}
+                        == key), key=lambda p: p.key["depth"]):
+        for c in (Candidate.from_dict(d) for d in part.payload["result"]["candidates"]):
+            if (c.recipe, c.layers, c.backend) not in seen:
+                seen.add((c.recipe, c.layers, c.backend))
+                candidates.append(c)
+    plain = {c.layers for c in candidates if c.recipe in ("cut", "original")}
+    # a depth's LC cut may be a lower depth's plain cut (the best subset of 0..2 is {1}, say): listed once, as the cut
+    candidates = [c for c in candidates if not (c.recipe == "lc-cut" and c.layers in plain)]
+    if not candidates:
+        raise ValueError("no stored depth parts under this key")
+    original = next(c for c in candidates if c.recipe == "original" and c.backend == "torch")
+    return candidates, original, choose(candidates, original.dev, budget)
+
+
+def sts_average(c: Candidate) -> float | None:
+    values = [c.tests[t] for t in STS_AVERAGE if t in c.tests]
+    return sum(values) / len(values) if values else None
+
+
+@dataclass(frozen=True)
+class ModelResults:
+    """One model's stored depth parts under its newest protocol, read back: every candidate, the original, the
+    choice under that protocol's budget."""
+
+    model: str
+    protocol: dict
+    counts: dict
+    parts: list[Part]
+    candidates: list[Candidate]
+    original: Candidate
+    chosen: Candidate
+    # depth -> the earlier run's part whose candidates a depth part carried over (their timing is that run's)
+    donors: dict[int, Part] = field(default_factory=dict)
+
+    def carried(self, c: Candidate) -> Part | None:
+        """The earlier run's part ``c`` was carried over from (timed there), or None (timed in its own part)."""
+        donor = self.donors.get(c.depth)
+        if donor is None:
+            return None
+        earlier = {(d["recipe"], tuple(d["layers"]), d["backend"]) for d in donor.payload["result"]["candidates"]}
+        return donor if (c.recipe, c.layers, c.backend) in earlier else None
+
+
+def by_model(parts: list[Part]) -> list[ModelResults]:
+    """Per model (in MODELS order, then others), the depth parts of its most recently run protocol."""
+    depth_parts = [p for p in parts if "depth" in p.key]
+    out = []
+    for model in dict.fromkeys(p.payload["model"] for p in depth_parts):
+        mine = [p for p in depth_parts if p.payload["model"] == model]
+        newest = max(mine, key=started)
+        key = {k: v for k, v in newest.key.items() if k != "depth"}
+        protocol = key["protocol"]
+        candidates, original, chosen = model_candidates(mine, key, float(protocol["budget"]))
+        kept = [p for p in mine if p.key["protocol"] == protocol]
+        donors = {p.key["depth"]: d for p in kept if (p.payload.get("adopted") or {}).get("candidates")
+                  and (d := donor_part(mine, p.name, p.key)) is not None}
+        out.append(ModelResults(model, protocol, newest.payload["corpus"], kept, candidates, original, chosen,
+                                 donors))
+    order = {Path(m).name: i for i, m in enumerate(MODELS)}
+    return sorted(out, key=lambda r: (order.get(Path(r.model).name, len(order)), r.model))
