@@ -13,7 +13,7 @@ from layerwise.benchmarks.catalog import get_page
 from layerwise.benchmarks.page_parts import freshness, part_source
 from layerwise.benchmarks.registry import PageContext
 from layerwise.benchmarks.speed.pages import SpeedPage, option_argv
-from layerwise.reports import changed_since
+from layerwise.reports import changed_files, changed_since
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
@@ -51,9 +51,12 @@ def test_a_page_is_current_until_code_it_measures_changes(repo):
     (repo / "src" / "pkg" / "search.py").write_text("x = 2\n")  # uncommitted change to measured code: stale already
     got = freshness(parts, ["src/pkg"], repo)
     assert got.status == "stale" and got.commits == (head,) and head[:12] in got.detail
+    assert got.detail.endswith(": src/pkg/search.py")  # which files changed, so a reader can judge
     _git(repo, "commit", "-qam", "search")
     assert freshness(parts, ["src/pkg/search.py"], repo).status == "stale"
     assert changed_since(head, ["src/other.py"], repo) is True and changed_since(head, ["src/none"], repo) is False
+    assert changed_files(head, ["src"], repo) == ["src/other.py", "src/pkg/search.py"]
+    assert changed_files("0" * 40, ["src"], repo) is None
 
 
 @needs_git

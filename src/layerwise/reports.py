@@ -18,7 +18,7 @@ from layerwise._version import __version__
 from layerwise.files import write_atomic
 from layerwise.outputs import claim
 
-__all__ = ["changed_since", "command_line", "environment", "fmt", "fmt_git", "git_state", "plot_lines", "plot_per_layer",
+__all__ = ["changed_files", "changed_since", "command_line", "environment", "fmt", "fmt_git", "git_state", "plot_lines", "plot_per_layer",
            "run_section", "sample_std", "save_figure", "source_revision", "source_root", "write_bytes", "write_json",
            "write_text"]
 
@@ -104,19 +104,26 @@ def source_root() -> Path | None:
 
 def changed_since(commit: str, paths: Sequence[str], root: str | os.PathLike) -> bool | None:
     """Whether any of ``paths`` (relative to the checkout ``root``) differs now from ``commit``: committed or not
-    (``git diff --quiet COMMIT -- PATHS``; a path added or removed since counts). ``None`` when it cannot be told:
-    no git, not a checkout, or a commit this checkout does not hold."""
+    (a path added or removed since counts). ``None`` when it cannot be told: no git, not a checkout, or a commit this
+    checkout does not hold."""
+    files = changed_files(commit, paths, root)
+    return None if files is None else bool(files)
 
-    def git(*args: str) -> int:
-        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, timeout=30).returncode
+
+def changed_files(commit: str, paths: Sequence[str], root: str | os.PathLike) -> list[str] | None:
+    """The files under ``paths`` that differ now from ``commit`` (``git diff --name-only COMMIT -- PATHS``, relative
+    to the checkout ``root``), or ``None`` when it cannot be told (as :func:`changed_since`)."""
+
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30)
 
     try:
-        if git("cat-file", "-e", f"{commit}^{{commit}}") != 0:
+        if git("cat-file", "-e", f"{commit}^{{commit}}").returncode != 0:
             return None
-        rc = git("diff", "--quiet", commit, "--", *paths)
+        done = git("diff", "--name-only", commit, "--", *paths)
     except (OSError, subprocess.SubprocessError):
         return None
-    return {0: False, 1: True}.get(rc)
+    return done.stdout.split() if done.returncode == 0 else None
 
 
 def git_state(folder: str | os.PathLike = ".", *, under: str | None = "src", untracked: bool = True,

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from layerwise.benchmarks.store import Part, ResultsStore
 from layerwise.data.checksum import content_checksum
-from layerwise.reports import changed_since, environment, save_figure
+from layerwise.reports import changed_files, environment, save_figure
 
 logger = logging.getLogger(__name__)
 
@@ -217,10 +217,13 @@ def freshness(parts: Iterable[Part], sources: Sequence[str], root: str | os.Path
     commits = tuple(sorted({f["commit"] for f in found if f}))
     if root is None:
         return Freshness("unknown", commits, "not a git checkout")
-    changed = {c: changed_since(c, sources, root) for c in commits}
+    changed = {c: changed_files(c, sources, root) for c in commits}
     stale = [c for c, v in changed.items() if v]
-    if stale:
-        return Freshness("stale", commits, f"code it measures changed since {stale[0][:12]}")
+    if stale:  # named by the newest stale commit (the fewest files changed since): even its parts are stale
+        newest = min(stale, key=lambda c: len(changed[c]))
+        files = sorted(f.removeprefix("src/layerwise/") for f in changed[newest])
+        named = ", ".join(files[:4]) + (f" and {len(files) - 4} more" if len(files) > 4 else "")
+        return Freshness("stale", commits, f"code it measures changed since {newest[:12]}: {named}")
     missing = sum(f is None for f in found)
     if missing:
         return Freshness("unknown", commits, f"{missing} of {len(kept)} part(s) recorded no commit")
