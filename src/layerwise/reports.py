@@ -123,7 +123,7 @@ def changed_files(commit: str, paths: Sequence[str], root: str | os.PathLike) ->
         done = git("diff", "--name-only", commit, "--", *paths)
     except (OSError, subprocess.SubprocessError):
         return None
-    return done.stdout.split() if done.returncode == 0 else None
+    return done.stdout.splitlines() if done.returncode == 0 else None
 
 
 def git_state(folder: str | os.PathLike = ".", *, under: str | None = "src", untracked: bool = True,

@@ -27,7 +27,7 @@ from layerwise.benchmarks.registry import PageContext, ResultsPage, register
 from layerwise.benchmarks.store import Part, model_key
 from layerwise.encoders.layer_encoder import LayerEncoder
 from layerwise.methods.compress import Compressor, CompressSettings
-from layerwise.methods.compress.frontier import Candidate, outside_budget
+from layerwise.methods.compress.frontier import Candidate, stop_record
 
 logger = logging.getLogger(__name__)
 
@@ -107,8 +107,9 @@ as one part (a kill keeps every scored candidate and every stored depth), then t
         compressor = partial(_compressor, model, config, root, n_layers=encoder.identity.n_layers)
         # every depth 1..L: the original is in every part, the full depth adds its LC cut (best subset of 0..L);
         # deepest first, so a run spanning sessions stores first the depths nearest the original's quality
-        missing = [depth for depth in range(encoder.identity.n_layers, 0, -1)
-                   if ctx.store.load(NAME, f"{name}-l{depth}", {**key, "depth": depth}) is None]
+        stored = {depth: ctx.store.load(NAME, f"{name}-l{depth}", {**key, "depth": depth})
+                  for depth in range(encoder.identity.n_layers, 0, -1)}
+        missing = [depth for depth, part in stored.items() if part is None]
         adopted = {}  # depth -> the earlier run whose candidates this protocol keeps (it only adds to them)
         earlier = ctx.store.parts(NAME) if missing else []  # read once, not per depth
         for depth in missing:
@@ -123,10 +124,9 @@ as one part (a kill keeps every scored candidate and every stored depth), then t
             adopted = {}  # every candidate is timed in this run: nothing is carried over
         stop = _Descent(config.budget if config.stop_outside_budget else None)
         built = []  # the missing depths scored in this run, deepest first (timed below with timings=last)
-        for depth in range(encoder.identity.n_layers, 0, -1):
-            if depth not in missing:  # stored: its candidates count for the stopping rule as they are
-                stored = ctx.store.load(NAME, f"{name}-l{depth}", {**key, "depth": depth})
-                candidates = [Candidate.from_dict(c) for c in stored.payload["result"]["candidates"]]
+        for depth, part in stored.items():
+            if part is not None:  # stored: its candidates count for the stopping rule as they are
+                candidates = [Candidate.from_dict(c) for c in part.payload["result"]["candidates"]]
             elif config.timings == "last":  # students trained, candidates scored, nothing timed (load is harmless)
                 candidates = compressor(depth).prepare(data.corpus, data.dev, tests=data.tests)
                 built.append(depth)
@@ -141,9 +141,9 @@ as one part (a kill keeps every scored candidate and every stored depth), then t
         for depth in built:  # then the timings, in one block (read back: only the timing is new)
             _store_depth(ctx, compressor, data, model, key, depth, adopted)
         _, _, chosen = model_candidates(ctx.store.parts(NAME), key, config.budget)
-        stored = ctx.store.load(NAME, name, key)
+        saved_choice = ctx.store.load(NAME, name, key)
         # saved again when the choice changed (more depths) or its numbers did (timed again): its card shows them
-        if stored is None or Candidate.from_dict(stored.payload["chosen"]).to_dict() != chosen.to_dict():
+        if saved_choice is None or Candidate.from_dict(saved_choice.payload["chosen"]).to_dict() != chosen.to_dict():
             depth = max(1, chosen.depth)  # an LC cut of hidden state 0 alone comes from the depth-1 fit
             est = compressor(depth).fit(data.corpus, data.dev, tests=data.tests)
             saved = est.save(root / "model")  # every candidate is read back from the work folder
@@ -166,26 +166,17 @@ def _store_depth(ctx: PageContext, compressor, data, model: str, key: dict, dept
 
 class _Descent:
     """The page's stopping rule over its depths, deepest first (:func:`~layerwise.methods.compress.frontier.
-    outside_budget` on every candidate seen so far, as ``Compressor(stop_outside_budget=True)`` decides); budget
-    None: never stops."""
+    stop_record` on every candidate seen so far, as ``Compressor(stop_outside_budget=True)`` decides); budget None:
+    never stops. ``record``: where and why it stopped."""
 
     def __init__(self, budget: float | None):
-        self.budget, self.seen, self.record = budget, [], {}
+        self.budget, self.seen, self.record = budget, [], None
 
     def after(self, depth: int, candidates: list) -> bool:
         self.seen += candidates
-        if self.budget is None:
-            return False
-        original = next(c for c in self.seen if c.recipe == "original" and c.backend == "torch")
-        if not outside_budget(self.seen, original.dev, self.budget, depth):
-            return False
-        best = max((c for c in self.seen if c.depth <= depth), key=lambda c: c.dev)
-        self.record = {"depth": depth, "budget": self.budget, "original_dev": original.dev, "best": best.name,
-                       "best_layers": list(best.layers), "best_dev": best.dev}
-        logger.info("compress page: depth %d: no candidate of at most %d layers within %g of the original's dev "
-                    "Spearman (best %s %.2f, original %.2f); shallower depths not built", depth, depth, self.budget,
-                    best.name, best.dev, original.dev)
-        return True
+        if self.budget is not None:
+            self.record = stop_record(self.seen, self.budget, depth)
+        return self.record is not None
 
 
 def _compressor(model: str, config: CompressPageConfig, root: Path, depth: int, n_layers: int) -> Compressor:

@@ -194,7 +194,8 @@ def _status_line(r: ModelResults, stop: Part | None, results: list[ModelResults]
 def write_page(ctx: PageContext) -> list[Path]:
     """Write ``compress.md`` and one frontier plot per model from the store alone (each model under the protocol
     it was last run with)."""
-    results = by_model(ctx.store.parts(NAME))
+    parts = ctx.store.parts(NAME)  # read once: the depth parts and the stop parts
+    results = by_model(parts)
     if not results:
         raise FileNotFoundError(f"no compress parts in {ctx.store.root}; run `layerwise results run compress` first")
     lines = [f"# {TITLE}", "",
@@ -215,7 +216,7 @@ def write_page(ctx: PageContext) -> list[Path]:
         name = Path(r.model).name
         png = plot_frontier(r.candidates, ctx.output / f"compress-{name}.png", title=name, chosen=r.chosen)
         paths.append(png)
-        status = _status_line(r, _stop_part(ctx.store.parts(NAME), r), results)
+        status = _status_line(r, _stop_part(parts, r), results)
         tmft = _tmft_by_depth(ctx, r.model)
         lines += [f"## {name}", "", _data_line(r), "", status, "", *_quantization_line(r), *goal_lines(r, tmft), "",
                   *_reference_lines(r), "",

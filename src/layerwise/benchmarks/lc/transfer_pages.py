@@ -142,12 +142,12 @@ def render_exact(exact: dict[str, TransferRun], default: dict[str, TransferRun],
     for model, task, t in rows:
         base = default.get(model).tasks.get(task) if model in default else None
         k = len(t.result.splits)  # the default run on the same first k outer splits (all of them when finished)
-        base_lc = [split.test["lc"] for split in base.result.splits[:k]] if base else []
+        same = base.result.splits[:k] if base else []
         agree = screen_agreement(t.result)
         tested = _exact_tests(tests or {}, model, task, t, base)
         lines.append(f"| {Path(model).name} | {display_name(task)} | {k} of {t.result.n_outer} | "
                      f"{t.result.n_inner} | {_spread(t.result.splits, 'lc')} | "
-                     + (_spread(base.result.splits[:k], "lc") if k and len(base_lc) == k else "n/a")
+                     + (_spread(same, "lc") if k and len(same) == k else "n/a")
                      + f" | {p_cell(tested.get('lc_vs_default_lc'))} | {_spread(t.result.splits, 'last')} | "
                      + f"{p_cell(tested.get('lc_vs_last'))} | "
                      + (f"{agree['agree']}/{agree['splits']} | {agree['saga_gap']:.2f}" if agree else "n/a | n/a")

@@ -12,7 +12,7 @@
    listed already) and a distilled student (:mod:`.distill`); the original model (the full depth) is a candidate too;
    with ``every_depth``, the every-depth student (trained once at all of those depths together) cut at l; with
    ``stop_budget``, the depths deepest first, none after the first at which no candidate of at most that many layers
-   is within that budget of the original on dev (:func:`.frontier.outside_budget`);
+   is within that budget of the original on dev (:func:`.frontier.stop_record`);
 4. each candidate on each backend: dev and test Spearman (a cut from the stacks, a student or another backend by
    encoding each distinct sentence once: the same numbers, see the tests) and parameters;
 5. then, every candidate scored, each one's throughput against the original in one run (:mod:`.speed`): the timings
@@ -54,7 +54,7 @@ from layerwise.methods.compress.backends import (
 )
 from layerwise.methods.compress.config import CompressConfig
 from layerwise.methods.compress.distill import distill_student, embedding_mse
-from layerwise.methods.compress.frontier import Candidate, CompressResult, outside_budget
+from layerwise.methods.compress.frontier import Candidate, CompressResult, stop_record
 from layerwise.methods.compress.specs import depth_specs
 from layerwise.methods.compress.speed import measure_speed
 from layerwise.methods.lc.search import LayerSubsetSearch, subset_cosine
@@ -137,19 +137,11 @@ class Compression:
                 for job in jobs:
                     scored.append(self._scored(*job))
                     bar.update(1)
-                if depth is not None and self.stop_budget is not None and self._stops(scored, depth):
+                stops = depth is not None and self.stop_budget is not None
+                if stops and stop_record(scored, self.stop_budget, depth) is not None:
                     self.unbuilt_depths = sorted(d for d, _ in groups[i + 1:])
                     break
         return scored
-
-    def _stops(self, scored: list[Candidate], depth: int) -> bool:
-        """Whether the descent stops after ``depth`` (:func:`~.frontier.outside_budget` on what is scored so far)."""
-        original = next(c for c in scored if c.recipe == "original" and c.backend == "torch")
-        if not outside_budget(scored, original.dev, self.stop_budget, depth):
-            return False
-        logger.info("depth %d: no candidate of at most %d layers within %g of the original's dev Spearman %.2f; "
-                    "the shallower depths are not built", depth, depth, self.stop_budget, original.dev)
-        return True
 
     def run(self) -> CompressResult:
         """Score (:meth:`score`), then time every candidate against the original in one block; returns them all."""

@@ -9,6 +9,7 @@ qualifies, so there is always a choice).
 
 from __future__ import annotations
 
+import logging
 import os
 import statistics
 from dataclasses import asdict, dataclass, field
@@ -16,8 +17,10 @@ from pathlib import Path
 
 from layerwise.reports import save_figure
 
+logger = logging.getLogger(__name__)
+
 __all__ = ["RECIPES", "Candidate", "CompressResult", "choose", "frontier_table", "outside_budget", "pareto_front",
-           "plot_frontier"]
+           "plot_frontier", "stop_record"]
 
 #: recipe -> what it is, in words (the report's legend)
 RECIPES = {
@@ -110,6 +113,20 @@ def outside_budget(candidates: list[Candidate], original_dev: float, budget: flo
     Spearman: where a run that builds its depths deepest first stops (``stop_outside_budget``), since the
     shallower depths' candidates are cut from, or trained as, still smaller models."""
     return not any(c.depth <= depth and c.dev >= original_dev - budget for c in candidates)
+
+
+def stop_record(candidates: list[Candidate], budget: float, depth: int) -> dict | None:
+    """Where and why a descent stops after ``depth`` (:func:`outside_budget` on ``candidates``, the torch original
+    among them): ``{"depth", "budget", "original_dev", "best", "best_layers", "best_dev"}`` (the best candidate of at
+    most ``depth`` layers), logged; None when it goes on."""
+    original = next(c for c in candidates if c.recipe == "original" and c.backend == "torch")
+    if not outside_budget(candidates, original.dev, budget, depth):
+        return None
+    best = max((c for c in candidates if c.depth <= depth), key=lambda c: c.dev)
+    logger.info("depth %d: no candidate of at most %d layers within %g of the original's dev Spearman %.2f (best %s "
+                "%.2f); the shallower depths are not built", depth, depth, budget, original.dev, best.name, best.dev)
+    return {"depth": depth, "budget": budget, "original_dev": original.dev, "best": best.name,
+            "best_layers": list(best.layers), "best_dev": best.dev}
 
 
 def choose(candidates: list[Candidate], original_dev: float, budget: float) -> Candidate:
