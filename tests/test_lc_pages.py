@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -337,6 +338,9 @@ def test_transfer_exact_protocol_is_a_part_of_its_own_a_section_of_the_page_and_
         return text.split("## The paper's exact protocol", 1)[1]
 
     assert "| screen agrees |" in section() and f"| {tiny_bert.name} | CR | 2 of 2 | 3 |" in section()
+    # where the exact splits ran and how long they took (a page may hold runs from several machines)
+    minutes = run.tasks["cr"].protocol_seconds / 60
+    assert f"| {minutes:.1f} min, {os.cpu_count()} CPUs" in section()
     empty, _ = render_transfer_page(store, {}, environment(["test"]), _by(base.protocol), lambda part: False)
     assert "Not run yet on this machine" in empty
     assert section().count("not tested") == 2  # no test stored yet

@@ -128,7 +128,9 @@ def render_exact(exact: dict[str, TransferRun], default: dict[str, TransferRun],
              "and *SAGA points lost* is the mean inner SAGA accuracy given up by taking the screen's choice. "
              f"*p* columns: {BOOTSTRAP_TEST} test over the task's test examples on the same outer splits (as in the "
              f"tables above; yes: p < {ALPHA}), the exact protocol's LC against the default's LC and against the "
-             "exact run's last-layer mean.", ""]
+             "exact run's last-layer mean. *time, machine*: the exact protocol's wall time summed over the runs "
+             "that computed its splits, and the machine of the last of them (its CPU count, and its GPU where it had "
+             "one: the protocol itself runs on the CPU, in as many threads as the command's `jobs`).", ""]
     rows = [(model, task, t) for model, run in exact.items() for task, t in run.tasks.items()]
     if not rows:
         n = len(next(iter(default.values())).tasks) if default else 0
@@ -137,8 +139,8 @@ def render_exact(exact: dict[str, TransferRun], default: dict[str, TransferRun],
                         "protocol above). `layerwise results run transfer --option exact_tasks='[\"cr\", "
                         "\"trec\"]'` computes it, resumably.", ""]
     lines += ["| model | task | outer splits | inner folds | LC, exact | LC, default | p, exact vs default LC | "
-              "last, exact | p, LC vs last (exact) | screen agrees | SAGA points lost |",
-              "|---|---|---|---|---|---|---|---|---|---|---|"]
+              "last, exact | p, LC vs last (exact) | screen agrees | SAGA points lost | time, machine |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for model, task, t in rows:
         base = default.get(model).tasks.get(task) if model in default else None
         k = len(t.result.splits)  # the default run on the same first k outer splits (all of them when finished)
@@ -151,8 +153,16 @@ def render_exact(exact: dict[str, TransferRun], default: dict[str, TransferRun],
                      + f" | {p_cell(tested.get('lc_vs_default_lc'))} | {_spread(t.result.splits, 'last')} | "
                      + f"{p_cell(tested.get('lc_vs_last'))} | "
                      + (f"{agree['agree']}/{agree['splits']} | {agree['saga_gap']:.2f}" if agree else "n/a | n/a")
-                     + " |")
+                     + f" | {_time_and_machine(t)} |")
     return lines + [""]
+
+
+def _time_and_machine(t: TaskRun) -> str:
+    """'4.3 min, 16 CPUs, NVIDIA H100 80GB HBM3': the protocol's summed wall time and the last run's machine."""
+    machine = t.environment.get("machine", {})
+    where = [f"{machine['cpu_count']} CPUs"] if machine.get("cpu_count") else []
+    where += [machine["gpu"]] if machine.get("gpu") else []
+    return ", ".join([f"{t.protocol_seconds / 60:.1f} min", *where])
 
 
 def _spread(splits, method: str) -> str:
