@@ -331,6 +331,8 @@ def test_stop_outside_budget_builds_deepest_first_and_leaves_the_shallower_depth
     ({"every_depth": (3,)}, {}, r"every_depth=\(3,\) must be True, False or a non-empty tuple of depths in 1..2"),
     ({"every_depth": "yes"}, {}, "every_depth='yes' must be"),
     ({"stop_outside_budget": "yes"}, {}, "stop_outside_budget='yes' must be True or False"),
+    ({"settings": replace(FAST, graph_test_scores="fast")}, {},
+     "settings.graph_test_scores='fast' is not one of measured, checked"),
 ])
 def test_refusals_before_any_work(tiny_bert, env, monkeypatch, kw, fit_kw, message):
     monkeypatch.setattr(build_module, "LayerEncoder", lambda *a, **k: pytest.fail("work started"))
@@ -509,3 +511,84 @@ def test_an_openvino_int8_candidate_quantized_under_other_settings_is_not_adopte
     same = Candidate.from_dict({**int8, "backend": "openvino-int8",
                                 "extra": {"quantization": {**int8_settings(), "smooth_quant_alpha": 0.5}}})
     assert later.adopt([same], CORPUS, (s1, s2, y)) == 1
+
+
+def _counting_runner(monkeypatch) -> list[tuple[str, int]]:
+    """(backend, number of texts) of every encode call a candidate's runner makes."""
+    seen, real = [], build_module.runner
+
+    def counting(model, backend, **kw):
+        encode = real(model, backend, **kw)
+        return lambda texts: (seen.append((backend, len(texts))), encode(texts))[1]
+
+    monkeypatch.setattr(build_module, "runner", counting)
+    return seen
+
+
+def test_checked_graph_test_scores_are_the_torch_ones_and_equal_the_measured_ones(teacher, env, monkeypatch):
+    pytest.importorskip("onnxruntime")
+    s1, s2, y = _dev()
+    t1, t2, ty = _dev(16, seed=1, step=7)
+    u1, u2 = [f"{a[:-2]} or {b}" for a in SENTENCES for b in SENTENCES][:96], SENTENCES * 8
+    tests = {"t": (t1, t2, ty), "u": (u1, u2, np.linspace(0, 5, 96))}  # u: more sentences than the check takes
+    kw = dict(depths=(1,), backends=("torch", "onnx"), budget=100.0)
+    measured = _comp(teacher, **kw).fit(CORPUS, (s1, s2, y), tests=tests)  # the slow twin: every test set encoded
+    seen = _counting_runner(monkeypatch)
+    checked = _comp(teacher, settings=replace(FAST, graph_test_scores="checked"), output_dir=str(env / "c"),
+                    **kw).fit(CORPUS, (s1, s2, y), tests=tests)
+    m, k = ({c.name: c for c in est.candidates_} for est in (measured, checked))
+    assert m.keys() == k.keys() and any(c.backend == "onnx" for c in k.values())
+    every = len(set(s1 + s2 + t1 + t2 + u1 + u2))
+    check = len(set(s1 + s2 + t1 + t2) | set(list(dict.fromkeys(u1 + u2))[:build_module.GRAPH_CHECK_SENTENCES]))
+    assert check < every
+    for name, c in k.items():
+        if c.backend != "onnx":
+            assert "test_scores" not in c.extra and c.tests == m[name].tests
+            continue
+        assert c.tests == k[name.replace("-onnx", "-torch")].tests  # taken from the torch candidate...
+        assert c.tests == pytest.approx(m[name].tests, abs=1e-3)  # ...which are the measured ones
+        assert c.dev == pytest.approx(m[name].dev, abs=1e-6)  # the graph's own dev score
+        assert c.extra["test_scores"] == {"from": "torch", "checked_sentences": check, "tolerance": 1e-4,
+                                          "max_abs_diff": pytest.approx(c.extra["test_scores"]["max_abs_diff"])}
+        assert c.extra["test_scores"]["max_abs_diff"] <= 1e-4 and c.extra["max_abs_diff_vs_torch"] <= 1e-4
+    # the graphs encoded the check sentences (then the timed corpus sentences), never every test sentence
+    assert {n for b, n in seen if b == "onnx"} == {check, FAST.speed_sentences}
+    # the torch candidates and the graphs' folders are shared with a measured run; the graph candidates are not
+    files = {p.name.rsplit("-", 1)[0] for p in (env / "c" / "candidates").glob("*.json")}
+    again = _comp(teacher, output_dir=str(env / "c"), **kw).prepare(CORPUS, (s1, s2, y), tests=tests)
+    assert {c.name for c in again} == set(k) and len(list((env / "c" / "candidates").glob("*.json"))) == \
+        len(files) + sum(c.backend == "onnx" for c in k.values())
+
+
+def test_a_graph_that_does_not_give_the_torch_vectors_is_measured_in_full(teacher, env, monkeypatch):
+    pytest.importorskip("onnxruntime")
+    monkeypatch.setattr(build_module, "GRAPH_TOLERANCE", -1.0)  # no graph passes the check
+    s1, s2, y = _dev()
+    tests = {"t": _dev(16, seed=1, step=7)}
+    kw = dict(depths=(1,), backends=("torch", "onnx"), budget=100.0)
+    checked = _comp(teacher, settings=replace(FAST, graph_test_scores="checked"), **kw).fit(CORPUS, (s1, s2, y),
+                                                                                             tests=tests)
+    measured = {c.name: c for c in _comp(teacher, **kw).fit(CORPUS, (s1, s2, y), tests=tests).candidates_}
+    for c in checked.candidates_:
+        assert "test_scores" not in c.extra and c.tests == pytest.approx(measured[c.name].tests, abs=1e-9)
+
+
+def test_students_trained_on_one_machine_are_loaded_on_another_not_trained_again(teacher, env, monkeypatch):
+    import shutil
+
+    s1, s2, y = _dev()
+    kw = dict(depths=(1, 2), every_depth=True, budget=100.0)
+    names = _comp(teacher, output_dir=str(env / "gpu"), **kw).train_students(CORPUS, (s1, s2, y))
+    assert sorted(n.rsplit("-", 1)[0] for n in names) == ["distilled-l1", "distilled-l2", "every-depth-l2"]
+    assert sorted(p.name for p in (env / "gpu" / "students").iterdir()) == sorted(names)
+    assert not (env / "gpu" / "candidates").exists()  # nothing scored, nothing timed
+    shutil.copytree(env / "gpu", env / "cpu")  # the work folder carried to the machine that scores and times
+    with monkeypatch.context() as patch:
+        patch.setattr(build_module, "distill_student", lambda *a, **k: pytest.fail("trained again"))
+        here = _comp(teacher, output_dir=str(env / "cpu"), **kw).fit(CORPUS, (s1, s2, y))
+    straight = _comp(teacher, output_dir=str(env / "straight"), **kw).fit(CORPUS, (s1, s2, y))  # the slow twin
+    assert {c.name: c.dev for c in here.candidates_} == pytest.approx({c.name: c.dev for c in straight.candidates_})
+    students = [c for c in here.candidates_ if c.recipe in ("distilled", "every-depth")]
+    assert students and all(c.extra["device"] == "cpu" and c.extra["seconds"] > 0 for c in students)
+    with pytest.raises(UsageError, match="output_dir, which is None"):
+        _comp(teacher, **kw).train_students(CORPUS, (s1, s2, y))

@@ -125,3 +125,29 @@ def test_stop_outside_budget_flag_leaves_the_shallower_depths_out_and_says_so(en
     report = json.loads((out / "report.json").read_text())
     assert report["unbuilt_depths"] == [1] and {c["depth"] for c in report["candidates"]} <= {0, 2, 3}
     assert "Depths not built: 1 (`stop_outside_budget`" in (out / "report.md").read_text()
+
+
+def test_graph_test_scores_flag_reaches_the_settings(tiny_bert, env, capsys, monkeypatch):
+    from layerwise.cli.compress import GRAPH_TEST_SCORES
+    from layerwise.methods.compress import config as config_module
+
+    assert GRAPH_TEST_SCORES == config_module.GRAPH_TEST_SCORES  # the parser's choices are the library's
+    corpus, dev, _ = _files(env)
+    seen = []
+    monkeypatch.setattr(build_module.Compression, "run", lambda self: seen.append(self.config) or pytest.skip())
+    with pytest.raises(pytest.skip.Exception):
+        main(_args(tiny_bert, corpus, dev, env / "out", "--graph-test-scores", "checked"))
+    assert seen[0].graph_test_scores == "checked"
+    with pytest.raises(SystemExit) as exc:  # refused by the parser, one usage line
+        main(_args(tiny_bert, corpus, dev, env / "out2", "--graph-test-scores", "fast"))
+    assert exc.value.code == 2 and "invalid choice: 'fast'" in capsys.readouterr().err
+
+
+def test_train_students_flag_trains_only_and_the_same_command_then_loads_them(tiny_bert, env, capsys, monkeypatch):
+    corpus, dev, _ = _files(env)
+    out = env / "out"
+    assert main(_args(tiny_bert, corpus, dev, out, "--train-students")) == 0
+    assert "trained 1 student(s)" in capsys.readouterr().out and not (out / "report.json").exists()
+    assert not (out / "work" / "candidates").exists()
+    monkeypatch.setattr(build_module, "distill_student", lambda *a, **k: pytest.fail("trained again"))
+    assert main(_args(tiny_bert, corpus, dev, out)) == 0 and (out / "report.json").is_file()

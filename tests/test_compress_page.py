@@ -110,7 +110,8 @@ def test_retime_times_every_stored_candidate_again_and_keeps_the_scores(tiny_ber
 
 
 @pytest.mark.parametrize("options", [{"budgte": 1}, {"timings": "sometimes"}, {"stop_outside_budget": "yes"},
-                                     {"retime": 1}])
+                                     {"retime": 1}, {"graph_test_scores": "fast"}, {"train_students": 11},
+                                     {"train_students": [True]}])
 def test_compress_page_refuses_unknown_options(tmp_path, options):
     ctx = PageContext(store=ResultsStore(tmp_path), output=tmp_path, options=options)
     with pytest.raises(ValueError, match="unknown or invalid compress page option.*" + next(iter(options))):
@@ -343,3 +344,52 @@ def test_stop_outside_budget_leaves_the_shallower_depths_out_and_the_page_says_w
     monkeypatch.setattr(Compressor, "prepare", lambda *a, **k: pytest.fail("stop"))
     with pytest.raises(pytest.fail.Exception, match="stop"):  # without the option the descent goes on to depth 1
         get_page("compress").run(without)
+
+
+def test_checked_graph_scores_enter_the_page_key_only_when_asked():
+    from layerwise.benchmarks.compress.pages import CompressPageConfig, _settings
+
+    assert "graph_test_scores" not in CompressPageConfig().protocol()  # the stored parts' keys hold
+    checked = CompressPageConfig(graph_test_scores="checked")
+    assert checked.protocol()["graph_test_scores"] == "checked"
+    assert _settings(checked).graph_test_scores == "checked"
+    on_gpu = CompressPageConfig(device="cuda", train_students=(11,))  # where and what runs: not how it is measured
+    assert on_gpu.protocol() == CompressPageConfig().protocol() and _settings(on_gpu).device == "cuda"
+
+
+def test_the_page_says_which_graph_candidates_took_the_torch_test_scores():
+    from types import SimpleNamespace
+
+    from layerwise.benchmarks.compress.report import _graph_scores_line
+    from layerwise.methods.compress.frontier import Candidate
+
+    def cand(backend, depth, info=None):
+        return Candidate(recipe="cut", depth=depth, layers=(depth,), backend=backend, parameters=1, dev=80.0,
+                         tests={}, speed={}, extra={"test_scores": info} if info else {})
+
+    info = {"from": "torch", "checked_sentences": 3120, "max_abs_diff": 2.5e-6, "tolerance": 1e-4}
+    r = SimpleNamespace(candidates=[cand("torch", 11), cand("onnx", 11, info), cand("openvino", 10, info),
+                                    cand("onnx", 12)])
+    (line, _) = _graph_scores_line(r)
+    assert "2 onnx / openvino candidates at depth(s) 10, 11" in line and "3,120-3,120 sentences" in line
+    assert "within 2.5e-06 (tolerance 0.0001)" in line
+    assert _graph_scores_line(SimpleNamespace(candidates=[cand("onnx", 12)])) == []  # measured runs: no line
+
+
+def test_train_students_option_trains_into_the_work_folder_and_stores_nothing(tiny_bert, env, monkeypatch):
+    """The GPU machine's share of a page run: the students of the depths asked, nothing scored or stored; the run
+    on the timing machine, the work folder copied there, loads them."""
+    from layerwise.methods.compress import build
+
+    data = write_unlabeled(write_stsb(env / "data", n_pairs=24))
+    options = _options(tiny_bert, env, train_students=[1])
+    ctx = PageContext(store=ResultsStore(env / "state"), output=env / "out", data_dir=str(data), options=options)
+    get_page("compress").run(ctx)
+    assert ctx.store.parts("compress") == []
+    work = env / "runs" / tiny_bert.name / "work"
+    assert [p.name.rsplit("-", 1)[0] for p in (work / "students").iterdir()] == ["distilled-l1"]
+    assert not (work / "candidates").exists()
+    monkeypatch.setattr(build, "distill_student", lambda *a, **k: pytest.fail("trained again"))
+    get_page("compress").run(PageContext(store=ctx.store, output=env / "out", data_dir=str(data),
+                                         options=_options(tiny_bert, env)))
+    assert sorted(p.key["depth"] for p in ctx.store.parts("compress") if "depth" in p.key) == [1, 2]

@@ -24,6 +24,7 @@ from layerwise.cli._option_types import (
 )
 
 BACKEND_CHOICES = "torch, onnx, onnx-int8, openvino, openvino-int8"
+GRAPH_TEST_SCORES = ("measured", "checked")  # methods.compress.config's (not imported here: it would load torch)
 
 
 def add_parsers(sub) -> None:
@@ -58,11 +59,19 @@ def add_parsers(sub) -> None:
                    help="corpus sentences encoded per timed pass (default: 256)")
     p.add_argument("--speed-batch-size", type=positive_int, default=32, help="batch when timing (default: 32)")
     p.add_argument("--speed-repeats", type=positive_int, default=3, help="timed passes per model (default: 3)")
+    p.add_argument("--graph-test-scores", choices=GRAPH_TEST_SCORES, default="measured",
+                   help="the float32 graph backends' (onnx, openvino) test scores: measured, each test set encoded by "
+                        "the graph (default); checked, the torch candidate's once the graph's vectors of the dev "
+                        "sentences and a sample of each test set equal the torch model's (within 1e-4)")
     p.add_argument("--device", default="cpu", help="where models train and run (default: cpu)")
     p.add_argument("--cache-dir", default=None, help="layer-stack cache (default: $LAYERWISE_HOME/cache)")
     p.add_argument("--prepare", action="store_true",
                    help="train the students and score every candidate into DIR/work, time nothing and write no "
                         "report (the same command without --prepare then only times them: on a quiet machine)")
+    p.add_argument("--train-students", action="store_true",
+                   help="only train the students into DIR/work (score and time nothing): e.g. with --device cuda on "
+                        "a GPU machine; the same command without it, DIR/work copied to the machine the model will "
+                        "run on, loads them there, then scores and times")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars, only the results")
     add_corpus_columns(p)
     add_pair_columns(p)
@@ -91,12 +100,17 @@ def run(args, command) -> int:
     settings = CompressSettings(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, max_length=args.max_length,
                                 seed=args.seed, speed_sentences=args.speed_sentences,
                                 speed_batch_size=args.speed_batch_size, speed_repeats=args.speed_repeats,
-                                device=args.device, cache_dir=args.cache_dir)
+                                graph_test_scores=args.graph_test_scores, device=args.device, cache_dir=args.cache_dir)
     out = Path(args.output)
     check_destination(out / "model", True)  # a model/ folder layerwise did not export is refused before the fit
     est = Compressor(args.model, depths=args.depths, every_depth=args.every_depth, budget=args.budget,
                      backends=args.backends, settings=settings, output_dir=str(out / "work"),
                      stop_outside_budget=args.stop_outside_budget, show_progress=not args.quiet)
+    if args.train_students:
+        names = est.train_students(corpus, dev, tests=tests)
+        print(f"trained {len(names)} student(s) into {out / 'work' / 'students'}: {', '.join(names) or 'none'}; "
+              "the same command without --train-students (DIR/work beside it) loads them")
+        return 0
     if args.prepare:
         scored = est.prepare(corpus, dev, tests=tests)
         print(f"scored {len(scored)} candidates into {out / 'work'}; run the same command without --prepare to time "

@@ -8,7 +8,11 @@ depth (1..L: the full depth adds the LC cut of all states); then one part per mo
 work folder ``folders/<model>/work`` (candidates, students, graphs), so a killed run continues; with ``timings=last``
 (the default) every depth is scored before any is timed (:meth:`~layerwise.Compressor.prepare`). With
 ``stop_outside_budget=true`` no depth shallower than the first one at which no candidate of at most that many layers
-is within the budget on dev is built; a ``<model>-stop`` part says where and why, and the page states it.
+is within the budget on dev is built; a ``<model>-stop`` part says where and why, and the page states it. With
+``train_students=[depths]`` a run only trains those depths' students (and the every-depth student) into the work
+folder and stores nothing: the share of a machine with a GPU, whose work folder, copied to the timing machine, is loaded
+there by the run that scores and times. ``graph_test_scores=checked`` lets the float32 graphs take the torch scores of
+the test sets once their vectors are checked (``CompressSettings.graph_test_scores``; in the key only when set).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from layerwise.benchmarks.registry import PageContext, ResultsPage, register
 from layerwise.benchmarks.store import Part, model_key
 from layerwise.encoders.layer_encoder import LayerEncoder
 from layerwise.methods.compress import Compressor, CompressSettings
+from layerwise.methods.compress.config import GRAPH_TEST_SCORES
 from layerwise.methods.compress.frontier import Candidate, stop_record
 
 logger = logging.getLogger(__name__)
@@ -66,11 +71,19 @@ class CompressPageConfig:
     # is within the budget on dev (Compressor's stop_outside_budget; a "<model>-stop" part records where and why):
     # which depths are built, not how any candidate is measured, so not in the key
     stop_outside_budget: bool = False
+    # the float32 graphs' (onnx, openvino) test scores: "measured" or "checked" (CompressSettings.graph_test_scores:
+    # the torch candidate's, once the graph's vectors are the torch model's on the dev sentences and a sample of each
+    # test set); in the key only when "checked" (the parts stored before it existed measured them)
+    graph_test_scores: str = "measured"
+    # only train the students of these depths (and the every-depth student) into the work folder, then stop: for a
+    # machine with a GPU, whose students a later run on the timing machine loads (work folder copied); not in the key
+    train_students: tuple[int, ...] = ()
+    device: str | None = None  # where the students train and the candidates run (None: cpu); not in the key
 
     def protocol(self) -> dict:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()
-                if k not in ("folders", "timings", "retime", "stop_outside_budget")
-                and not (k == "every_depth" and not v)}
+                if k not in ("folders", "timings", "retime", "stop_outside_budget", "train_students", "device")
+                and not (k == "every_depth" and not v) and not (k == "graph_test_scores" and v == "measured")}
 
 
 def _config(ctx: PageContext) -> CompressPageConfig:
@@ -78,8 +91,13 @@ def _config(ctx: PageContext) -> CompressPageConfig:
     bad = sorted(set(ctx.options) - known)
     if ctx.options.get("timings", "last") not in ("last", "per-depth"):
         bad.append(f"timings={ctx.options['timings']!r} (valid: last, per-depth)")
+    if ctx.options.get("graph_test_scores", "measured") not in GRAPH_TEST_SCORES:
+        bad.append(f"graph_test_scores={ctx.options['graph_test_scores']!r} (valid: {', '.join(GRAPH_TEST_SCORES)})")
     bad += [f"{k}={ctx.options[k]!r} (valid: true, false)" for k in ("every_depth", "retime", "stop_outside_budget")
             if k in ctx.options and not isinstance(ctx.options[k], bool)]
+    depths = ctx.options.get("train_students", [])
+    if not isinstance(depths, list) or not all(isinstance(d, int) and not isinstance(d, bool) for d in depths):
+        bad.append(f"train_students={depths!r} (valid: a JSON list of depths, e.g. [11, 10])")
     if bad:
         raise ValueError(f"unknown or invalid compress page option(s) {bad}; valid options: {', '.join(sorted(known))}")
     listed = ("backends", "corpus", "tests")  # JSON lists, or comma-separated names (--option tests=stsb,sickr)
@@ -91,7 +109,8 @@ def _config(ctx: PageContext) -> CompressPageConfig:
 def _settings(config: CompressPageConfig) -> CompressSettings:
     return CompressSettings(epochs=config.epochs, batch_size=config.batch_size, lr=config.lr,
                             max_length=config.max_length, seed=config.seed, speed_sentences=config.speed_sentences,
-                            speed_batch_size=config.speed_batch_size, speed_repeats=config.speed_repeats)
+                            speed_batch_size=config.speed_batch_size, speed_repeats=config.speed_repeats,
+                            graph_test_scores=config.graph_test_scores, device=config.device)
 
 
 def run(ctx: PageContext) -> None:
@@ -105,6 +124,11 @@ as one part (a kill keeps every scored candidate and every stored depth), then t
         key = {"model": model_key(encoder.identity), "data": data.checksums(), "protocol": config.protocol()}
         name, root = Path(model).name, Path(config.folders) / Path(model).name
         compressor = partial(_compressor, model, config, root, n_layers=encoder.identity.n_layers)
+        if config.train_students:  # a GPU machine's share of the work: the students, nothing scored or stored
+            for depth in sorted(config.train_students, reverse=True):
+                names = compressor(depth).train_students(data.corpus, data.dev, tests=data.tests)
+                logger.info("compress page: %s depth %d: students %s in %s", name, depth, names, root / "work")
+            continue
         # every depth 1..L: the original is in every part, the full depth adds its LC cut (best subset of 0..L);
         # deepest first, so a run spanning sessions stores first the depths nearest the original's quality
         stored = {depth: ctx.store.load(NAME, f"{name}-l{depth}", {**key, "depth": depth})

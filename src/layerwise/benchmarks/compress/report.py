@@ -25,7 +25,7 @@ from layerwise.benchmarks.page_parts import provenance_lines
 from layerwise.benchmarks.registry import PageContext
 from layerwise.benchmarks.store import Part
 from layerwise.methods.compress.backends import OPENVINO_INT8
-from layerwise.methods.compress.build import STUDENTS
+from layerwise.methods.compress.build import GRAPH_CHECK_SENTENCES, GRAPH_TOLERANCE, STUDENTS
 from layerwise.methods.compress.frontier import RECIPES, Candidate, plot_frontier
 from layerwise.reports import write_text
 
@@ -131,6 +131,22 @@ def _reference_lines(r: ModelResults) -> list[str]:
     return lines
 
 
+def _graph_scores_line(r) -> list[str]:
+    """Which float32 graph candidates took the torch candidate's test scores (``graph_test_scores=checked``), from
+    the candidates themselves: how many, at which depths, how many sentences were checked, the largest difference."""
+    checked = [c for c in r.candidates if c.extra.get("test_scores")]
+    if not checked:
+        return []
+    info = [c.extra["test_scores"] for c in checked]
+    depths = ", ".join(str(d) for d in sorted({c.depth for c in checked}))
+    return [f"Float32 graph test scores (`graph_test_scores=checked`): {len(checked)} onnx / openvino candidates at "
+            f"depth(s) {depths} show their own dev score and the torch candidate's test scores, their vectors of "
+            f"{min(i['checked_sentences'] for i in info):,}-{max(i['checked_sentences'] for i in info):,} sentences "
+            f"(every dev sentence and the first {GRAPH_CHECK_SENTENCES} of each test set) having matched the torch "
+            f"model's within {max(i['max_abs_diff'] for i in info):.1e} (tolerance {GRAPH_TOLERANCE:g}); every other "
+            "candidate encoded every test set.", ""]
+
+
 def _quantization_line(r) -> list[str]:
     """How the model's openvino-int8 candidates were quantized, from the candidates themselves: each set of settings
     with the SmoothQuant alphas that were kept under it (where it chooses one per model)."""
@@ -218,7 +234,7 @@ def write_page(ctx: PageContext) -> list[Path]:
         paths.append(png)
         status = _status_line(r, _stop_part(parts, r), results)
         tmft = _tmft_by_depth(ctx, r.model)
-        lines += [f"## {name}", "", _data_line(r), "", status, "", *_quantization_line(r), *goal_lines(r, tmft), "",
+        lines += [f"## {name}", "", _data_line(r), "", status, "", *_quantization_line(r), *_graph_scores_line(r), *goal_lines(r, tmft), "",
                   *_reference_lines(r), "",
                   *_table(r, tmft), "", f"![frontier]({png.name})", ""]
     limit = results[0].parts[0].key["protocol"].get("corpus_limit")  # the protocol of the models shown

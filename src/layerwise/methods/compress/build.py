@@ -14,7 +14,9 @@
    ``stop_budget``, the depths deepest first, none after the first at which no candidate of at most that many layers
    is within that budget of the original on dev (:func:`.frontier.stop_record`);
 4. each candidate on each backend: dev and test Spearman (a cut from the stacks, a student or another backend by
-   encoding each distinct sentence once: the same numbers, see the tests) and parameters;
+   encoding each distinct sentence once: the same numbers, see the tests) and parameters; with
+   ``graph_test_scores="checked"`` a float32 graph (onnx, openvino) encodes the dev pairs and a sample of each test
+   set, and takes the torch candidate's test scores where its vectors are the torch model's (:data:`GRAPH_TOLERANCE`);
 5. then, every candidate scored, each one's throughput against the original in one run (:mod:`.speed`): the timings
    come last, in one block, so that they can be taken on a quiet machine while the training and scoring are not.
 
@@ -31,6 +33,7 @@ import json
 import logging
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -70,6 +73,12 @@ __all__ = ["CompressData", "Compression", "MSE_SENTENCES"]
 
 #: recipes whose model is trained (a student), not cut from the original as it is
 STUDENTS = ("distilled", "every-depth")
+FLOAT32_GRAPHS = ("onnx", "openvino")  # backends that run the torch model's float32 function as a graph
+# graph_test_scores="checked": the distinct sentences of each test set (its first ones) whose graph vectors are compared
+# with the torch model's, besides every dev sentence, and the largest absolute difference that lets the graph take the
+# torch candidate's test scores (float32 graphs measured here differ by 1e-6 or less)
+GRAPH_CHECK_SENTENCES = 64
+GRAPH_TOLERANCE = 1e-4
 MSE_SENTENCES = 1000  # corpus sentences on which a student's MSE to the teacher is reported (before and after)
 _CHUNK = 4096  # corpus sentences per layer-cache call (only the last hidden state's means are kept in memory)
 
@@ -112,6 +121,7 @@ class Compression:
         self._run_facts: dict[tuple[str, int], dict] = {}  # each student's training: steps, final loss
         self._teacher: np.ndarray | None = None
         self._cut: tuple[tuple, TruncatedModel] | None = None  # the last cut model: (recipe, layers), the model
+        self._scores: dict[tuple, Candidate] = {}  # (recipe, layers, backend) -> scored this run (no folder needed)
         self._tmp: tempfile.TemporaryDirectory | None = None  # graphs, when there is no folder
 
     # -- the run ---------------------------------------------------------------------------------------------
@@ -142,6 +152,20 @@ class Compression:
                     self.unbuilt_depths = sorted(d for d, _ in groups[i + 1:])
                     break
         return scored
+
+    def train_students(self) -> list[str]:
+        """Train every student of the run's depths into the folder, scoring and timing nothing: the distilled
+        student of each depth below the full one, the every-depth student once. For a machine with a GPU: the same
+        run elsewhere (the folder copied there) loads them instead of training. Returns their folder names."""
+        if self.folder is None:
+            raise ValueError("train_students() keeps the students in the run's folder, which is None")
+        wanted = [("distilled", d) for d in sorted(self.config.depths, reverse=True) if d < self.n_layers]
+        wanted += [("every-depth", max(self.config.every_depth))] if self.config.every_depth else []
+        names = []
+        for recipe, depth in wanted:
+            self._student(recipe, depth)
+            names.append(self._student_root(recipe, depth).name)
+        return names
 
     def run(self) -> CompressResult:
         """Score (:meth:`score`), then time every candidate against the original in one block; returns them all."""
@@ -198,9 +222,12 @@ class Compression:
         return logger.isEnabledFor(logging.INFO) if self.show_progress is None else bool(self.show_progress)
 
     def _key(self, recipe: str, layers: tuple[int, ...], backend: str) -> dict:
-        settings = {k: v for k, v in self.config.to_dict().items() if k not in ("depths", "backends", "every_depth")}
+        settings = {k: v for k, v in self.config.to_dict().items()
+                    if k not in ("depths", "backends", "every_depth", "graph_test_scores")}
         key = {"model": model_key(self.encoder.identity), "data": self.data.checksums(), "settings": settings,
                "recipe": recipe, "layers": list(layers), "backend": backend}
+        if backend in FLOAT32_GRAPHS and self.config.graph_test_scores != "measured":  # only their scores change
+            key["test_scores"] = self.config.graph_test_scores
         if recipe == "every-depth":  # its student depends on every depth it was trained at
             key["every_depth"] = list(self.config.every_depth)
         if backend != "torch":  # a new graph format gives new graphs and new measurements
@@ -225,7 +252,10 @@ class Compression:
         path = self._path(recipe, layers, backend)
         if path is not None and path.is_file():
             return Candidate.from_dict(json.loads(path.read_text())["candidate"])
+        if (recipe, tuple(layers), backend) in self._scores:
+            return self._scores[recipe, tuple(layers), backend]
         candidate = self._measure(recipe, layers, backend)
+        self._scores[recipe, tuple(layers), backend] = candidate
         self._save(candidate)
         logger.info("%s: dev Spearman %.2f", candidate.name, candidate.dev)
         return candidate
@@ -253,13 +283,17 @@ class Compression:
         graph = self.graph(recipe, layers, backend)
         encode = runner(model, backend, batch_size=cfg.speed_batch_size, graph=graph)
         extra = self._student_facts(model, recipe, layers[0]) if recipe in STUDENTS else {}
-        if recipe in STUDENTS or backend != "torch":
+        checked = (self._checked_scores(recipe, layers, model, encode) if backend in FLOAT32_GRAPHS
+                   and cfg.graph_test_scores == "checked" and "torch" in cfg.backends else None)
+        if checked is not None:  # a float32 graph that gives the torch vectors: the torch candidate's test scores
+            scores, extra["max_abs_diff_vs_torch"], extra["test_scores"] = checked
+        elif recipe in STUDENTS or backend != "torch":
             vectors = self._pair_vectors(encode)
             scores = {name: _pair_spearman(*vectors[name], p) for name, p in self._all_pairs()}
         else:  # a cut on torch: its scores from the layer stacks (the numbers its model gives: see the tests)
             scores = {name: 100.0 * spearman(subset_cosine(*self._stacks[name], layers), np.asarray(p.targets))
                       for name, p in self._all_pairs()}
-        if backend != "torch":  # how far the backend's vectors are from the torch model's, on the dev sentences
+        if backend != "torch" and checked is None:  # how far the backend's vectors are from torch's, on dev
             torch_vectors = model.encode(list(self.data.dev.texts1), batch_size=cfg.speed_batch_size)
             extra["max_abs_diff_vs_torch"] = float(np.abs(vectors["dev"][0] - torch_vectors).max())
         if backend == OPENVINO_INT8:  # the page states the quantizer's settings from the candidates themselves
@@ -267,6 +301,30 @@ class Compression:
         tests = {k: v for k, v in scores.items() if k != "dev"}
         return Candidate(recipe=recipe, depth=max(layers), layers=tuple(layers), backend=backend,
                          parameters=model.n_parameters(), dev=scores["dev"], tests=tests, speed={}, extra=extra)
+
+    def _checked_scores(self, recipe: str, layers: tuple[int, ...], model: TruncatedModel, encode):
+        """(scores, max |difference| on the dev pairs' first sentences, what was checked) of a float32 graph whose
+        vectors of every dev sentence and of the first :data:`GRAPH_CHECK_SENTENCES` distinct sentences of each test
+        set are within :data:`GRAPH_TOLERANCE` of the torch model's: its own dev score, the torch candidate's test
+        scores. None where they are not (every score is then measured)."""
+        dev = self.data.dev
+        texts = list(dict.fromkeys([*dev.texts1, *dev.texts2, *(
+            t for name, p in self._all_pairs() if name != "dev"
+            for t in list(dict.fromkeys((*p.texts1, *p.texts2)))[:GRAPH_CHECK_SENTENCES])]))
+        graph_vectors = encode(texts)
+        torch_vectors = model.encode(texts, batch_size=self.config.speed_batch_size)
+        diff = float(np.abs(graph_vectors - torch_vectors).max())
+        if diff > GRAPH_TOLERANCE:
+            logger.info("%s-l%d: graph vectors differ from torch's by %.2g (> %g): every test set measured",
+                        recipe, max(layers), diff, GRAPH_TOLERANCE)
+            return None
+        row = {t: i for i, t in enumerate(texts)}
+        first = [row[t] for t in dev.texts1]
+        dev_score = _pair_spearman(graph_vectors[first], graph_vectors[[row[t] for t in dev.texts2]], dev)
+        torch_scored = self._scored(recipe, layers, "torch")
+        info = {"from": "torch", "checked_sentences": len(texts), "max_abs_diff": diff, "tolerance": GRAPH_TOLERANCE}
+        dev_diff = float(np.abs(graph_vectors[first] - torch_vectors[first]).max())
+        return {"dev": dev_score, **torch_scored.tests}, dev_diff, info
 
     def _pair_vectors(self, encode) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """name -> (vectors of texts1, of texts2) of every pair set, each distinct sentence encoded once."""
@@ -281,7 +339,8 @@ class Compression:
         added there on first use), None on torch."""
         if backend == "torch":
             return None
-        key = {k: v for k, v in self._key(recipe, layers, backend).items() if k not in ("backend", "calibration")}
+        key = {k: v for k, v in self._key(recipe, layers, backend).items()
+               if k not in ("backend", "calibration", "test_scores")}
         if self.folder is not None:
             root = self.folder / "graphs"
         else:
@@ -313,29 +372,36 @@ class Compression:
         if (recipe, depth) in self._students:
             return self._students[(recipe, depth)]
         cfg = self.config
-        root = None
-        if self.folder is not None:
-            key = {k: v for k, v in self._key(recipe, (depth,), "torch").items() if k != "backend"}
-            # the timing settings do not change a student: another timing protocol reuses it
-            key["settings"] = {k: v for k, v in key["settings"].items() if not k.startswith("speed_")}
-            root = self.folder / "students" / keyed_name(f"{recipe}-l{depth}", key)
+        root = self._student_root(recipe, depth)
+        if root is not None:
             if (root / "model" / "config.json").is_file() and (root / "run.json").is_file():
                 self._run_facts[(recipe, depth)] = json.loads((root / "run.json").read_text())
                 self._students[(recipe, depth)] = TruncatedModel.load(root / "model").to(self.device)
                 return self._students[(recipe, depth)]
         seed_everything(cfg.seed)
+        t0 = time.perf_counter()
         student = TruncatedModel.from_pretrained(cfg.model, (depth,), max_length=cfg.max_length).to(self.device)
         run = distill_student(student, list(self.data.corpus), self.teacher(), config=cfg,
                               folder=None if root is None else root / "train", show_progress=self.show_progress,
                               depths=cfg.every_depth if recipe == "every-depth" else None)
         student.eval()
-        facts = {"steps": len(run.step), "final_loss": float(np.mean(run.loss[-10:]))}
+        facts = {"steps": len(run.step), "final_loss": float(np.mean(run.loss[-10:])), "device": str(self.device),
+                 "seconds": time.perf_counter() - t0}  # where and how long (a resumed training: the last process)
         if root is not None:
             student.save(root / "model")
             write_json(root / "run.json", facts)  # written last: the student is complete
             shutil.rmtree(root / "train", ignore_errors=True)  # its checkpoints (optimizer state: twice the model)
         self._run_facts[(recipe, depth)], self._students[(recipe, depth)] = facts, student
         return student
+
+    def _student_root(self, recipe: str, depth: int) -> Path | None:
+        """The folder of a student (None without a run folder), named by everything that changes it."""
+        if self.folder is None:
+            return None
+        key = {k: v for k, v in self._key(recipe, (depth,), "torch").items() if k != "backend"}
+        # the timing settings do not change a student: another timing protocol reuses it
+        key["settings"] = {k: v for k, v in key["settings"].items() if not k.startswith("speed_")}
+        return self.folder / "students" / keyed_name(f"{recipe}-l{depth}", key)
 
     def _student_facts(self, student: TruncatedModel, recipe: str, depth: int) -> dict:
         """The student's training and its MSE to the teacher on the first corpus sentences, against the cut's."""

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-__all__ = ["CompressConfig"]
+__all__ = ["GRAPH_TEST_SCORES", "CompressConfig"]
+
+#: How the float32 graph backends (onnx, openvino) get their test scores: "measured", every test set encoded by the
+#: graph; "checked", the torch candidate's test scores once the graph's vectors of the dev sentences and of a sample of
+#: each test set are within tolerance of the torch model's (build.py: GRAPH_CHECK_SENTENCES, GRAPH_TOLERANCE)
+GRAPH_TEST_SCORES = ("measured", "checked")
 
 
 @dataclass(frozen=True)
@@ -25,11 +30,14 @@ class CompressConfig:
     # depths the every-depth student is trained at, all at once (distill.py); a candidate at each of ``depths`` among
     # them; (): no such student. Like ``depths``, it says which candidates exist, not how any one is measured
     every_depth: tuple[int, ...] = ()
+    graph_test_scores: str = "measured"  # GRAPH_TEST_SCORES; written only when not "measured" (older keys hold)
 
     def to_dict(self) -> dict:
         out = asdict(self)
         out["depths"], out["backends"] = list(self.depths), list(self.backends)
         out["every_depth"] = list(self.every_depth)
+        if self.graph_test_scores == "measured":  # the setting came later: the runs before it measured every score
+            del out["graph_test_scores"]
         return out
 
     @classmethod

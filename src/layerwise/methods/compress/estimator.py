@@ -29,7 +29,7 @@ from layerwise.errors import UsageError
 from layerwise.export.sentence_transformers import EXPORT_MARKER
 from layerwise.methods.compress.backends import check_backends, runner
 from layerwise.methods.compress.build import CompressData, Compression
-from layerwise.methods.compress.config import CompressConfig
+from layerwise.methods.compress.config import GRAPH_TEST_SCORES, CompressConfig
 from layerwise.methods.compress.export import write_compressed
 from layerwise.methods.compress.frontier import Candidate, choose, pareto_front
 from layerwise.methods.truncated.model import TruncatedModel
@@ -52,6 +52,11 @@ class CompressSettings:
     speed_sentences: int = 256  # the first corpus sentences, encoded per timed pass
     speed_batch_size: int = 32  # sentences per forward pass when timing (the original's too)
     speed_repeats: int = 3  # timed passes per model, interleaved with the original's (the median counts)
+    # the float32 graph backends' (onnx, openvino) test scores: "measured" (each test set encoded by the graph) or
+    # "checked" (the torch candidate's, once the graph gives the torch vectors on the dev sentences and a sample of
+    # each test set; measured after all where it does not): a float32 graph computes the same function, so this
+    # spares an encoding of every test set per graph; the dev score is always the graph's own
+    graph_test_scores: str = "measured"
     device: str | None = None  # where models train and run (None: cpu)
     cache_dir: str | None = None  # the layer cache (None: $LAYERWISE_HOME/cache)
 
@@ -170,6 +175,18 @@ class Compressor(SentenceEstimator):
         run, _ = self._compression(corpus, dev, tests)
         return run.score()
 
+    def train_students(self, corpus, dev, *, tests: dict | None = None) -> list[str]:
+        """Train every student of these parameters into ``output_dir`` (the distilled student of each depth below the
+        full one; the every-depth student once), scoring and timing nothing: on a machine with a GPU, say, before
+        the scoring and timing on the machine the model will run on. A later :meth:`prepare` or :meth:`fit` with the
+        same parameters and data (``output_dir`` copied there) loads them instead of training. Returns the students'
+        folder names under ``output_dir/students``."""
+        if self.output_dir is None:
+            raise UsageError("train_students() keeps the students in output_dir, which is None; pass "
+                             "output_dir=FOLDER")
+        run, _ = self._compression(corpus, dev, tests)
+        return run.train_students()
+
     def adopt(self, candidates, corpus, dev, *, tests: dict | None = None) -> int:
         """Keep timed ``candidates`` (e.g. ``result_.candidates`` of an earlier fit, or their dicts) measured on this
         model and data under these same settings, but fewer ``backends`` or without ``every_depth``, in
@@ -219,6 +236,9 @@ class Compressor(SentenceEstimator):
                           ("speed_batch_size", 1), ("speed_repeats", 1)):
             check_int(getattr(s, name), f"settings.{name}", low=low)
         check_number(s.lr, "settings.lr", positive=True)
+        if s.graph_test_scores not in GRAPH_TEST_SCORES:
+            raise UsageError(f"settings.graph_test_scores={s.graph_test_scores!r} is not one of "
+                             f"{', '.join(GRAPH_TEST_SCORES)}")
         budget = check_number(self.budget, "budget", positive=False)
         if not isinstance(self.stop_outside_budget, (bool, np.bool_)):
             raise UsageError(f"stop_outside_budget={self.stop_outside_budget!r} must be True or False")
