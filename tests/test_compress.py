@@ -21,6 +21,7 @@ from layerwise.export.kinds import export_trained, source_kind
 from layerwise.methods.compress import build as build_module
 from layerwise.methods.compress import distill as distill_module
 from layerwise.methods.compress import specs as specs_module
+from layerwise.methods.compress import students as students_module
 from layerwise.methods.compress.frontier import Candidate, choose, outside_budget, pareto_front
 
 CORPUS = [f"{a[:-2]} and {b[:-2]} ." for a in SENTENCES for b in SENTENCES][:80]
@@ -446,8 +447,8 @@ def test_the_every_depth_student_is_trained_once_cut_at_each_depth_and_leaves_th
     work = env / "work"
     plain = _comp(teacher, depths=(1, 2), budget=100.0, output_dir=str(work)).fit(CORPUS, (s1, s2, y))
     trained = []
-    real_distill = build_module.distill_student
-    monkeypatch.setattr(build_module, "distill_student",
+    real_distill = students_module.distill_student
+    monkeypatch.setattr(students_module, "distill_student",
                         lambda *a, **k: trained.append(k.get("depths")) or real_distill(*a, **k))
     est = _comp(teacher, depths=(1, 2), every_depth=True, budget=100.0, output_dir=str(work)).fit(CORPUS, (s1, s2, y))
     assert trained == [(1, 2)]  # one run for both depths; the distilled students were read back
@@ -584,7 +585,7 @@ def test_students_trained_on_one_machine_are_loaded_on_another_not_trained_again
     assert not (env / "gpu" / "candidates").exists()  # nothing scored, nothing timed
     shutil.copytree(env / "gpu", env / "cpu")  # the work folder carried to the machine that scores and times
     with monkeypatch.context() as patch:
-        patch.setattr(build_module, "distill_student", lambda *a, **k: pytest.fail("trained again"))
+        patch.setattr(students_module, "distill_student", lambda *a, **k: pytest.fail("trained again"))
         here = _comp(teacher, output_dir=str(env / "cpu"), **kw).fit(CORPUS, (s1, s2, y))
     straight = _comp(teacher, output_dir=str(env / "straight"), **kw).fit(CORPUS, (s1, s2, y))  # the slow twin
     assert {c.name: c.dev for c in here.candidates_} == pytest.approx({c.name: c.dev for c in straight.candidates_})

@@ -12,6 +12,7 @@ import pytest
 from conftest import SENTENCES
 from layerwise.cli import main
 from layerwise.methods.compress import build as build_module
+from layerwise.methods.compress import students as students_module
 
 
 def _files(folder, n_corpus: int = 40):
@@ -149,5 +150,5 @@ def test_train_students_flag_trains_only_and_the_same_command_then_loads_them(ti
     assert main(_args(tiny_bert, corpus, dev, out, "--train-students")) == 0
     assert "trained 1 student(s)" in capsys.readouterr().out and not (out / "report.json").exists()
     assert not (out / "work" / "candidates").exists()
-    monkeypatch.setattr(build_module, "distill_student", lambda *a, **k: pytest.fail("trained again"))
+    monkeypatch.setattr(students_module, "distill_student", lambda *a, **k: pytest.fail("trained again"))
     assert main(_args(tiny_bert, corpus, dev, out)) == 0 and (out / "report.json").is_file()

@@ -12,6 +12,7 @@ from layerwise.benchmarks import Part, ResultsStore
 from layerwise.benchmarks.catalog import get_page
 from layerwise.benchmarks.registry import PageContext
 from layerwise.methods.compress import Compressor
+from layerwise.methods.compress import students as students_module
 
 
 def _options(tiny_bert, env, **over) -> dict:
@@ -94,7 +95,7 @@ def test_retime_times_every_stored_candidate_again_and_keeps_the_scores(tiny_ber
     before = {p.name: p.payload["result"]["candidates"] for p in ctx.store.parts("compress") if "depth" in p.key}
     timed, real = [], build.measure_speed
     monkeypatch.setattr(build, "measure_speed", lambda *a, **k: timed.append(1) or real(*a, **k))
-    monkeypatch.setattr(build, "distill_student", lambda *a, **k: pytest.fail("no student trains again"))
+    monkeypatch.setattr(students_module, "distill_student", lambda *a, **k: pytest.fail("no student trains again"))
     monkeypatch.setattr(build.Compression, "_measure", lambda *a, **k: pytest.fail("no candidate is scored again"))
     redo = PageContext(store=ResultsStore(env / "state", redo=("*-l*",)), output=env / "out", data_dir=str(data),
                        options={**options, "retime": True})
@@ -379,7 +380,6 @@ def test_the_page_says_which_graph_candidates_took_the_torch_test_scores():
 def test_train_students_option_trains_into_the_work_folder_and_stores_nothing(tiny_bert, env, monkeypatch):
     """The GPU machine's share of a page run: the students of the depths asked, nothing scored or stored; the run
     on the timing machine, the work folder copied there, loads them."""
-    from layerwise.methods.compress import build
 
     data = write_unlabeled(write_stsb(env / "data", n_pairs=24))
     options = _options(tiny_bert, env, train_students=[1])
@@ -389,7 +389,7 @@ def test_train_students_option_trains_into_the_work_folder_and_stores_nothing(ti
     work = env / "runs" / tiny_bert.name / "work"
     assert [p.name.rsplit("-", 1)[0] for p in (work / "students").iterdir()] == ["distilled-l1"]
     assert not (work / "candidates").exists()
-    monkeypatch.setattr(build, "distill_student", lambda *a, **k: pytest.fail("trained again"))
+    monkeypatch.setattr(students_module, "distill_student", lambda *a, **k: pytest.fail("trained again"))
     get_page("compress").run(PageContext(store=ctx.store, output=env / "out", data_dir=str(data),
                                          options=_options(tiny_bert, env)))
     assert sorted(p.key["depth"] for p in ctx.store.parts("compress") if "depth" in p.key) == [1, 2]

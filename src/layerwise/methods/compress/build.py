@@ -31,9 +31,7 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 import tempfile
-import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -56,31 +54,26 @@ from layerwise.methods.compress.backends import (
     same_int8_settings,
 )
 from layerwise.methods.compress.config import CompressConfig
-from layerwise.methods.compress.distill import distill_student, embedding_mse
 from layerwise.methods.compress.frontier import Candidate, CompressResult, stop_record
 from layerwise.methods.compress.specs import depth_specs
 from layerwise.methods.compress.speed import measure_speed
+from layerwise.methods.compress.students import STUDENTS, Students
 from layerwise.methods.lc.search import LayerSubsetSearch, subset_cosine
 from layerwise.methods.truncated.model import TruncatedModel
 from layerwise.methods.truncated.tasks import PairSet
 from layerwise.reports import write_json
-from layerwise.training import seed_everything
 from layerwise.training.distributed import local_device
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CompressData", "Compression", "MSE_SENTENCES"]
+__all__ = ["STUDENTS", "CompressData", "Compression"]
 
-#: recipes whose model is trained (a student), not cut from the original as it is
-STUDENTS = ("distilled", "every-depth")
 FLOAT32_GRAPHS = ("onnx", "openvino")  # backends that run the torch model's float32 function as a graph
 # graph_test_scores="checked": the distinct sentences of each test set (its first ones) whose graph vectors are compared
 # with the torch model's, besides every dev sentence, and the largest absolute difference that lets the graph take the
 # torch candidate's test scores (float32 graphs measured here differ by 1e-6 or less)
 GRAPH_CHECK_SENTENCES = 64
 GRAPH_TOLERANCE = 1e-4
-MSE_SENTENCES = 1000  # corpus sentences on which a student's MSE to the teacher is reported (before and after)
-_CHUNK = 4096  # corpus sentences per layer-cache call (only the last hidden state's means are kept in memory)
 
 
 @dataclass(frozen=True)
@@ -117,9 +110,8 @@ class Compression:
         self.encoder = LayerEncoder(config.model, max_length=config.max_length, batch_size=config.speed_batch_size,
                                     device=str(self.device), cache_dir=cache_dir, show_progress=show_progress)
         self.n_layers = int(self.encoder.identity.n_layers)
-        self._students: dict[tuple[str, int], TruncatedModel] = {}  # (recipe, depth): trained or loaded once per run
-        self._run_facts: dict[tuple[str, int], dict] = {}  # each student's training: steps, final loss
-        self._teacher: np.ndarray | None = None
+        self.students = Students(config, data.corpus, self.encoder, folder=self.folder, device=self.device,
+                                 key=self._key, show_progress=show_progress)
         self._cut: tuple[tuple, TruncatedModel] | None = None  # the last cut model: (recipe, layers), the model
         self._scores: dict[tuple, Candidate] = {}  # (recipe, layers, backend) -> scored this run (no folder needed)
         self._tmp: tempfile.TemporaryDirectory | None = None  # graphs, when there is no folder
@@ -154,18 +146,9 @@ class Compression:
         return scored
 
     def train_students(self) -> list[str]:
-        """Train every student of the run's depths into the folder, scoring and timing nothing: the distilled
-        student of each depth below the full one, the every-depth student once. For a machine with a GPU: the same
-        run elsewhere (the folder copied there) loads them instead of training. Returns their folder names."""
-        if self.folder is None:
-            raise ValueError("train_students() keeps the students in the run's folder, which is None")
-        wanted = [("distilled", d) for d in sorted(self.config.depths, reverse=True) if d < self.n_layers]
-        wanted += [("every-depth", max(self.config.every_depth))] if self.config.every_depth else []
-        names = []
-        for recipe, depth in wanted:
-            self._student(recipe, depth)
-            names.append(self._student_root(recipe, depth).name)
-        return names
+        """Train every student of the run's depths into the folder, scoring and timing nothing (:meth:`.students.
+        Students.train_all`): the same run elsewhere (the folder copied there) loads them. Returns their names."""
+        return self.students.train_all()
 
     def run(self) -> CompressResult:
         """Score (:meth:`score`), then time every candidate against the original in one block; returns them all."""
@@ -282,7 +265,7 @@ class Compression:
         model = self.model(recipe, layers)
         graph = self.graph(recipe, layers, backend)
         encode = runner(model, backend, batch_size=cfg.speed_batch_size, graph=graph)
-        extra = self._student_facts(model, recipe, layers[0]) if recipe in STUDENTS else {}
+        extra = self.students.facts(model, recipe, layers[0]) if recipe in STUDENTS else {}
         checked = (self._checked_scores(recipe, layers, model, encode) if backend in FLOAT32_GRAPHS
                    and cfg.graph_test_scores == "checked" and "torch" in cfg.backends else None)
         if checked is not None:  # a float32 graph that gives the torch vectors: the torch candidate's test scores
@@ -355,63 +338,16 @@ class Compression:
     def model(self, recipe: str, layers: tuple[int, ...]) -> TruncatedModel:
         """The torch model of a candidate: the encoder cut at max(layers) (a student trained, or loaded)."""
         if recipe == "distilled":
-            return self._student("distilled", layers[0])
+            return self.students.get("distilled", layers[0])
         if self._cut is None or self._cut[0] != (recipe, tuple(layers)):  # kept: each backend reuses it
             if recipe == "every-depth":  # the first l layers of the one student trained at every depth
-                student = self._student("every-depth", max(self.config.every_depth))
+                student = self.students.get("every-depth", max(self.config.every_depth))
                 model = TruncatedModel(truncate_encoder(student.encoder, layers[0]), student.tokenizer, layers,
                                        max_length=self.config.max_length)
             else:
                 model = TruncatedModel.from_pretrained(self.config.model, layers, max_length=self.config.max_length)
             self._cut = ((recipe, tuple(layers)), model.to(self.device).eval())
         return self._cut[1]
-
-    def _student(self, recipe: str, depth: int) -> TruncatedModel:
-        """The student of ``recipe`` ("distilled" at ``depth``, or "every-depth", trained at every depth of
-        ``config.every_depth`` up to ``depth``, their maximum): from memory, from its folder, or trained now."""
-        if (recipe, depth) in self._students:
-            return self._students[(recipe, depth)]
-        cfg = self.config
-        root = self._student_root(recipe, depth)
-        if root is not None:
-            if (root / "model" / "config.json").is_file() and (root / "run.json").is_file():
-                self._run_facts[(recipe, depth)] = json.loads((root / "run.json").read_text())
-                self._students[(recipe, depth)] = TruncatedModel.load(root / "model").to(self.device)
-                return self._students[(recipe, depth)]
-        seed_everything(cfg.seed)
-        t0 = time.perf_counter()
-        student = TruncatedModel.from_pretrained(cfg.model, (depth,), max_length=cfg.max_length).to(self.device)
-        run = distill_student(student, list(self.data.corpus), self.teacher(), config=cfg,
-                              folder=None if root is None else root / "train", show_progress=self.show_progress,
-                              depths=cfg.every_depth if recipe == "every-depth" else None)
-        student.eval()
-        facts = {"steps": len(run.step), "final_loss": float(np.mean(run.loss[-10:])), "device": str(self.device),
-                 "seconds": time.perf_counter() - t0}  # where and how long (a resumed training: the last process)
-        if root is not None:
-            student.save(root / "model")
-            write_json(root / "run.json", facts)  # written last: the student is complete
-            shutil.rmtree(root / "train", ignore_errors=True)  # its checkpoints (optimizer state: twice the model)
-        self._run_facts[(recipe, depth)], self._students[(recipe, depth)] = facts, student
-        return student
-
-    def _student_root(self, recipe: str, depth: int) -> Path | None:
-        """The folder of a student (None without a run folder), named by everything that changes it."""
-        if self.folder is None:
-            return None
-        key = {k: v for k, v in self._key(recipe, (depth,), "torch").items() if k != "backend"}
-        # the timing settings do not change a student: another timing protocol reuses it
-        key["settings"] = {k: v for k, v in key["settings"].items() if not k.startswith("speed_")}
-        return self.folder / "students" / keyed_name(f"{recipe}-l{depth}", key)
-
-    def _student_facts(self, student: TruncatedModel, recipe: str, depth: int) -> dict:
-        """The student's training and its MSE to the teacher on the first corpus sentences, against the cut's."""
-        n = min(MSE_SENTENCES, len(self.data.corpus))
-        texts, teacher = list(self.data.corpus[:n]), self.teacher()[:n]
-        cut = self._corpus_means(depth, n)
-        vectors = student.encode(texts, batch_size=self.config.speed_batch_size)
-        trained = depth if recipe == "distilled" else max(self.config.every_depth)
-        return {**self._run_facts.get((recipe, trained), {}), "mse_sentences": n,
-                "mse_cut": embedding_mse(cut, teacher), "mse_distilled": embedding_mse(vectors, teacher)}
 
     # -- data through the layer cache ------------------------------------------------------------------------
     def _all_pairs(self) -> list[tuple[str, PairSet]]:
@@ -421,16 +357,3 @@ class Compression:
         stack = self.encoder.encode(list(pairs.texts1) + list(pairs.texts2))
         n = len(pairs)
         return stack.mean[:n], stack.mean[n:]
-
-    def _corpus_means(self, state: int, limit: int | None = None) -> np.ndarray:
-        """(n, d) mean of hidden state ``state`` for the first ``limit`` corpus sentences (None: all), in chunks
-        through the layer cache."""
-        texts = list(self.data.corpus[:limit])
-        return np.concatenate([self.encoder.encode(texts[i:i + _CHUNK]).mean[:, state]
-                               for i in range(0, len(texts), _CHUNK)])
-
-    def teacher(self) -> np.ndarray:
-        """(n, d) the original model's embeddings of the corpus (mean of the last hidden state), computed once."""
-        if self._teacher is None:
-            self._teacher = self._corpus_means(self.n_layers)
-        return self._teacher
