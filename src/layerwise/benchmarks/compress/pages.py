@@ -12,7 +12,8 @@ is within the budget on dev is built; a ``<model>-stop`` part says where and why
 ``train_students=[depths]`` a run only trains those depths' students (and the every-depth student) into the work
 folder and stores nothing: the share of a machine with a GPU, whose work folder, copied to the timing machine, is loaded
 there by the run that scores and times. ``graph_test_scores=checked`` lets the float32 graphs take the torch scores of
-the test sets once their vectors are checked (``CompressSettings.graph_test_scores``; in the key only when set).
+the test sets once their vectors are checked (``CompressSettings.graph_test_scores``; not in the key: each candidate
+records it, and the page says which took them).
 """
 
 from __future__ import annotations
@@ -73,7 +74,9 @@ class CompressPageConfig:
     stop_outside_budget: bool = False
     # the float32 graphs' (onnx, openvino) test scores: "measured" or "checked" (CompressSettings.graph_test_scores:
     # the torch candidate's, once the graph's vectors are the torch model's on the dev sentences and a sample of each
-    # test set); in the key only when "checked" (the parts stored before it existed measured them)
+    # test set). Not in the key: the two agree to about 1e-4 of a point (the graphs' vectors are the torch ones to
+    # ~1e-6), each candidate records which it is (extra "test_scores") and the page says so, so a depth scored either
+    # way stays beside the stored ones (a deeper depth measured in full, a shallower one checked)
     graph_test_scores: str = "measured"
     # only train the students of these depths (and the every-depth student) into the work folder, then stop: for a
     # machine with a GPU, whose students a later run on the timing machine loads (work folder copied); not in the key
@@ -82,8 +85,9 @@ class CompressPageConfig:
 
     def protocol(self) -> dict:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()
-                if k not in ("folders", "timings", "retime", "stop_outside_budget", "train_students", "device")
-                and not (k == "every_depth" and not v) and not (k == "graph_test_scores" and v == "measured")}
+                if k not in ("folders", "timings", "retime", "stop_outside_budget", "train_students", "device",
+                             "graph_test_scores")
+                and not (k == "every_depth" and not v)}
 
 
 def _config(ctx: PageContext) -> CompressPageConfig:
