@@ -586,10 +586,15 @@ def test_students_trained_on_one_machine_are_loaded_on_another_not_trained_again
     shutil.copytree(env / "gpu", env / "cpu")  # the work folder carried to the machine that scores and times
     with monkeypatch.context() as patch:
         patch.setattr(students_module, "distill_student", lambda *a, **k: pytest.fail("trained again"))
+        # nor the teacher's embeddings of the whole corpus: the students' facts need its first sentences only
+        patch.setattr(students_module.Students, "teacher", lambda self: pytest.fail("the whole teacher computed"))
         here = _comp(teacher, output_dir=str(env / "cpu"), **kw).fit(CORPUS, (s1, s2, y))
     straight = _comp(teacher, output_dir=str(env / "straight"), **kw).fit(CORPUS, (s1, s2, y))  # the slow twin
     assert {c.name: c.dev for c in here.candidates_} == pytest.approx({c.name: c.dev for c in straight.candidates_})
     students = [c for c in here.candidates_ if c.recipe in ("distilled", "every-depth")]
     assert students and all(c.extra["device"] == "cpu" and c.extra["seconds"] > 0 for c in students)
+    twin = {c.name: c.extra for c in straight.candidates_}
+    for c in students:  # the MSE on the first sentences, computed without the whole teacher, is the same
+        assert c.extra["mse_distilled"] == pytest.approx(twin[c.name]["mse_distilled"], rel=1e-5)
     with pytest.raises(UsageError, match="output_dir, which is None"):
         _comp(teacher, **kw).train_students(CORPUS, (s1, s2, y))

@@ -93,7 +93,9 @@ class Students:
     def facts(self, student: TruncatedModel, recipe: str, depth: int) -> dict:
         """The student's training and its MSE to the teacher on the first corpus sentences, against the cut's."""
         n = min(MSE_SENTENCES, len(self.corpus))
-        texts, teacher = list(self.corpus[:n]), self.teacher()[:n]
+        # a student loaded from its folder needs only these sentences of the teacher (not the whole corpus)
+        teacher = self._teacher[:n] if self._teacher is not None else self.corpus_means(self.n_layers, n)
+        texts = list(self.corpus[:n])
         cut = self.corpus_means(depth, n)
         vectors = student.encode(texts, batch_size=self.config.speed_batch_size)
         trained = depth if recipe == "distilled" else max(self.config.every_depth)
