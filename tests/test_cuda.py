@@ -160,6 +160,36 @@ def test_compressor_distils_on_cuda_and_its_choice_loads_on_cpu(tiny_bert, tmp_p
 
 
 @needs_gpu
+def test_students_trained_on_cuda_are_loaded_by_a_run_without_a_gpu(tiny_bert, tmp_path, env):
+    """``Compressor.train_students`` on the GPU, then the same parameters in a process that sees no GPU: it loads the
+    students from the copied folder (training them again would fail there: distill_student is replaced) and fits."""
+    import shutil
+
+    corpus = [f"{a[:-2]} and {b[:-2]} ." for a in SENTENCES for b in SENTENCES][:64]
+    settings = CompressSettings(epochs=2, batch_size=8, lr=1e-3, max_length=16, speed_sentences=16,
+                                speed_batch_size=16, speed_repeats=1, device=DEVICE)
+    kw = dict(depths=(1,), every_depth=(1, 2), budget=100.0, backends=("torch",))
+    names = Compressor(str(tiny_bert), settings=settings, output_dir=str(tmp_path / "gpu"), show_progress=False,
+                       **kw).train_students(corpus, _pairs())
+    assert len(names) == 2 and json.loads(next((tmp_path / "gpu" / "students").glob("*/run.json")).read_text())[
+        "device"].startswith(DEVICE)
+    shutil.copytree(tmp_path / "gpu", tmp_path / "cpu")
+    code = ("import torch, json, layerwise; from layerwise.methods.compress import students; "
+            "assert not torch.cuda.is_available(); "
+            "students.distill_student = lambda *a, **k: (_ for _ in ()).throw(AssertionError('trained again')); "
+            f"s = layerwise.CompressSettings(epochs=2, batch_size=8, lr=1e-3, max_length=16, speed_sentences=16, "
+            f"speed_batch_size=16, speed_repeats=1); "
+            f"est = layerwise.Compressor({str(tiny_bert)!r}, settings=s, output_dir={str(tmp_path / 'cpu')!r}, "
+            f"show_progress=False, depths=(1,), every_depth=(1, 2), budget=100.0, backends=('torch',))"
+            f".fit({corpus!r}, {tuple(map(list, _pairs()[:2])) + (_pairs()[2].tolist(),)!r}); "
+            "print(json.dumps(sorted(c.name for c in est.candidates_)))")
+    done = subprocess.run([sys.executable, "-c", code], env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "distilled-l1-torch" in done.stdout and "every-depth-l1-torch" in done.stdout
+
+
+@needs_gpu
 def test_compress_command_on_cuda_writes_a_model_that_serves_without_a_gpu(tiny_bert, env, capsys):
     """``layerwise compress --device cuda`` with its default backends (ONNX export and int8 where installed)."""
     from layerwise.cli import main
