@@ -129,9 +129,8 @@ as one part (a kill keeps every scored candidate and every stored depth), then t
         name, root = Path(model).name, Path(config.folders) / Path(model).name
         compressor = partial(_compressor, model, config, root, n_layers=encoder.identity.n_layers)
         if config.train_students:  # a GPU machine's share of the work: the students, nothing scored or stored
-            for depth in sorted(config.train_students, reverse=True):
-                names = compressor(depth).train_students(data.corpus, data.dev, tests=data.tests)
-                logger.info("compress page: %s depth %d: students %s in %s", name, depth, names, root / "work")
+            names = compressor(*config.train_students).train_students(data.corpus, data.dev, tests=data.tests)
+            logger.info("compress page: %s: students %s in %s", name, names, root / "work")
             continue
         # every depth 1..L: the original is in every part, the full depth adds its LC cut (best subset of 0..L);
         # deepest first, so a run spanning sessions stores first the depths nearest the original's quality
@@ -207,11 +206,11 @@ class _Descent:
         return self.record is not None
 
 
-def _compressor(model: str, config: CompressPageConfig, root: Path, depth: int, n_layers: int) -> Compressor:
-    """The estimator of one depth's candidates; every depth shares the work folder (the original is measured once,
-    the every-depth student trained once)."""
+def _compressor(model: str, config: CompressPageConfig, root: Path, *depths: int, n_layers: int) -> Compressor:
+    """The estimator of one depth's candidates (of several: ``train_students``); every depth shares the work folder
+    (the original is measured once, the every-depth student trained once)."""
     every = tuple(range(1, n_layers + 1)) if config.every_depth else False
-    return Compressor(model, depths=(depth,), every_depth=every, budget=config.budget, backends=config.backends,
+    return Compressor(model, depths=tuple(depths), every_depth=every, budget=config.budget, backends=config.backends,
                       settings=_settings(config), output_dir=str(root / "work"))
 
 

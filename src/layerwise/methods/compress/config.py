@@ -30,14 +30,12 @@ class CompressConfig:
     # depths the every-depth student is trained at, all at once (distill.py); a candidate at each of ``depths`` among
     # them; (): no such student. Like ``depths``, it says which candidates exist, not how any one is measured
     every_depth: tuple[int, ...] = ()
-    graph_test_scores: str = "measured"  # GRAPH_TEST_SCORES; written only when not "measured" (older keys hold)
+    graph_test_scores: str = "measured"  # GRAPH_TEST_SCORES (in the float32 graph candidates' keys only: build.py)
 
     def to_dict(self) -> dict:
         out = asdict(self)
         out["depths"], out["backends"] = list(self.depths), list(self.backends)
         out["every_depth"] = list(self.every_depth)
-        if self.graph_test_scores == "measured":  # the setting came later: the runs before it measured every score
-            del out["graph_test_scores"]
         return out
 
     @classmethod

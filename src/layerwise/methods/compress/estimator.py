@@ -54,8 +54,8 @@ class CompressSettings:
     speed_repeats: int = 3  # timed passes per model, interleaved with the original's (the median counts)
     # the float32 graph backends' (onnx, openvino) test scores: "measured" (each test set encoded by the graph) or
     # "checked" (the torch candidate's, once the graph gives the torch vectors on the dev sentences and a sample of
-    # each test set; measured after all where it does not): a float32 graph computes the same function, so this
-    # spares an encoding of every test set per graph; the dev score is always the graph's own
+    # each test set; measured after all where it does not, or without torch among the backends): a float32 graph
+    # computes the same function, so this spares an encoding of every test set per graph; the dev score is its own
     graph_test_scores: str = "measured"
     device: str | None = None  # where models train and run (None: cpu)
     cache_dir: str | None = None  # the layer cache (None: $LAYERWISE_HOME/cache)
