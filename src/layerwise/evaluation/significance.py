@@ -100,36 +100,78 @@ def _sorted_ranks(x: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.nda
     correction ``sum over tie groups of W^3 - W`` (B,), ``W`` a group's multiplicity in the resample."""
     order = np.argsort(x, kind="stable")
     xs = x[order]
-    c = counts[:, order]
+    c = counts[:, order].astype(np.int32)  # int32 sums: exact (a resample holds < 2^31 units), several times faster
     new = np.r_[True, xs[1:] != xs[:-1]]
     if new.all():  # no equal values: each unit is its own group (a unit drawn W times is a tie of W)
         w = c.astype(np.float64)
-        ranks = np.cumsum(c, axis=1, dtype=np.int64) - 0.5 * w + 0.5
+        ranks = np.cumsum(c, axis=1) - 0.5 * w + 0.5
     else:
-        w = np.add.reduceat(c, np.flatnonzero(new), axis=1, dtype=np.int64).astype(np.float64)  # (B, G) per group
-        ranks = (np.cumsum(w, axis=1) - 0.5 * w + 0.5)[:, np.cumsum(new) - 1]  # W_before + (W + 1) / 2
+        wi = np.add.reduceat(c, np.flatnonzero(new), axis=1)  # (B, G) per group
+        w = wi.astype(np.float64)
+        ranks = (np.cumsum(wi, axis=1) - 0.5 * w + 0.5)[:, np.cumsum(new) - 1]  # W_before + (W + 1) / 2
     return order, ranks, (w * w * w - w).sum(axis=1)
 
 
-def _gold_side(gold: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Gold's part of every resample's Spearman: ``c * (rank - mean rank)`` in unit order (B, n), and the sum of
-    squares of the expanded sample's centred ranks, ``(N^3 - N - tie correction) / 12`` (B,)."""
+@dataclass(frozen=True)
+class _GoldSide:
+    """Gold's part of every resample's Spearman, in unit order, for resamples ``counts`` (B, n)."""
+
+    centred: np.ndarray  # (B, n): c * (gold's average rank - mean rank); sums to 0 in every resample
+    ss: np.ndarray  # (B,): the expanded sample's sum of squares of centred gold ranks, (N^3 - N - ties) / 12
+    total: np.ndarray  # (B,): N, the units drawn
+    half_cross_c: np.ndarray  # (B,): 0.5 * sum_i centred_i * c_i (the same for any order of the units)
+    ties_if_distinct: np.ndarray  # (B,): sum_i c_i^3 - c_i, a system's tie correction when its values all differ
+
+
+def _gold_side(gold: np.ndarray, counts: np.ndarray) -> _GoldSide:
     order, ranks, ties = _sorted_ranks(gold, counts)
     total = counts.sum(axis=1, dtype=np.int64).astype(np.float64)
     centred = np.empty(counts.shape)
     centred[:, order] = counts[:, order] * (ranks - (total[:, None] + 1.0) / 2.0)
-    return centred, (total ** 3 - total - ties) / 12.0
+    c = counts.astype(np.float64)
+    return _GoldSide(centred, (total ** 3 - total - ties) / 12.0, total, 0.5 * np.einsum("bi,bi->b", centred, c),
+                     (c * c * c - c).sum(axis=1))
 
 
-def _spearman_with(x: np.ndarray, gold_side: tuple[np.ndarray, np.ndarray], counts: np.ndarray) -> np.ndarray:
-    """Spearman's rho of ``x`` (n,) with the gold scores whose :func:`_gold_side` is given, per resample (B,)."""
-    centred, gold_ss = gold_side
-    order, ranks, ties = _sorted_ranks(x, counts)
-    total = counts.sum(axis=1, dtype=np.int64).astype(np.float64)
-    ranks -= ((total + 1.0) / 2.0)[:, None]
-    cross = np.einsum("bi,bi->b", ranks, centred[:, order])
+#: Resamples scored together: the (rows, n) temporaries of a chunk stay in the CPU's cache (about 3x faster here
+#: than a whole block of 256 at once, which streams every step through memory).
+_CHUNK = 64
+
+
+def _spearman_with(x: np.ndarray, gold: _GoldSide, counts: np.ndarray) -> np.ndarray:
+    """Spearman's rho of ``x`` (n,) with the gold scores whose :func:`_gold_side` is given, per resample (B,).
+
+    With ``x``'s order fixed, ``s`` the inclusive cumulative multiplicities and ``g`` gold's centred side, a unit
+    of its own value has average rank ``s - c/2 + 1/2``, so the cross term ``sum g (rank - mean)`` is
+    ``sum g s - sum g c / 2`` (``sum g`` is 0); the units of a tie group then take the group's rank instead.
+    Every term is a multiple of 1/4 far below 2^53, so the sums are exact in float64 in any order (the same
+    numbers as ranking each resample in full)."""
+    order = np.argsort(x, kind="stable")
+    xs = x[order]
+    starts = np.flatnonzero(np.r_[True, xs[1:] != xs[:-1]])
+    sizes = np.diff(np.r_[starts, len(x)])
+    multi = sizes > 1  # x's tie groups: their units take the group's average rank
+    first, last = starts[multi], starts[multi] + sizes[multi] - 1
+    members = np.flatnonzero(np.repeat(multi, sizes))
+    group_of_member = np.repeat(np.arange(len(first)), sizes[multi])
+    cross = np.empty(len(counts))
+    ties = gold.ties_if_distinct.copy()
+    for lo in range(0, len(counts), _CHUNK):
+        rows = slice(lo, lo + _CHUNK)
+        c = counts[rows, order].astype(np.int32)
+        s = np.cumsum(c, axis=1)
+        g = gold.centred[rows, order]
+        cross[rows] = np.einsum("bi,bi->b", g, s.astype(np.float64)) - gold.half_cross_c[rows]
+        if len(members):
+            upto = s[:, last]
+            w = (upto - s[:, first] + c[:, first]).astype(np.float64)  # (chunk, groups): each group's multiplicity
+            cm = c[:, members].astype(np.float64)
+            moved = (upto - 0.5 * w + 0.5)[:, group_of_member] - (s[:, members] - 0.5 * cm + 0.5)
+            cross[rows] += np.einsum("bi,bi->b", g[:, members], moved)
+            ties[rows] += (w * w * w - w).sum(axis=1) - (cm * cm * cm - cm).sum(axis=1)
+    total = gold.total
     with np.errstate(invalid="ignore", divide="ignore"):
-        return cross / np.sqrt((total ** 3 - total - ties) / 12.0 * gold_ss)
+        return cross / np.sqrt((total ** 3 - total - ties) / 12.0 * gold.ss)
 
 
 def resampled_spearman(x: np.ndarray, gold: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -273,7 +315,7 @@ class SpearmanResamples:
             raise ValueError(f"gold must have shape (n,), got {self.gold.shape}")
         self.n_resamples, self.seed = n_resamples, seed
         self._blocks: list[np.ndarray] | None = None
-        self._gold_sides: dict[bytes, list[tuple[np.ndarray, np.ndarray]]] = {}
+        self._gold_sides: dict[bytes, list[_GoldSide]] = {}
 
     @property
     def _counts(self) -> list[np.ndarray]:
@@ -283,7 +325,7 @@ class SpearmanResamples:
                             for c in bootstrap_counts(len(self.gold), self.n_resamples, self.seed)]
         return self._blocks
 
-    def _sides(self, r: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    def _sides(self, r: np.ndarray) -> list[_GoldSide]:
         key = r.tobytes()
         if key not in self._gold_sides:
             self._gold_sides[key] = [_gold_side(self.gold[r], c[:, r]) for c in self._counts]
