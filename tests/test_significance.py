@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.stats import pearsonr, spearmanr
 
-from layerwise.evaluation import significance
+from layerwise.evaluation import resampled
 from layerwise.evaluation.significance import (
     BOOTSTRAP_TEST,
     SignificanceResult,
@@ -68,7 +68,7 @@ def test_resampled_spearman_matches_scipy_on_expanded_samples(n, ties):
     if not ties:
         a = gold + rng.normal(size=n)  # no two values equal: a unit drawn twice is the only tie
     counts = next(bootstrap_counts(n, 150, seed=3, batch=150))  # more rows than one chunk of the fast path
-    assert len(counts) > significance._CHUNK
+    assert len(counts) > resampled._CHUNK
     fast = resampled_spearman(a, gold, counts)
     with np.errstate(invalid="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # scipy warns on a resample of one distinct value (NaN on both sides)
