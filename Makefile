@@ -28,8 +28,10 @@ lint: setup
 	# the import layering (pyproject [tool.importlinter]): cli > benchmarks > methods > shared floors, no cycles
 	$(BIN)/lint-imports
 
+# -n auto: the tests run in one worker process per core (pytest-xdist); conftest gives each worker its share
+# of torch's threads
 test: setup
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto
 
 test-slow: setup models
 	$(BIN)/python -m pytest -q -m slow

@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 pytest_plugins = ["reliability_cases"]  # the `case` fixture; LAYERWISE_RELIABILITY_REPORT=path records the cases
+
+
+def pytest_configure(config):
+    """Under pytest-xdist (``make test`` runs ``pytest -n auto``) each worker takes its share of the cores for
+    torch's threads, so that the workers do not oversubscribe the machine."""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if workers:
+        import torch
+
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(workers)))
+
 
 WORDS = (
     "a an the man woman dog cat child is are was playing plays guitar piano football running runs "
