@@ -125,23 +125,30 @@ def test_source_revision_is_this_checkouts_head():
         assert rev is None or set(rev) == {"commit", "dirty"}
         pytest.skip("layerwise is not imported from this checkout's src/")
     assert rev is not None and rev["commit"] == _git(root, "rev-parse", "HEAD").strip()
-    tracked_changes = _git(root, "status", "--porcelain", "--untracked-files=no", "--", ".",
-                           ":(exclude)docs/results").strip()
-    assert rev["dirty"] == bool(tracked_changes)  # the results runs' own outputs do not count
+    code_changes = _git(root, "status", "--porcelain", "--", "src").strip()
+    assert rev["dirty"] == bool(code_changes)  # only the code under src/ counts
 
 
-def test_source_revision_ignores_the_results_outputs(tmp_path, monkeypatch):
+def test_source_revision_is_dirty_only_for_the_code_under_src(tmp_path, monkeypatch):
     from layerwise import reports
 
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "a.py").write_text("a = 1\n")
     (tmp_path / "docs" / "results").mkdir(parents=True)
     (tmp_path / "docs" / "results" / "page.md").write_text("# page\n")
+    (tmp_path / "README").write_text("read me\n")
     _git(tmp_path, "init", "-q")
     _git(tmp_path, "add", "-A")
     _git(tmp_path, "commit", "-qm", "first")
     monkeypatch.setattr(reports, "source_root", lambda: tmp_path)
-    (tmp_path / "docs" / "results" / "page.md").write_text("# page, run again\n")
+    (tmp_path / "docs" / "results" / "page.md").write_text("# page, run again\n")  # a results run's own outputs
+    (tmp_path / "README").write_text("edited\n")  # and a test, README or Makefile: not code a run executes
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_new.py").write_text("")
+    assert reports.source_revision()["dirty"] is False
+    (tmp_path / "src" / "b.py").write_text("b = 1\n")  # a new module under src/, not committed: a run may import it
+    assert reports.source_revision()["dirty"] is True
+    (tmp_path / "src" / "b.py").unlink()
     assert reports.source_revision()["dirty"] is False
     (tmp_path / "src" / "a.py").write_text("a = 2\n")
     assert reports.source_revision()["dirty"] is True

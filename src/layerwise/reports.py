@@ -74,24 +74,25 @@ def _optional_version(module: str) -> str | None:
     return None
 
 
-#: Where ``layerwise results run`` writes pages, figures and stored parts, relative to the checkout.
-RESULTS_OUTPUTS = "docs/results/"
+#: The code a run imports, relative to the checkout: a run is dirty when a file here differs from the commit.
+SOURCE_CODE = "src"
 
 
 def source_revision() -> dict | None:
     """``{"commit", "dirty"}`` of the git checkout holding this package's sources; ``None`` when not a checkout.
 
     Only a checkout whose ``src/layerwise`` is this package counts, so an installed copy inside some other
-    repository reports ``None`` rather than that repository's commit. ``dirty``: a tracked file anywhere in the
-    checkout differs from the commit (untracked files do not count), except under :data:`RESULTS_OUTPUTS`: the pages
-    and parts that results runs write are not code, so a run after another page's run is not marked dirty by it.
+    repository reports ``None`` rather than that repository's commit. ``dirty``: a file under :data:`SOURCE_CODE`
+    differs from the commit, or is new there (untracked and not ignored: a module a run may import). Nothing else in
+    the checkout is code a run executes: an edited test, README or Makefile, or the pages and parts that results runs
+    write, do not make a run dirty, so a results run beside other work still records a clean commit.
     Built on :func:`git_state`.
     """
     root = source_root()
     if root is None:
         declared = os.environ.get(SOURCE_COMMIT_ENV)
         return {"commit": declared, "dirty": False, "declared": SOURCE_COMMIT_ENV} if declared else None
-    state = git_state(root, under=None, untracked=False, exclude=RESULTS_OUTPUTS)
+    state = git_state(root, under=SOURCE_CODE, untracked=True)
     return None if state is None else {"commit": state["commit"], "dirty": bool(state["src_changes"])}
 
 
