@@ -305,7 +305,8 @@ def _check_lattemix_outputs(ctx, store):
 
 @pytest.mark.slow
 def test_the_library_finds_every_committed_part_under_the_key_it_computes(monkeypatch):
-    """The migrated parts carry the keys a run computes here (installed models, the shared data): nothing reruns."""
+    """Every committed layer-attention and Latte-Mix part carries the key a run computes here (installed models, the
+    shared data): a ``layerwise results run`` recomputes nothing (its compute step fails the test if called)."""
     import os
 
     from conftest import SHARED_DATA
@@ -321,23 +322,17 @@ def test_the_library_finds_every_committed_part_under_the_key_it_computes(monkey
     from layerwise.benchmarks.lattemix import experiment as lm
     from layerwise.benchmarks.lattemix.grid import PageConfig
     from layerwise.benchmarks.layer_attention import experiment as la
-    from layerwise.benchmarks.layer_attention.grid import GridConfig, checkpoint_key, run_name
+    from layerwise.benchmarks.layer_attention.grid import GridConfig
 
     store = ResultsStore(RESULTS / "state")
     cfg = GridConfig()
     data = la.load_grid_data(cfg, data_dir)
     model, sums = la.grid_model_key(cfg), la.data_checksums(data)
-    # every run is due again (its key now asks for per-pair outputs), and is stored under the key without them
-    for regime in ("frozen", "encoder"):
-        due = la._missing(cfg, store, regime, model, sums)
-        assert len(due) == len(cfg.runs(regime))
-        assert all(store.load("layer-attention", run_name(regime, o, p, s), checkpoint_key(k)) for o, p, s, k in due)
-    # the curve is reused; the main tables, the sweep and the component are due again (their keys now ask for
-    # per-pair outputs): stop at their first encoding
+    for regime in ("frozen", "encoder"):  # every run of the grid is stored under the key computed here
+        assert la._missing(cfg, store, regime, model, sums) == [], regime
     monkeypatch.setattr(lm, "_prepare", lambda *a, **k: pytest.fail("a stored Latte-Mix part would be recomputed"))
     page = PageConfig()
+    for m in page.models:  # the main tables of every model
+        assert lm.run_main(page, store, m, data_dir=data_dir) is False, m
     assert lm.run_curve(page, store, page.models[0], data_dir=data_dir) == 0
-    monkeypatch.setattr(lm, "_prepare", lambda *a, **k: (_ for _ in ()).throw(LookupError("due")))
-    for run in (lm.run_main, lm.run_sweep):
-        with pytest.raises(LookupError):
-            run(page, store, page.models[0], data_dir=data_dir)
+    assert lm.run_sweep(page, store, page.models[0], data_dir=data_dir) == 0
