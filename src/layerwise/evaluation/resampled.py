@@ -65,7 +65,6 @@ class GoldSide:
 
 
 def gold_side(gold: np.ndarray, counts: np.ndarray) -> GoldSide:
-    """Gold's side of the resamples ``counts`` (B, n): computed once, read by every system scored on them."""
     order, ranks, ties = _sorted_ranks(gold, counts)
     total = counts.sum(axis=1, dtype=np.int64).astype(np.float64)
     centred = np.empty(counts.shape)
@@ -86,8 +85,8 @@ def spearman_with(x: np.ndarray, gold: GoldSide, counts: np.ndarray) -> np.ndarr
     With ``x``'s order fixed, ``s`` the inclusive cumulative multiplicities and ``g`` gold's centred side, a unit
     of its own value has average rank ``s - c/2 + 1/2``, so the cross term ``sum g (rank - mean)`` is
     ``sum g s - sum g c / 2`` (``sum g`` is 0); the units of a tie group then take the group's rank instead.
-    Every term is a multiple of 1/4, and for up to ~10^5 units every sum stays below 2^53, so the sums are exact in
-    float64 in any order: the same numbers as ranking each resample in full."""
+    Every term is a multiple of 1/4 far below 2^53, so the sums are exact in float64 in any order (the same
+    numbers as ranking each resample in full)."""
     order = np.argsort(x, kind="stable")
     xs = x[order]
     starts = np.flatnonzero(np.r_[True, xs[1:] != xs[:-1]])
