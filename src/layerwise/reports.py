@@ -74,25 +74,21 @@ def _optional_version(module: str) -> str | None:
     return None
 
 
-#: The code a run imports, relative to the checkout: a run is dirty when a file here differs from the commit.
-SOURCE_CODE = "src"
-
-
 def source_revision() -> dict | None:
     """``{"commit", "dirty"}`` of the git checkout holding this package's sources; ``None`` when not a checkout.
 
     Only a checkout whose ``src/layerwise`` is this package counts, so an installed copy inside some other
-    repository reports ``None`` rather than that repository's commit. ``dirty``: a file under :data:`SOURCE_CODE`
-    differs from the commit, or is new there (untracked and not ignored: a module a run may import). Nothing else in
-    the checkout is code a run executes: an edited test, README or Makefile, or the pages and parts that results runs
-    write, do not make a run dirty, so a results run beside other work still records a clean commit.
-    Built on :func:`git_state`.
+    repository reports ``None`` rather than that repository's commit. ``dirty``: :func:`git_state` (its defaults)
+    finds a file under ``src/`` that differs from the commit or is new there (untracked and not ignored: a module a
+    run may import). Nothing else in the checkout is code a run executes: an edited test, README or Makefile, or the
+    pages and parts that results runs write, do not make a run dirty, so a results run beside other work still
+    records a clean commit.
     """
     root = source_root()
     if root is None:
         declared = os.environ.get(SOURCE_COMMIT_ENV)
         return {"commit": declared, "dirty": False, "declared": SOURCE_COMMIT_ENV} if declared else None
-    state = git_state(root, under=SOURCE_CODE, untracked=True)
+    state = git_state(root)
     return None if state is None else {"commit": state["commit"], "dirty": bool(state["src_changes"])}
 
 
@@ -127,12 +123,10 @@ def changed_files(commit: str, paths: Sequence[str], root: str | os.PathLike) ->
     return done.stdout.splitlines() if done.returncode == 0 else None
 
 
-def git_state(folder: str | os.PathLike = ".", *, under: str | None = "src", untracked: bool = True,
-              exclude: str | None = None) -> dict | None:
+def git_state(folder: str | os.PathLike = ".", *, under: str | None = "src", untracked: bool = True) -> dict | None:
     """``{"commit", "src_changes"}``: the commit of the git checkout holding ``folder`` and the ``git status
-    --porcelain`` lines of the files under ``under`` (relative to ``folder``; None: the whole checkout), less those
-    under ``exclude``, that differ from it, untracked files included when ``untracked``. None outside a git checkout
-    or without git."""
+    --porcelain`` lines of the files under ``under`` (relative to ``folder``; None: the whole checkout) that differ
+    from it, untracked files included when ``untracked``. None outside a git checkout or without git."""
 
     def run(*args: str) -> str:
         return subprocess.run(["git", "-C", str(folder), *args], capture_output=True, text=True, timeout=10,
@@ -141,10 +135,7 @@ def git_state(folder: str | os.PathLike = ".", *, under: str | None = "src", unt
     status = ["status", "--porcelain"] + ([] if untracked else ["--untracked-files=no"])
     try:
         head = run("rev-parse", "HEAD").strip()
-        paths = [] if under is None else [under]
-        if exclude:
-            paths = [*(paths or ["."]), f":(exclude){exclude}"]
-        changed = run(*status, *(["--", *paths] if paths else [])).splitlines()
+        changed = run(*status, *([] if under is None else ["--", under])).splitlines()
     except (OSError, subprocess.SubprocessError):
         return None
     return {"commit": head, "src_changes": [line.strip() for line in changed]}
