@@ -371,3 +371,27 @@ def test_run_transfer_gives_the_same_result_with_either_engine():
     assert fast == reference
     with pytest.raises(ValueError, match="unknown screen engine 'slow'; valid: fast, reference"):
         RidgeScreen(data, engine="slow")
+
+
+def test_the_exhaustive_choice_shows_a_bar_over_its_saga_fits_and_chooses_the_same(monkeypatch):
+    import layerwise.methods.lc.transfer as transfer
+
+    bars = []
+
+    def recorded(*args, **kwargs):
+        bars.append((kwargs["disable"], transfer_progress(*args, **kwargs)))
+        return bars[-1][1]
+
+    transfer_progress = transfer.progress
+    monkeypatch.setattr(transfer, "progress", recorded)
+    data = _task(n=90)
+    rows = np.arange(90)
+    splits = inner_splits(data.labels, n_splits=3, seed=2)
+    subsets = all_subsets(4, 2)
+    quiet = choose_subset(data, rows, splits, subsets, shortlist=None, seed=5)
+    shown = choose_subset(data, rows, splits, subsets, shortlist=None, seed=5, n_jobs=2, show_progress=True)
+    assert [disabled for disabled, _ in bars] == [True, False]
+    bar = bars[1][1]
+    assert bar.desc.startswith(f"SAGA fits ({len(subsets)} subsets x 3 inner splits)")
+    assert bar.n == bar.total == len(subsets) * len(splits)  # every fit counted, the threads' included
+    assert shown[0] == quiet[0] and shown[1] == quiet[1] and shown[3] == quiet[3]

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from layerwise._progress import progress
 from layerwise.benchmarks.schema import check_schema, stamp
 from layerwise.benchmarks.store import Part, ResultsStore, model_key
 from layerwise.data.checksum import content_checksum
@@ -216,8 +217,6 @@ def _run_task(encoder: LayerEncoder, data: TransferData, config: TransferRunConf
               env: dict) -> tuple[TaskRun, bool]:
     """One task: reuse a finished part, continue an unfinished one, or compute it; saved after every split.
     Returns the task and whether this invocation computed any of it (False: a finished part, reused)."""
-    from tqdm.auto import tqdm
-
     checksum = content_checksum(data)
     key = task_key(encoder.identity, encoder_settings(encoder), checksum, data.name, config.protocol, config.head)
     name = part_name(encoder.identity, data.name, config.protocol)
@@ -250,10 +249,11 @@ def _run_task(encoder: LayerEncoder, data: TransferData, config: TransferRunConf
         store.save(Part(PAGE, name, key, task.payload(), done, task.runs))
 
     show = logger.isEnabledFor(logging.INFO)
-    with tqdm(total=config.protocol.n_outer, initial=n_before, desc=f"{data.name} outer splits", unit="split",
-              disable=not show) as bar:
+    with progress(total=config.protocol.n_outer, initial=n_before, desc=f"{data.name} outer splits", unit="split",
+                  disable=not show) as bar:
         result = run_transfer(features, config.protocol, task=data.name, n_jobs=config.n_jobs,
                               previous=previous.result if previous else None,
-                              on_split=lambda r: (save(r), bar.update(1)), max_splits=config.max_splits)
+                              on_split=lambda r: (save(r), bar.update(1)), max_splits=config.max_splits,
+                              show_progress=show)
     save(result, done=len(result.splits) == config.protocol.n_outer)
     return task, True
