@@ -34,6 +34,7 @@ from functools import partial
 
 import numpy as np
 
+from layerwise._progress import progress
 from layerwise.evaluation.classification import (
     CLASSIFIER,
     INNER_KINDS,
@@ -44,7 +45,6 @@ from layerwise.evaluation.classification import (
     outer_splits,
     parallel_map,
 )
-from layerwise._progress import progress
 from layerwise.evaluation.unit_outputs import pack_correct
 from layerwise.layers import LayerStack
 from layerwise.methods.lc.features import TransferFeatures, pair_features
