@@ -35,6 +35,11 @@ def add_parsers(sub) -> None:
                    help="unlabeled sentences to distil on (.txt one a line, .jsonl/.csv/.tsv/.parquet with --text-column)")
     p.add_argument("--dev", required=True, metavar="PAIRS", help="scored pairs that choose (csv/tsv/jsonl/parquet)")
     p.add_argument("--test", nargs="+", default=[], metavar="PAIRS", help="scored pairs only reported")
+    p.add_argument("--train-pairs", default=None, metavar="PAIRS",
+                   help="labelled pairs (scores on any scale) whose loss, (cos - score mapped to [0, 1])^2, every "
+                        "student adds to the MSE towards the original (default: none, the MSE alone)")
+    p.add_argument("--pairs-weight", type=positive_float, default=1.0,
+                   help="weight of the --train-pairs loss against the MSE (default: 1.0)")
     p.add_argument("--output", required=True, metavar="DIR", help="where the report, the chosen model and work/ go")
     p.add_argument("--budget", type=nonnegative_float, default=1.0,
                    help="points of dev Spearman the chosen model may lose against the original (default: 1.0)")
@@ -97,36 +102,39 @@ def run(args, command) -> int:
     corpus = corpus_from_args(args, args.corpus)  # every file read before the model loads
     dev = pairs_from_args(args, args.dev, min_rows=3)
     tests = _tests(args)
+    train_pairs = None if args.train_pairs is None else pairs_from_args(args, args.train_pairs, min_rows=2)
     settings = CompressSettings(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, max_length=args.max_length,
                                 seed=args.seed, speed_sentences=args.speed_sentences,
                                 speed_batch_size=args.speed_batch_size, speed_repeats=args.speed_repeats,
-                                graph_test_scores=args.graph_test_scores, device=args.device, cache_dir=args.cache_dir)
+                                graph_test_scores=args.graph_test_scores, pairs_weight=args.pairs_weight,
+                                device=args.device, cache_dir=args.cache_dir)
     out = Path(args.output)
     check_destination(out / "model", True)  # a model/ folder layerwise did not export is refused before the fit
     est = Compressor(args.model, depths=args.depths, every_depth=args.every_depth, budget=args.budget,
                      backends=args.backends, settings=settings, output_dir=str(out / "work"),
                      stop_outside_budget=args.stop_outside_budget, show_progress=not args.quiet)
     if args.train_students:
-        names = est.train_students(corpus, dev, tests=tests)
+        names = est.train_students(corpus, dev, tests=tests, train_pairs=train_pairs)
         print(f"trained {len(names)} student(s) into {out / 'work' / 'students'}: {', '.join(names) or 'none'}; "
               "the same command without --train-students (DIR/work beside it) loads them")
         return 0
     if args.prepare:
-        scored = est.prepare(corpus, dev, tests=tests)
+        scored = est.prepare(corpus, dev, tests=tests, train_pairs=train_pairs)
         print(f"scored {len(scored)} candidates into {out / 'work'}; run the same command without --prepare to time "
               "them and choose")
         return 0
     if args.retime:
-        print(f"forgot {est.retime(corpus, dev, tests=tests)} stored timings in {out / 'work'}: timing them again")
+        print(f"forgot {est.retime(corpus, dev, tests=tests, train_pairs=train_pairs)} stored timings in {out / 'work'}: timing them again")
     env = environment(command)
     env["machine"]["load_average_start"], t0 = list(os.getloadavg()), time.perf_counter()
-    est.fit(corpus, dev, tests=tests)
+    est.fit(corpus, dev, tests=tests, train_pairs=train_pairs)
     env["machine"]["load_average_end"] = list(os.getloadavg())
     env["git"] = None if env["source"] is None else git_state(Path(reports.__file__).resolve().parents[2])
     report = est.report()
     title = f"layerwise compress: {Path(args.model).name}"
     params = {"model": args.model, "corpus": f"{args.corpus} ({len(set(corpus))} distinct sentences)",
-              "dev": args.dev, "tests": ", ".join(args.test) or "none", "budget": args.budget}
+              "dev": args.dev, "tests": ", ".join(args.test) or "none", "budget": args.budget,
+              **({} if args.train_pairs is None else {"train pairs": f"{args.train_pairs} (weight {args.pairs_weight})"})}
     lines = report_lines(report, title=title) + run_section(env, params, time.perf_counter() - t0)
     paths = {"model": est.save(out / "model"), "report": write_text(out / "report.md", "\n".join(lines) + "\n"),
              "json": write_json(out / "report.json", {**report, "environment": env}),

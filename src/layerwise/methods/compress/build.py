@@ -79,15 +79,20 @@ GRAPH_TOLERANCE = 1e-4
 @dataclass(frozen=True)
 class CompressData:
     """The user's data: unlabeled ``corpus`` sentences (distillation, timing), ``dev`` pairs (the choice) and named
-    ``tests`` pairs (reported only). Pairs carry gold scores on any scale (only their ranks count)."""
+    ``tests`` pairs (reported only), whose gold scores are on any scale (only their ranks count); optionally
+    ``train_pairs``, labelled pairs with targets in [0, 1] whose loss the students add to the MSE (:mod:`.distill`)."""
 
     corpus: tuple[str, ...]
     dev: PairSet
     tests: dict[str, PairSet]
+    train_pairs: PairSet | None = None
 
     def checksums(self) -> dict:
-        return {"corpus": content_checksum(list(self.corpus)), "dev": content_checksum(self.dev),
-                "tests": {name: content_checksum(p) for name, p in sorted(self.tests.items())}}
+        out = {"corpus": content_checksum(list(self.corpus)), "dev": content_checksum(self.dev),
+               "tests": {name: content_checksum(p) for name, p in sorted(self.tests.items())}}
+        if self.train_pairs is not None:  # absent otherwise: runs without them keep their keys
+            out["train_pairs"] = content_checksum(self.train_pairs)
+        return out
 
 
 def _pair_spearman(a: np.ndarray, b: np.ndarray, pairs: PairSet) -> float:
@@ -111,7 +116,7 @@ class Compression:
                                     device=str(self.device), cache_dir=cache_dir, show_progress=show_progress)
         self.n_layers = int(self.encoder.identity.n_layers)
         self.students = Students(config, data.corpus, self.encoder, folder=self.folder, device=self.device,
-                                 key=self._key, show_progress=show_progress)
+                                 key=self._key, show_progress=show_progress, pairs=data.train_pairs)
         self._cut: tuple[tuple, TruncatedModel] | None = None  # the last cut model: (recipe, layers), the model
         self._scores: dict[tuple, Candidate] = {}  # (recipe, layers, backend) -> scored this run (no folder needed)
         self._tmp: tempfile.TemporaryDirectory | None = None  # graphs, when there is no folder
@@ -205,9 +210,13 @@ class Compression:
         return logger.isEnabledFor(logging.INFO) if self.show_progress is None else bool(self.show_progress)
 
     def _key(self, recipe: str, layers: tuple[int, ...], backend: str) -> dict:
+        # labelled pairs change the students only: a cut is the same candidate with or without them
+        pairs = self.data.train_pairs is not None and recipe in STUDENTS
         settings = {k: v for k, v in self.config.to_dict().items()
-                    if k not in ("depths", "backends", "every_depth", "graph_test_scores")}
-        key = {"model": model_key(self.encoder.identity), "data": self.data.checksums(), "settings": settings,
+                    if k not in ("depths", "backends", "every_depth", "graph_test_scores")
+                    and (k != "pairs_weight" or pairs)}
+        data = {k: v for k, v in self.data.checksums().items() if k != "train_pairs" or pairs}
+        key = {"model": model_key(self.encoder.identity), "data": data, "settings": settings,
                "recipe": recipe, "layers": list(layers), "backend": backend}
         if backend in FLOAT32_GRAPHS and self.config.graph_test_scores != "measured":  # only their scores change
             key["test_scores"] = self.config.graph_test_scores

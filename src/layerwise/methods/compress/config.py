@@ -31,6 +31,9 @@ class CompressConfig:
     # them; (): no such student. Like ``depths``, it says which candidates exist, not how any one is measured
     every_depth: tuple[int, ...] = ()
     graph_test_scores: str = "measured"  # GRAPH_TEST_SCORES (in the float32 graph candidates' keys only: build.py)
+    # distillation with labelled pairs (CompressData.train_pairs): the weight of their loss against the MSE; in the
+    # students' keys only when there are such pairs (build.py)
+    pairs_weight: float = 1.0
 
     def to_dict(self) -> dict:
         out = asdict(self)

@@ -13,6 +13,12 @@ training, with this module's loss) is one model of max(depths) layers whose mean
 ``depths``, is trained towards the teacher at once: the loss is ``mean_{l in depths} mean_{i,k} (s_l(x_i)_k -
 t_{i,k})^2``, the mean over the depths of each depth's loss above, every depth weighted alike. Cut at any of those
 depths, it is a candidate of that depth, from one training run instead of one per depth.
+
+With labelled pairs (``pairs``: texts with targets in [0, 1], the user's scored pairs mapped there), a second loss is
+added at every step, as the issue's recipe allows: a batch of pairs drawn as TMFT draws them
+(:func:`~layerwise.training.batch_indices`, seed + 1) and ``pairs_weight * mean_j (cos(s(a_j), s(b_j)) - y_j)^2``,
+TMFT's objective (:class:`~layerwise.methods.truncated.tasks.PairRegressionTask`); for the every-depth student the mean
+of that loss over its depths.
 """
 
 from __future__ import annotations
@@ -24,10 +30,12 @@ import torch
 
 from layerwise.data.checksum import content_checksum
 from layerwise.methods.truncated.model import TruncatedModel
+from layerwise.methods.truncated.tasks import PairSet
 from layerwise.training import (
     TrainingConfig,
     TrainingRun,
     TrainingTask,
+    batch_indices,
     length_grouped_batch_indices,
     steps_per_epoch,
     tensors_sha256,
@@ -53,7 +61,8 @@ class DistillTask(TrainingTask):
     """MSE of the student's sentence vectors to the teacher's (n, d), on batches of the corpus."""
 
     def __init__(self, model: TruncatedModel, texts: list[str], teacher: np.ndarray, *, batch_size: int, lr: float,
-                 seed: int, depths: tuple[int, ...] | None = None):
+                 seed: int, depths: tuple[int, ...] | None = None, pairs: PairSet | None = None,
+                 pairs_weight: float = 1.0):
         if teacher.shape[0] != len(texts):
             raise ValueError(f"{len(texts)} sentences but {teacher.shape[0]} teacher embeddings")
         top = int(model.encoder.config.num_hidden_layers)
@@ -64,6 +73,9 @@ class DistillTask(TrainingTask):
         self.teacher = torch.as_tensor(np.asarray(teacher, dtype=np.float32))
         self.batch_size, self.lr, self.seed = int(batch_size), float(lr), int(seed)
         self.lengths = np.fromiter((len(t) for t in self.texts), dtype=np.int64, count=len(self.texts))
+        if pairs is not None and not np.all((pairs.targets >= 0) & (pairs.targets <= 1)):
+            raise ValueError(f"{pairs.name}: the pairs' targets must be scaled to [0, 1]")
+        self.pairs, self.pairs_weight = pairs, float(pairs_weight)
         self.description = (f"distill l{top}" if self.depths is None
                             else f"distill every depth {','.join(map(str, self.depths))}")
 
@@ -73,15 +85,35 @@ class DistillTask(TrainingTask):
     def loss(self, step: int, micro: int) -> dict:
         batch = length_grouped_batch_indices(self.lengths, self.batch_size, self.seed, step, group=LENGTH_GROUP)
         idx = shard(batch)  # this process's rows (all of them in one process)
-        texts = [self.texts[i] for i in idx]
-        if self.depths is None:
-            z = self.module(texts)  # (b, d)
-        else:  # (b, k, d): the mean of each trained hidden state; the MSE below averages the depths too
-            z = self.module.state_means(self.module.tokenize(texts))[:, list(self.depths)]
+        z = self._vectors([self.texts[i] for i in idx])
         target = self.teacher[torch.as_tensor(idx)].to(device=z.device, dtype=z.dtype)
         if self.depths is not None:
             target = target[:, None, :].expand_as(z)
-        return {"loss": scale_mean(torch.nn.functional.mse_loss(z, target), len(batch))}
+        loss = scale_mean(torch.nn.functional.mse_loss(z, target), len(batch))
+        if self.pairs is None:
+            return {"loss": loss}
+        pair_loss = self._pair_loss(step)
+        return {"loss": loss + self.pairs_weight * pair_loss, "distill": loss.detach(), "pairs": pair_loss.detach()}
+
+    def _vectors(self, texts: list[str]) -> torch.Tensor:
+        """(b, d) the student's sentence vectors; with ``depths``, (b, k, d) the mean of each trained hidden state
+        (the losses then average the depths too)."""
+        if self.depths is None:
+            return self.module(texts)
+        return self.module.state_means(self.module.tokenize(texts))[:, list(self.depths)]
+
+    def _pair_loss(self, step: int) -> torch.Tensor:
+        """TMFT's objective on this step's batch of labelled pairs: mean (cos(u, v) - y)^2."""
+        p = self.pairs
+        batch = batch_indices(len(p), min(self.batch_size, len(p)), self.seed + 1, step)
+        idx = shard(batch)
+        z = self._vectors([p.texts1[i] for i in idx] + [p.texts2[i] for i in idx])  # one forward for both sides
+        u, v = z.split(len(idx))
+        cos = torch.nn.functional.cosine_similarity(u, v, dim=-1)  # (b,) or (b, k)
+        target = torch.as_tensor(p.targets[idx], dtype=cos.dtype, device=cos.device)
+        if cos.dim() == 2:
+            target = target[:, None].expand_as(cos)
+        return scale_mean(torch.nn.functional.mse_loss(cos, target), len(batch))
 
     def fingerprint(self) -> dict:
         m = self.module
@@ -90,7 +122,9 @@ class DistillTask(TrainingTask):
                 "data": content_checksum(self.texts), "teacher": tensors_sha256({"t": self.teacher}),
                 "settings": {"batch_size": self.batch_size, "seed": self.seed, "lr": self.lr,
                              "batches": f"length-grouped-{LENGTH_GROUP}",
-                             **({} if self.depths is None else {"depths": list(self.depths)})}}
+                             **({} if self.depths is None else {"depths": list(self.depths)}),
+                             **({} if self.pairs is None else {"pairs": content_checksum(self.pairs),
+                                                               "pairs_weight": self.pairs_weight})}}
 
     def save(self, folder: Path) -> None:
         self.module.save(folder)
@@ -98,15 +132,16 @@ class DistillTask(TrainingTask):
 
 def distill_student(student: TruncatedModel, texts: list[str], teacher: np.ndarray, *, config,
                     folder: Path | None = None, show_progress: bool | None = None,
-                    depths: tuple[int, ...] | None = None) -> TrainingRun:
-    """Train ``student`` in place (``config``: a CompressConfig's epochs, batch_size, lr, seed); ``folder``:
-    checkpoints (a killed call resumes from ``folder/last``), None: in memory; ``depths``: train every one of
-    these hidden states' means at once (the every-depth student), None: the student's own output. Returns the run."""
+                    depths: tuple[int, ...] | None = None, pairs: PairSet | None = None) -> TrainingRun:
+    """Train ``student`` in place (``config``: a CompressConfig's epochs, batch_size, lr, seed, pairs_weight);
+    ``folder``: checkpoints (a killed call resumes from ``folder/last``), None: in memory; ``depths``: train every one
+    of these hidden states' means at once (the every-depth student), None: the student's own output; ``pairs``:
+    labelled pairs (targets in [0, 1]) whose loss is added at every step. Returns the run."""
     steps = config.epochs * steps_per_epoch(len(texts), config.batch_size)
     loop = TrainingConfig(steps=steps, warmup_steps=steps // 10, seed=config.seed,
                           eval_every=max(1, steps // 10))  # a checkpoint every tenth of the run: a kill loses little
     task = DistillTask(student, texts, teacher, batch_size=config.batch_size, lr=config.lr, seed=config.seed,
-                       depths=depths)
+                       depths=depths, pairs=pairs, pairs_weight=config.pairs_weight)
     resume = folder is not None and (Path(folder) / "last" / STATE_JSON).is_file()
     return train(task, loop, output_dir=folder, resume=resume, overwrite=folder is not None and not resume,
                  show_progress=show_progress)

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from layerwise.base import SentenceEstimator, check_int, check_number, check_scored_pairs, check_texts
+from layerwise.data.readers import normalize_scores
 from layerwise.encoders.model_files import weights_sha256
 from layerwise.encoders.registry import DEFAULT_MODEL, resolve_model
 from layerwise.errors import UsageError
@@ -57,6 +58,7 @@ class CompressSettings:
     # each test set; measured after all where it does not, or without torch among the backends): a float32 graph
     # computes the same function, so this spares an encoding of every test set per graph; the dev score is its own
     graph_test_scores: str = "measured"
+    pairs_weight: float = 1.0  # distillation with ``train_pairs``: the weight of their loss against the MSE
     device: str | None = None  # where models train and run (None: cpu)
     cache_dir: str | None = None  # the layer cache (None: $LAYERWISE_HOME/cache)
 
@@ -135,7 +137,7 @@ class Compressor(SentenceEstimator):
         self.show_progress = show_progress
 
     # ------------------------------------------------------------------------------------------------ fit
-    def fit(self, corpus, dev, *, tests: dict | None = None) -> "Compressor":
+    def fit(self, corpus, dev, *, tests: dict | None = None, train_pairs=None) -> "Compressor":
         """Build, score and time every candidate; choose the fastest within ``budget``. Returns ``self``.
 
         Parameters
@@ -147,8 +149,13 @@ class Compressor(SentenceEstimator):
             (:func:`layerwise.data.readers.read_pairs`): scores the candidates and makes the choice.
         tests : dict of name -> pairs, or None
             Test pairs, scored for every candidate and reported (never used to choose).
+        train_pairs : pairs or None
+            Labelled pairs (``(sentences1, sentences2, scores)`` or an object with those attributes, scores on any
+            scale, mapped linearly from their minimum and maximum to [0, 1]): every student adds TMFT's loss on them,
+            ``settings.pairs_weight * mean (cos - target)^2``, to the MSE towards the original (the issue's "user's
+            labelled pairs as a second loss"). Never the dev or test pairs. None: the MSE alone.
         """
-        run, budget = self._compression(corpus, dev, tests)
+        run, budget = self._compression(corpus, dev, tests, train_pairs)
         result = run.run()
         self.result_ = result
         self.candidates_ = list(result.candidates)
@@ -165,17 +172,17 @@ class Compressor(SentenceEstimator):
                     self.chosen_.name, self.chosen_.dev, self.original_.dev, self.chosen_.ratio)
         return self
 
-    def prepare(self, corpus, dev, *, tests: dict | None = None) -> list[Candidate]:
+    def prepare(self, corpus, dev, *, tests: dict | None = None, train_pairs=None) -> list[Candidate]:
         """Train the students and score every candidate into ``output_dir``, timing nothing; a later :meth:`fit`
         with the same parameters and data reads them back and only times them. For a busy machine: the scores do
         not depend on the load, the throughput does. Returns the scored candidates (``speed`` empty)."""
         if self.output_dir is None:
             raise UsageError("prepare() keeps its work in output_dir, which is None; pass output_dir=FOLDER (fit() "
                              "then reads the scored candidates back from it)")
-        run, _ = self._compression(corpus, dev, tests)
+        run, _ = self._compression(corpus, dev, tests, train_pairs)
         return run.score()
 
-    def train_students(self, corpus, dev, *, tests: dict | None = None) -> list[str]:
+    def train_students(self, corpus, dev, *, tests: dict | None = None, train_pairs=None) -> list[str]:
         """Train every student of these parameters into ``output_dir`` (the distilled student of each depth below the
         full one; the every-depth student once), scoring and timing nothing: on a machine with a GPU, say, before
         the scoring and timing on the machine the model will run on. A later :meth:`prepare` or :meth:`fit` with the
@@ -184,10 +191,10 @@ class Compressor(SentenceEstimator):
         if self.output_dir is None:
             raise UsageError("train_students() keeps the students in output_dir, which is None; pass "
                              "output_dir=FOLDER")
-        run, _ = self._compression(corpus, dev, tests)
+        run, _ = self._compression(corpus, dev, tests, train_pairs)
         return run.train_students()
 
-    def adopt(self, candidates, corpus, dev, *, tests: dict | None = None) -> int:
+    def adopt(self, candidates, corpus, dev, *, tests: dict | None = None, train_pairs=None) -> int:
         """Keep timed ``candidates`` (e.g. ``result_.candidates`` of an earlier fit, or their dicts) measured on this
         model and data under these same settings, but fewer ``backends`` or without ``every_depth``, in
         ``output_dir``: the next :meth:`fit` or :meth:`prepare` reads them back instead of measuring them again.
@@ -195,23 +202,24 @@ class Compressor(SentenceEstimator):
         Returns how many were kept (those already there, or on a backend not used now, are not)."""
         if self.output_dir is None:
             raise UsageError("adopt() keeps candidates in output_dir, which is None; pass output_dir=FOLDER")
-        run, _ = self._compression(corpus, dev, tests)
+        run, _ = self._compression(corpus, dev, tests, train_pairs)
         return run.adopt(candidates)
 
-    def retime(self, corpus, dev, *, tests: dict | None = None) -> int:
+    def retime(self, corpus, dev, *, tests: dict | None = None, train_pairs=None) -> int:
         """Forget the throughput of every candidate this model, data and settings stored in ``output_dir`` (their
         scores stay), so that the next :meth:`fit` times them all again in one block: for ratios carried over from
         earlier runs (:meth:`adopt`), or measured on a busy machine. Returns how many timings were forgotten."""
         if self.output_dir is None:
             raise UsageError("retime() edits the candidates in output_dir, which is None; pass output_dir=FOLDER")
-        run, _ = self._compression(corpus, dev, tests)
+        run, _ = self._compression(corpus, dev, tests, train_pairs)
         return run.forget_timings()
 
-    def _compression(self, corpus, dev, tests) -> tuple[Compression, float]:
+    def _compression(self, corpus, dev, tests, train_pairs=None) -> tuple[Compression, float]:
         """The run of these parameters on this data (every argument checked before any work), and the budget."""
         config, budget = self._config()
         data = CompressData(corpus=tuple(self._corpus(corpus, config)), dev=_pairs(dev, "dev"),
-                            tests={str(k): _pairs(v, f"tests[{k!r}]") for k, v in (tests or {}).items()})
+                            tests={str(k): _pairs(v, f"tests[{k!r}]") for k, v in (tests or {}).items()},
+                            train_pairs=None if train_pairs is None else _train_pairs(train_pairs))
         run = Compression(config, data, folder=self.output_dir, cache_dir=self._settings().cache_dir,
                           show_progress=self.show_progress, device=self._settings().device,
                           stop_budget=budget if self.stop_outside_budget else None)
@@ -236,6 +244,7 @@ class Compressor(SentenceEstimator):
                           ("speed_batch_size", 1), ("speed_repeats", 1)):
             check_int(getattr(s, name), f"settings.{name}", low=low)
         check_number(s.lr, "settings.lr", positive=True)
+        check_number(s.pairs_weight, "settings.pairs_weight", positive=True)
         if s.graph_test_scores not in GRAPH_TEST_SCORES:
             raise UsageError(f"settings.graph_test_scores={s.graph_test_scores!r} is not one of "
                              f"{', '.join(GRAPH_TEST_SCORES)}")
@@ -334,3 +343,11 @@ def _pairs(pairs, name: str) -> PairSet:
     """Scored pairs given as a tuple or an object with ``sentences1``, ``sentences2``, ``scores``."""
     s1, s2, values = check_scored_pairs(pairs, name=name, min_pairs=3)
     return PairSet(tuple(s1), tuple(s2), values, name)
+
+
+def _train_pairs(pairs) -> PairSet:
+    """Labelled pairs for the students, their scores mapped linearly from their minimum and maximum to [0, 1]."""
+    s1, s2, values = check_scored_pairs(pairs, name="train_pairs", min_pairs=2,
+                                        purpose="their scores are mapped to [0, 1] from their minimum and maximum",
+                                        fix="give labelled pairs whose scores differ")
+    return PairSet(tuple(s1), tuple(s2), normalize_scores(values), "train_pairs")

@@ -19,6 +19,7 @@ from layerwise.keys import keyed_name
 from layerwise.methods.compress.config import CompressConfig
 from layerwise.methods.compress.distill import distill_student, embedding_mse
 from layerwise.methods.truncated.model import TruncatedModel
+from layerwise.methods.truncated.tasks import PairSet
 from layerwise.reports import write_json
 from layerwise.training import seed_everything
 
@@ -36,8 +37,10 @@ class Students:
     which a student's folder is named (less the backend and the timing settings, which do not change a student)."""
 
     def __init__(self, config: CompressConfig, corpus: tuple[str, ...], encoder: LayerEncoder, *,
-                 folder: Path | None, device, key: Callable[..., dict], show_progress: bool | None = None):
+                 folder: Path | None, device, key: Callable[..., dict], show_progress: bool | None = None,
+                 pairs: PairSet | None = None):
         self.config, self.corpus, self.encoder, self.folder = config, corpus, encoder, folder
+        self.pairs = pairs  # labelled pairs whose loss every student adds to the MSE (None: the MSE alone)
         self.device, self.key, self.show_progress = device, key, show_progress
         self.n_layers = int(encoder.identity.n_layers)
         self._models: dict[tuple[str, int], TruncatedModel] = {}  # (recipe, depth): trained or loaded once per run
@@ -59,7 +62,7 @@ class Students:
         student = TruncatedModel.from_pretrained(cfg.model, (depth,), max_length=cfg.max_length).to(self.device)
         run = distill_student(student, list(self.corpus), self.teacher(), config=cfg,
                               folder=None if root is None else root / "train", show_progress=self.show_progress,
-                              depths=cfg.every_depth if recipe == "every-depth" else None)
+                              depths=cfg.every_depth if recipe == "every-depth" else None, pairs=self.pairs)
         student.eval()
         facts = {"steps": len(run.step), "final_loss": float(np.mean(run.loss[-10:])), "device": str(self.device),
                  "seconds": time.perf_counter() - t0}  # where and how long (a resumed training: the last process)
