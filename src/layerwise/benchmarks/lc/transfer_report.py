@@ -73,8 +73,10 @@ def _accuracy_tables(tasks: dict[str, TaskRun]) -> list[str]:
     reductions = {t: tasks[t].result.relative_error_reductions("lc") for t in names}
     for b in [x for x in methods if x != "lc"]:
         vals = [reductions[t].get(b, np.nan) for t in names]
-        lines.append(f"| {TRANSFER_LABELS.get(b, b)} | " + " | ".join(f"{v:+.2f}" for v in vals)
-                     + f" | {np.nanmean(vals):+.2f} |")
+        # n/a: a task without this baseline, or whose baseline made no error (the reduction is undefined)
+        cells = ["n/a" if np.isnan(v) else f"{v:+.2f}" for v in vals]
+        avg = "n/a" if np.isnan(vals).all() else f"{np.nanmean(vals):+.2f}"
+        lines.append(f"| {TRANSFER_LABELS.get(b, b)} | " + " | ".join(cells) + f" | {avg} |")
     return lines + _significance_table(tasks, [x for x in methods if x != "lc"], head, rule)
 
 
