@@ -112,7 +112,7 @@ def test_retime_times_every_stored_candidate_again_and_keeps_the_scores(tiny_ber
 
 @pytest.mark.parametrize("options", [{"budgte": 1}, {"timings": "sometimes"}, {"stop_outside_budget": "yes"},
                                      {"retime": 1}, {"graph_test_scores": "fast"}, {"train_students": 11},
-                                     {"train_students": [True]}])
+                                     {"train_students": [True]}, {"train_pairs": "sickr"}])
 def test_compress_page_refuses_unknown_options(tmp_path, options):
     ctx = PageContext(store=ResultsStore(tmp_path), output=tmp_path, options=options)
     with pytest.raises(ValueError, match="unknown or invalid compress page option.*" + next(iter(options))):
@@ -391,3 +391,24 @@ def test_train_students_option_trains_into_the_work_folder_and_stores_nothing(ti
     get_page("compress").run(PageContext(store=ctx.store, output=env / "out", data_dir=str(data),
                                          options=_options(tiny_bert, env)))
     assert sorted(p.key["depth"] for p in ctx.store.parts("compress") if "depth" in p.key) == [1, 2]
+
+
+def test_train_pairs_option_gives_every_student_the_labelled_pairs_and_enters_the_key(tiny_bert, env, monkeypatch):
+    from layerwise.benchmarks.compress.pages import CompressPageConfig
+
+    assert "train_pairs" not in CompressPageConfig().protocol()  # unset: the stored parts keep their key
+    data = write_unlabeled(write_stsb(env / "data", n_pairs=24))
+    trained = []
+    real = students_module.distill_student
+    monkeypatch.setattr(students_module, "distill_student",
+                        lambda *a, **k: trained.append(k.get("pairs")) or real(*a, **k))
+    store = ResultsStore(env / "state")
+    ctx = PageContext(store=store, output=env / "out", data_dir=str(data), command=("test",),
+                      options=_options(tiny_bert, env, train_pairs="stsb"))
+    get_page("compress").run(ctx)
+    assert trained and all(p is not None and len(p) == 24 and 0 <= p.targets.min() < p.targets.max() <= 1
+                           for p in trained)  # STS-B train, its scores mapped to [0, 1]
+    depth_parts = [p for p in store.parts("compress") if "depth" in p.key]
+    assert all(p.key["protocol"]["train_pairs"] == "stsb" and "train_pairs" in p.key["data"] for p in depth_parts)
+    md, _ = get_page("compress").render(ctx)
+    assert "labelled pairs, every student's second loss: stsb train" in md.read_text()

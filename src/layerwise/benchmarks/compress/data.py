@@ -3,7 +3,8 @@ the test sets, read through the project's loaders.
 
 The corpus pools the wiki head, the SentEval transfer sentences, the Quora questions and the SNLI sentences, keeps
 each sentence once, and leaves out every sentence of the dev and test pairs (the students never see a sentence they
-are scored on, even unlabeled); ``limit`` keeps a seeded sample.
+are scored on, even unlabeled); ``limit`` keeps a seeded sample. ``train_pairs="stsb"`` adds STS-B's train pairs
+(5,749; scores 0-5, which the Compressor maps to [0, 1]) as the students' second loss (``Compressor(train_pairs=)``).
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from layerwise.data import available_sts, available_transfer, load_sts, load_tra
 from layerwise.data.checksum import content_checksum
 from layerwise.evaluation.retrieval import load_quora_retrieval
 
-__all__ = ["CORPUS_SOURCES", "PageData", "page_data"]
+__all__ = ["CORPUS_SOURCES", "TRAIN_PAIRS", "PageData", "page_data"]
 
 CORPUS_SOURCES = ("wiki", "senteval", "quora", "snli")
+TRAIN_PAIRS = ("stsb",)  # labelled pairs the page can give its students: the train split of these sets
 
 
 def _source(name: str, data_dir) -> list[str]:
@@ -44,15 +46,27 @@ class PageData:
     counts: dict  # sentences per source (before deduplication), distinct, left out (in dev or test), kept
     dev: object  # STSData
     tests: dict  # name -> STSData
+    train_pairs: object = None  # STSData: the students' labelled pairs (None: the MSE alone)
 
     def checksums(self) -> dict:
-        return {"corpus": content_checksum(self.corpus), "dev": sts_checksum(self.dev),
-                "tests": {name: sts_checksum(d) for name, d in sorted(self.tests.items())}}
+        out = {"corpus": content_checksum(self.corpus), "dev": sts_checksum(self.dev),
+               "tests": {name: sts_checksum(d) for name, d in sorted(self.tests.items())}}
+        if self.train_pairs is not None:  # absent otherwise: the parts stored before it keep their key
+            out["train_pairs"] = sts_checksum(self.train_pairs)
+        return out
+
+    def inputs(self) -> dict:
+        """The Compressor's data arguments beside the corpus and dev: ``tests`` (and ``train_pairs`` when given)."""
+        return {"tests": self.tests, **({} if self.train_pairs is None else {"train_pairs": self.train_pairs})}
 
 
-def page_data(sources, tests, *, limit: int | None, seed: int, data_dir=None) -> PageData:
+def page_data(sources, tests, *, limit: int | None, seed: int, data_dir=None, train_pairs: str | None = None
+              ) -> PageData:
     """The corpus of ``sources``, STS-B dev, and each of ``tests`` that is present (SICK-R: all 9927 pairs, as
-    MTEB; STS12-16: every subset pooled, aggregation ``all``)."""
+    MTEB; STS12-16: every subset pooled, aggregation ``all``); ``train_pairs``: a name of :data:`TRAIN_PAIRS`, whose
+    train split the students also learn from (None: none)."""
+    if train_pairs is not None and train_pairs not in TRAIN_PAIRS:
+        raise ValueError(f"train_pairs={train_pairs!r} is not one of {', '.join(TRAIN_PAIRS)}")
     present = set(available_sts(data_dir)) | {"stsb"}
     dev = load_sts("stsb", split="dev", data_dir=data_dir)
     test_sets = {name: load_sts(name, split="all" if name == "sickr" else None, data_dir=data_dir)
@@ -71,4 +85,5 @@ def page_data(sources, tests, *, limit: int | None, seed: int, data_dir=None) ->
         keep = np.sort(np.random.default_rng(seed).choice(len(corpus), limit, replace=False))
         corpus = [corpus[i] for i in keep]
     counts["kept"] = len(corpus)
-    return PageData(corpus=corpus, counts=counts, dev=dev, tests=test_sets)
+    train = None if train_pairs is None else load_sts(train_pairs, split="train", data_dir=data_dir)
+    return PageData(corpus=corpus, counts=counts, dev=dev, tests=test_sets, train_pairs=train)

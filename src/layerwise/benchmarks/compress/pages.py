@@ -13,7 +13,8 @@ is within the budget on dev is built; a ``<model>-stop`` part says where and why
 folder and stores nothing: the share of a machine with a GPU, whose work folder, copied to the timing machine, is loaded
 there by the run that scores and times. ``graph_test_scores=checked`` lets the float32 graphs take the torch scores of
 the test sets once their vectors are checked (``CompressSettings.graph_test_scores``; not in the key: each candidate
-records it, and the page says which took them).
+records it, and the page says which took them). ``train_pairs=stsb`` gives every student STS-B's train pairs as a
+second loss (``Compressor(train_pairs=)``; in the key when set).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
 
-from layerwise.benchmarks.compress.data import CORPUS_SOURCES, page_data
+from layerwise.benchmarks.compress.data import CORPUS_SOURCES, TRAIN_PAIRS, page_data
 from layerwise.benchmarks.compress.report import TITLE, write_page
 from layerwise.benchmarks.compress.stored import MODELS, NAME, TESTS, donor_part, model_candidates
 from layerwise.benchmarks.page_parts import run_record
@@ -82,12 +83,15 @@ class CompressPageConfig:
     # machine with a GPU, whose students a later run on the timing machine loads (work folder copied); not in the key
     train_students: tuple[int, ...] = ()
     device: str | None = None  # where the students train and the candidates run (None: cpu); not in the key
+    # labelled pairs every student also learns from (Compressor's train_pairs): "stsb", STS-B's train split, or None
+    # (the MSE alone); in the key only when set (the parts stored before it existed keep their key)
+    train_pairs: str | None = None
 
     def protocol(self) -> dict:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()
                 if k not in ("folders", "timings", "retime", "stop_outside_budget", "train_students", "device",
                              "graph_test_scores")
-                and not (k == "every_depth" and not v)}
+                and not (k == "every_depth" and not v) and not (k == "train_pairs" and v is None)}
 
 
 def _config(ctx: PageContext) -> CompressPageConfig:
@@ -99,6 +103,8 @@ def _config(ctx: PageContext) -> CompressPageConfig:
         bad.append(f"graph_test_scores={ctx.options['graph_test_scores']!r} (valid: {', '.join(GRAPH_TEST_SCORES)})")
     bad += [f"{k}={ctx.options[k]!r} (valid: true, false)" for k in ("every_depth", "retime", "stop_outside_budget")
             if k in ctx.options and not isinstance(ctx.options[k], bool)]
+    if ctx.options.get("train_pairs") not in (None, *TRAIN_PAIRS):
+        bad.append(f"train_pairs={ctx.options['train_pairs']!r} (valid: {', '.join(TRAIN_PAIRS)})")
     depths = ctx.options.get("train_students", [])
     if not isinstance(depths, list) or not all(isinstance(d, int) and not isinstance(d, bool) for d in depths):
         bad.append(f"train_students={depths!r} (valid: a JSON list of depths, e.g. [11, 10])")
@@ -122,14 +128,14 @@ def run(ctx: PageContext) -> None:
 as one part (a kill keeps every scored candidate and every stored depth), then the chosen model."""
     config = _config(ctx)
     data = page_data(config.corpus, config.tests, limit=config.corpus_limit, seed=config.seed,
-                     data_dir=ctx.data_dir)
+                     data_dir=ctx.data_dir, train_pairs=config.train_pairs)
     for model in ctx.options.get("models") or MODELS:
         encoder = LayerEncoder(model, max_length=config.max_length, cache_dir=False, show_progress=False)
         key = {"model": model_key(encoder.identity), "data": data.checksums(), "protocol": config.protocol()}
         name, root = Path(model).name, Path(config.folders) / Path(model).name
         compressor = partial(_compressor, model, config, root, n_layers=encoder.identity.n_layers)
         if config.train_students:  # a GPU machine's share of the work: the students, nothing scored or stored
-            names = compressor(*config.train_students).train_students(data.corpus, data.dev, tests=data.tests)
+            names = compressor(*config.train_students).train_students(data.corpus, data.dev, **data.inputs())
             logger.info("compress page: %s: students %s in %s", name, names, root / "work")
             continue
         # every depth 1..L: the original is in every part, the full depth adds its LC cut (best subset of 0..L);
@@ -143,10 +149,10 @@ as one part (a kill keeps every scored candidate and every stored depth), then t
             donor = donor_part(earlier, f"{name}-l{depth}", key)
             if donor is not None:
                 n = compressor(depth).adopt(donor.payload["result"]["candidates"], data.corpus, data.dev,
-                                            tests=data.tests)
+                                            **data.inputs())
                 adopted[depth] = {"candidates": n, "from_run": donor.runs[-1].get("started") if donor.runs else None}
         if config.retime and missing:  # the shared work folder: every depth's timings forgotten at once
-            n = compressor(missing[0]).retime(data.corpus, data.dev, tests=data.tests)
+            n = compressor(missing[0]).retime(data.corpus, data.dev, **data.inputs())
             logger.info("compress page: %s: %d stored timings forgotten, timed again below", name, n)
             adopted = {}  # every candidate is timed in this run: nothing is carried over
         stop = _Descent(config.budget if config.stop_outside_budget else None)
@@ -155,7 +161,7 @@ as one part (a kill keeps every scored candidate and every stored depth), then t
             if part is not None:  # stored: its candidates count for the stopping rule as they are
                 candidates = [Candidate.from_dict(c) for c in part.payload["result"]["candidates"]]
             elif config.timings == "last":  # students trained, candidates scored, nothing timed (load is harmless)
-                candidates = compressor(depth).prepare(data.corpus, data.dev, tests=data.tests)
+                candidates = compressor(depth).prepare(data.corpus, data.dev, **data.inputs())
                 built.append(depth)
             else:
                 candidates = _store_depth(ctx, compressor, data, model, key, depth, adopted)
@@ -172,7 +178,7 @@ as one part (a kill keeps every scored candidate and every stored depth), then t
         # saved again when the choice changed (more depths) or its numbers did (timed again): its card shows them
         if saved_choice is None or Candidate.from_dict(saved_choice.payload["chosen"]).to_dict() != chosen.to_dict():
             depth = max(1, chosen.depth)  # an LC cut of hidden state 0 alone comes from the depth-1 fit
-            est = compressor(depth).fit(data.corpus, data.dev, tests=data.tests)
+            est = compressor(depth).fit(data.corpus, data.dev, **data.inputs())
             saved = est.save(root / "model")  # every candidate is read back from the work folder
             ctx.store.save(Part(NAME, name, key, {"model": model, "chosen": est.chosen_.to_dict(),
                                                   "saved_model": str(saved)}, True, [run_record(ctx.command)]))
@@ -182,7 +188,7 @@ def _store_depth(ctx: PageContext, compressor, data, model: str, key: dict, dept
     """Fit one depth (its scored candidates read back, only the timings new) and store it as a part; its
     candidates."""
     t0 = time.perf_counter()
-    est = compressor(depth).fit(data.corpus, data.dev, tests=data.tests)
+    est = compressor(depth).fit(data.corpus, data.dev, **data.inputs())
     payload = {"model": model, "depth": depth, "result": est.result_.to_dict(), "corpus": data.counts,
                "seconds": time.perf_counter() - t0, **({"adopted": adopted[depth]} if depth in adopted else {})}
     ctx.store.save(Part(NAME, f"{Path(model).name}-l{depth}", {**key, "depth": depth}, payload, True,

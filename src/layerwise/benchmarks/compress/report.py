@@ -91,7 +91,9 @@ def _data_line(r: ModelResults) -> str:
             f"{protocol['lr']:g}, max length {protocol['max_length']}, seed {protocol['seed']}. Dev: STS-B dev. "
             f"Tests: {', '.join(tests)} (SICK-R: all 9927 pairs, as MTEB; STS12-16: aggregation `all`, every subset "
             "pooled into one Spearman, as MTEB). Backends: " + ", ".join(protocol["backends"])
-            + f"; every-depth student: {'yes' if protocol.get('every_depth') else 'no'}.")
+            + f"; every-depth student: {'yes' if protocol.get('every_depth') else 'no'}"
+            + (f"; labelled pairs, every student's second loss: {protocol['train_pairs']} train "
+               "(TMFT's (cos - score / 5)^2 beside the MSE, weight 1)" if protocol.get("train_pairs") else "") + ".")
 
 
 def _run_row(part: Part, label, carried: str) -> tuple:
