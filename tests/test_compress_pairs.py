@@ -48,19 +48,18 @@ def test_the_pair_loss_is_tmfts_objective_on_its_own_batch_added_to_the_mse(teac
 
     with torch.no_grad():
         for step in (0, 1):
-            out = distill_module.DistillTask(model, texts, targets, batch_size=8, lr=1e-3, seed=7, pairs=pairs,
-                                             pairs_weight=0.5).loss(step, 0)
+            out = distill_module.DistillTask(model, texts, targets, batch_size=8, lr=1e-3, seed=7,
+                                             pairs=distill_module.PairLoss(pairs, 0.5)).loss(step, 0)
             plain = distill_module.DistillTask(model, texts, targets, batch_size=8, lr=1e-3, seed=7).loss(step, 0)
             assert out["distill"].item() == pytest.approx(plain["loss"].item(), rel=1e-6)
             assert out["pairs"].item() == pytest.approx(pair_mse(model, step), rel=1e-5)
             assert out["loss"].item() == pytest.approx(plain["loss"].item() + 0.5 * pair_mse(model, step), rel=1e-5)
         every = distill_module.DistillTask(model, texts, targets, batch_size=8, lr=1e-3, seed=7, depths=(1, 3),
-                                           pairs=pairs).loss(0, 0)["pairs"].item()
+                                           pairs=distill_module.PairLoss(pairs)).loss(0, 0)["pairs"].item()
         cuts = [TruncatedModel(truncate_encoder(model.encoder, d), model.tokenizer, (d,), max_length=16) for d in (1, 3)]
     assert every == pytest.approx(np.mean([pair_mse(c, 0) for c in cuts]), rel=1e-5)
     with pytest.raises(ValueError, match="scaled to"):
-        distill_module.DistillTask(model, texts, targets, batch_size=8, lr=1e-3, seed=7,
-                                   pairs=PairSet(tuple(s1), tuple(s2), np.asarray(y), "train"))
+        distill_module.PairLoss(PairSet(tuple(s1), tuple(s2), np.asarray(y), "train"))
 
 
 def test_labelled_pairs_train_new_students_and_leave_every_cut_as_it_was(teacher, env, monkeypatch):  # noqa: F811

@@ -373,7 +373,9 @@ def test_run_transfer_gives_the_same_result_with_either_engine():
         RidgeScreen(data, engine="slow")
 
 
-def test_the_exhaustive_choice_shows_a_bar_over_its_saga_fits_and_chooses_the_same(monkeypatch):
+def test_the_exhaustive_choice_shows_a_bar_over_its_saga_fits_and_chooses_the_same(monkeypatch, caplog):
+    import logging
+
     import layerwise.methods.lc.transfer as transfer
 
     bars = []
@@ -389,7 +391,8 @@ def test_the_exhaustive_choice_shows_a_bar_over_its_saga_fits_and_chooses_the_sa
     splits = inner_splits(data.labels, n_splits=3, seed=2)
     subsets = all_subsets(4, 2)
     quiet = choose_subset(data, rows, splits, subsets, shortlist=None, seed=5)
-    shown = choose_subset(data, rows, splits, subsets, shortlist=None, seed=5, n_jobs=2, show_progress=True)
+    caplog.set_level(logging.INFO, logger=transfer.logger.name)  # a run at INFO (the CLI's default) shows it
+    shown = choose_subset(data, rows, splits, subsets, shortlist=None, seed=5, n_jobs=2)
     assert [disabled for disabled, _ in bars] == [True, False]
     bar = bars[1][1]
     assert bar.desc.startswith(f"SAGA fits ({len(subsets)} subsets x 3 inner splits)")

@@ -253,7 +253,6 @@ def _run_task(encoder: LayerEncoder, data: TransferData, config: TransferRunConf
                   disable=not show) as bar:
         result = run_transfer(features, config.protocol, task=data.name, n_jobs=config.n_jobs,
                               previous=previous.result if previous else None,
-                              on_split=lambda r: (save(r), bar.update(1)), max_splits=config.max_splits,
-                              show_progress=show)
+                              on_split=lambda r: (save(r), bar.update(1)), max_splits=config.max_splits)
     save(result, done=len(result.splits) == config.protocol.n_outer)
     return task, True

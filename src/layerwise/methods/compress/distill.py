@@ -23,6 +23,7 @@ of that loss over its depths.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -44,12 +45,24 @@ from layerwise.training import (
 from layerwise.training.checkpoint import STATE_JSON
 from layerwise.training.distributed import scale_mean, shard
 
-__all__ = ["DistillTask", "LENGTH_GROUP", "distill_student", "embedding_mse"]
+__all__ = ["DistillTask", "LENGTH_GROUP", "PairLoss", "distill_student", "embedding_mse"]
 
 #: batches of similar length (in characters) are drawn from windows of this many batches of a shuffled epoch
 #: (:func:`~layerwise.training.length_grouped_batch_indices`): a batch costs its longest sentence, and the corpus
 #: mixes 3-word questions with 100-word sentences, so random batches are mostly padding
 LENGTH_GROUP = 64
+
+
+@dataclass(frozen=True)
+class PairLoss:
+    """Labelled pairs (targets in [0, 1]) whose loss a student adds to the MSE, and its weight against the MSE."""
+
+    pairs: PairSet
+    weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not np.all((self.pairs.targets >= 0) & (self.pairs.targets <= 1)):
+            raise ValueError(f"{self.pairs.name}: the pairs' targets must be scaled to [0, 1]")
 
 
 def embedding_mse(vectors: np.ndarray, teacher: np.ndarray) -> float:
@@ -61,8 +74,7 @@ class DistillTask(TrainingTask):
     """MSE of the student's sentence vectors to the teacher's (n, d), on batches of the corpus."""
 
     def __init__(self, model: TruncatedModel, texts: list[str], teacher: np.ndarray, *, batch_size: int, lr: float,
-                 seed: int, depths: tuple[int, ...] | None = None, pairs: PairSet | None = None,
-                 pairs_weight: float = 1.0):
+                 seed: int, depths: tuple[int, ...] | None = None, pairs: PairLoss | None = None):
         if teacher.shape[0] != len(texts):
             raise ValueError(f"{len(texts)} sentences but {teacher.shape[0]} teacher embeddings")
         top = int(model.encoder.config.num_hidden_layers)
@@ -73,9 +85,7 @@ class DistillTask(TrainingTask):
         self.teacher = torch.as_tensor(np.asarray(teacher, dtype=np.float32))
         self.batch_size, self.lr, self.seed = int(batch_size), float(lr), int(seed)
         self.lengths = np.fromiter((len(t) for t in self.texts), dtype=np.int64, count=len(self.texts))
-        if pairs is not None and not np.all((pairs.targets >= 0) & (pairs.targets <= 1)):
-            raise ValueError(f"{pairs.name}: the pairs' targets must be scaled to [0, 1]")
-        self.pairs, self.pairs_weight = pairs, float(pairs_weight)
+        self.pairs = pairs
         self.description = (f"distill l{top}" if self.depths is None
                             else f"distill every depth {','.join(map(str, self.depths))}")
 
@@ -93,7 +103,7 @@ class DistillTask(TrainingTask):
         if self.pairs is None:
             return {"loss": loss}
         pair_loss = self._pair_loss(step)
-        return {"loss": loss + self.pairs_weight * pair_loss, "distill": loss.detach(), "pairs": pair_loss.detach()}
+        return {"loss": loss + self.pairs.weight * pair_loss, "distill": loss.detach(), "pairs": pair_loss.detach()}
 
     def _vectors(self, texts: list[str]) -> torch.Tensor:
         """(b, d) the student's sentence vectors; with ``depths``, (b, k, d) the mean of each trained hidden state
@@ -104,7 +114,7 @@ class DistillTask(TrainingTask):
 
     def _pair_loss(self, step: int) -> torch.Tensor:
         """TMFT's objective on this step's batch of labelled pairs: mean (cos(u, v) - y)^2."""
-        p = self.pairs
+        p = self.pairs.pairs
         batch = batch_indices(len(p), min(self.batch_size, len(p)), self.seed + 1, step)
         idx = shard(batch)
         z = self._vectors([p.texts1[i] for i in idx] + [p.texts2[i] for i in idx])  # one forward for both sides
@@ -123,8 +133,8 @@ class DistillTask(TrainingTask):
                 "settings": {"batch_size": self.batch_size, "seed": self.seed, "lr": self.lr,
                              "batches": f"length-grouped-{LENGTH_GROUP}",
                              **({} if self.depths is None else {"depths": list(self.depths)}),
-                             **({} if self.pairs is None else {"pairs": content_checksum(self.pairs),
-                                                               "pairs_weight": self.pairs_weight})}}
+                             **({} if self.pairs is None else {"pairs": content_checksum(self.pairs.pairs),
+                                                               "pairs_weight": self.pairs.weight})}}
 
     def save(self, folder: Path) -> None:
         self.module.save(folder)
@@ -141,7 +151,7 @@ def distill_student(student: TruncatedModel, texts: list[str], teacher: np.ndarr
     loop = TrainingConfig(steps=steps, warmup_steps=steps // 10, seed=config.seed,
                           eval_every=max(1, steps // 10))  # a checkpoint every tenth of the run: a kill loses little
     task = DistillTask(student, texts, teacher, batch_size=config.batch_size, lr=config.lr, seed=config.seed,
-                       depths=depths, pairs=pairs, pairs_weight=config.pairs_weight)
+                       depths=depths, pairs=None if pairs is None else PairLoss(pairs, config.pairs_weight))
     resume = folder is not None and (Path(folder) / "last" / STATE_JSON).is_file()
     return train(task, loop, output_dir=folder, resume=resume, overwrite=folder is not None and not resume,
                  show_progress=show_progress)

@@ -179,13 +179,14 @@ def _key(layers) -> str:
 
 
 def choose_subset(data: TransferFeatures, rows: np.ndarray, splits, subsets, *, shortlist: int | None,
-                  seed: int, n_jobs: int = 1, screen: RidgeScreen | None = None, show_progress: bool = False):
+                  seed: int, n_jobs: int = 1, screen: RidgeScreen | None = None):
     """LC's choice on the training rows ``rows``: (layers, inner accuracy x100, screen x100, shortlist scores).
 
     ``screen``: the ``RidgeScreen`` of ``data`` to use (its alpha, projection and token pooling ``kind``, "mean"
     or "cls", which the shortlist's features use too; default: ``RidgeScreen(data)``, mean pooling); pass the same
-    one to successive calls to reuse its sums over all rows. ``show_progress``: a bar over the shortlist's SAGA fits
-    (subsets x inner splits; the exhaustive protocol's ~10^3 fits run for an hour on a large task).
+    one to successive calls to reuse its sums over all rows. With this module's logger at INFO, a bar over the
+    shortlist's SAGA fits (subsets x inner splits; the exhaustive protocol's ~10^3 fits run for an hour on a large
+    task).
     """
     if screen is None:
         screen = RidgeScreen(data)
@@ -201,7 +202,7 @@ def choose_subset(data: TransferFeatures, rows: np.ndarray, splits, subsets, *, 
     feats = {s: data.features(s, kind, rows=rows) for s in cand}
     jobs = [(s, tr, dev) for s in cand for tr, dev in splits]
     with progress(total=len(jobs), desc=f"SAGA fits ({len(cand)} subsets x {len(splits)} inner splits)", unit="fit",
-                  leave=False, disable=not show_progress) as bar:
+                  leave=False, disable=not logger.isEnabledFor(logging.INFO)) as bar:
 
         def fit(s, tr, dev) -> float:
             accuracy = logreg_accuracy(feats[s][tr], y[tr], feats[s][dev], y[dev], seed=seed)
@@ -270,14 +271,12 @@ def run_transfer(
     on_split=None,
     engine: str = "fast",
     max_splits: int | None = None,
-    show_progress: bool = False,
 ) -> TransferResult:
     """The protocol on one task. Outer splits found in ``previous`` (same settings) are reused, so a cut-off
     run continues where it stopped; ``on_split(result)`` is called after each new split (e.g. to save it).
     ``engine``: how the ridge screen computes (``RidgeScreen``'s ``engine``; the same numbers either way).
     ``max_splits``: stop once the result holds that many outer splits (the first ones, as a full run has them; a
-    later call without it continues to ``n_outer``); None: all of them. ``show_progress``: a bar over each outer
-    split's SAGA fits (:func:`choose_subset`)."""
+    later call without it continues to ``n_outer``); None: all of them."""
     p = protocol
     n_states = data.n_states
     max_layers = default_max_layers(n_states) if p.max_layers is None else int(p.max_layers)
@@ -296,8 +295,7 @@ def run_transfer(
             break
         if k < len(result.splits):
             continue
-        result.splits.append(_outer_split(data, td, te, p, subsets, seed=p.seed + k, ridge=ridge, n_jobs=n_jobs,
-                                           show_progress=show_progress))
+        result.splits.append(_outer_split(data, td, te, p, subsets, seed=p.seed + k, ridge=ridge, n_jobs=n_jobs))
         new = result.splits[-1]
         logger.info("%s split %d: chose %s (inner %.2f), test lc %.2f vs last %.2f", task, k, new.layers,
                     new.inner_accuracy, new.test["lc"], new.test["last"])
@@ -309,12 +307,12 @@ def run_transfer(
 
 
 def _outer_split(data: TransferFeatures, td: np.ndarray, te: np.ndarray, p: TransferProtocol, subsets, *, seed: int,
-                 ridge: RidgeScreen, n_jobs: int, show_progress: bool = False) -> TransferSplit:
+                 ridge: RidgeScreen, n_jobs: int) -> TransferSplit:
     """One outer split: the subset chosen on the training part's inner splits, then every method tested."""
     t0 = time.perf_counter()
     splits = INNER_KINDS[p.inner](data.labels[td], n_splits=p.n_inner, seed=seed)
     layers, inner, screen, short = choose_subset(data, td, splits, subsets, shortlist=p.shortlist, seed=seed,
-                                                 n_jobs=n_jobs, screen=ridge, show_progress=show_progress)
+                                                 n_jobs=n_jobs, screen=ridge)
     t1 = time.perf_counter()
     methods = {**baseline_layers(data.n_states, seed=seed), "lc": ("mean", tuple(layers))}
     jobs, names = [], []
