@@ -412,3 +412,39 @@ def test_train_pairs_option_gives_every_student_the_labelled_pairs_and_enters_th
     assert all(p.key["protocol"]["train_pairs"] == "stsb" and "train_pairs" in p.key["data"] for p in depth_parts)
     md, _ = get_page("compress").render(ctx)
     assert "labelled pairs, every student's second loss: stsb train" in md.read_text()
+
+
+def test_the_students_of_earlier_protocols_stand_beside_this_one_and_the_tmft_line_says_who_saw_pairs():
+    from layerwise.benchmarks.compress.goals import goal_lines
+    from layerwise.benchmarks.compress.report import _protocol_lines
+    from layerwise.benchmarks.compress.stored import by_model, other_protocols
+
+    def cand(recipe, depth, backend, dev, stsb):
+        return {"recipe": recipe, "depth": depth, "layers": [depth], "backend": backend, "parameters": 1, "dev": dev,
+                "tests": {"stsb": stsb, "sickr": stsb - 2}, "speed": {"seconds": [1.0], "original_seconds": [1.0]}}
+
+    def part(protocol, depth, started, *candidates):
+        key = {"model": {"name": "m"}, "data": {"stsb": "x"}, "protocol": protocol, "depth": depth}
+        return Part("compress", f"m-l{depth}", key, {"model": "m", "corpus": {}, "result": {"candidates": [
+            cand("original", 2, "torch", 80.0, 82.0), *candidates]}}, runs=[{"started": started}])
+
+    old = {"budget": 1.0, "backends": ["torch"], "lr": 0.0001}
+    new = {**old, "lr": 0.001, "train_pairs": "stsb"}
+    fewer = {**old, "backends": []}  # differs only in an additive field: the same recipe, never a column
+    parts = [part(old, 1, "2026-11-26", cand("distilled", 1, "torch", 70.0, 66.0), cand("distilled", 1, "onnx", 1, 1)),
+             part(fewer, 1, "2026-11-25", cand("distilled", 1, "torch", 70.0, 66.0)),
+             part(new, 1, "2026-11-27", cand("distilled", 1, "torch", 75.0, 71.0)),
+             part(new, 2, "2026-11-27", cand("every-depth", 2, "torch", 79.0, 80.0))]
+    [r] = by_model(parts)
+    assert r.protocol == new
+    others = other_protocols(parts, r)
+    assert [p for p, _ in others] == [old]
+    lines = _protocol_lines(r, others)
+    assert lines[2] == "| depth | student | this protocol (lr 0.001, train_pairs stsb) | lr 0.0001, train_pairs none |"
+    assert "| 1 | distilled | 75.00 / 71.00 / 70.00 | 70.00 / 66.00 / 65.00 |" in lines  # dev / STS-B test / average
+    assert "| 2 | every-depth | 79.00 / 80.00 / 79.00 | – |" in lines
+    assert not any("| 1 | every-depth |" in line for line in lines)  # neither protocol has one there
+    assert _protocol_lines(by_model(parts[:2])[0], []) == []  # nothing earlier: no table
+    student = next(line for line in goal_lines(r, {1: 60.0, 2: 70.0}) if line.startswith("- distilled"))
+    assert student.endswith("higher at 1 of 1 depths (1: 71.00 vs 60.00); both learn from labelled pairs (stsb train: "
+                            "the students beside the MSE on the corpus, TMFT from STS-B train alone, for 3 epochs)")

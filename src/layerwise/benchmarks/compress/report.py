@@ -18,6 +18,7 @@ from layerwise.benchmarks.compress.stored import (
     TESTS,
     ModelResults,
     by_model,
+    other_protocols,
     started,
     sts_average,
 )
@@ -94,6 +95,35 @@ def _data_line(r: ModelResults) -> str:
             + f"; every-depth student: {'yes' if protocol.get('every_depth') else 'no'}"
             + (f"; labelled pairs, every student's second loss: {protocol['train_pairs']} train "
                "(TMFT's (cos - score / 5)^2 beside the MSE, weight 1)" if protocol.get("train_pairs") else "") + ".")
+
+
+def _protocol_lines(r: ModelResults, others: list[tuple[dict, list[Candidate]]]) -> list[str]:
+    """The students (torch) at each depth under this protocol and under the earlier ones still in the store, side
+    by side: what the training recipe changes. ``others``: :func:`~.stored.other_protocols`."""
+    if not others:
+        return []
+
+    def named(protocol: dict, keys) -> str:  # the settings a protocol differs in, with its values
+        return ", ".join(f"{k} {'none' if protocol.get(k) is None else protocol[k]}" for k in sorted(keys))
+
+    differing = {k for p, _ in others for k in {*p, *r.protocol} if p.get(k) != r.protocol.get(k)}
+    columns = [(f"this protocol ({named(r.protocol, differing)})", r.candidates)]
+    columns += [(named(p, {k for k in differing if p.get(k) != r.protocol.get(k)}), c) for p, c in others]
+    rows = []
+    for depth in sorted({c.depth for _, cands in columns for c in cands if c.recipe in STUDENTS}):
+        for recipe in STUDENTS:
+            cells = []
+            for _, cands in columns:
+                c = next((c for c in cands if (c.recipe, c.depth, c.backend) == (recipe, depth, "torch")), None)
+                avg = None if c is None else sts_average(c)
+                cells.append("–" if c is None else f"{c.dev:.2f} / {c.tests.get('stsb', float('nan')):.2f} / "
+                             + ("–" if avg is None else f"{avg:.2f}"))
+            if any(cell != "–" for cell in cells):
+                rows.append(f"| {depth} | {recipe} | " + " | ".join(cells) + " |")
+    return ["The students (torch) under this protocol and under the earlier ones still in the store (their parts "
+            "are not re-run; each protocol is named by the settings it differs in), STS-B dev / STS-B test / STS "
+            "average:", "", "| depth | student | " + " | ".join(label for label, _ in columns) + " |",
+            "|---|---|" + "---|" * len(columns), *rows, ""]
 
 
 def _run_row(part: Part, label, carried: str) -> tuple:
@@ -221,7 +251,8 @@ def write_page(ctx: PageContext) -> list[Path]:
              "and `layerwise results render compress` (this page, from `docs/results/state/compress/` alone). Per "
              "model, `Compressor` (the estimator behind `layerwise compress`) builds at every depth l the plain cut, "
              "the LC cut (best subset of hidden states 0..l on STS-B dev, exact search) and a student distilled from "
-             "the full model by MSE on the corpus (where a model's protocol says `every_depth`, also one student "
+             "the full model by MSE on the corpus (where a model's protocol names `train_pairs`, with TMFT's loss on "
+             "those labelled pairs beside it; where a model's protocol says `every_depth`, also one student "
              "trained at every depth at once, cut at each); each runs on the backends its protocol lists (`torch` "
              "fp32; `onnx` fp32 and `onnx-int8`, dynamic quantization, in onnxruntime; `openvino`, the fp32 graph, "
              "and `openvino-int8`, NNCF's static int8 calibrated on the corpus' first 300 sentences, in OpenVINO, "
@@ -236,8 +267,8 @@ def write_page(ctx: PageContext) -> list[Path]:
         paths.append(png)
         status = _status_line(r, _stop_part(parts, r), results)
         tmft = _tmft_by_depth(ctx, r.model)
-        lines += [f"## {name}", "", _data_line(r), "", status, "", *_quantization_line(r), *_graph_scores_line(r), *goal_lines(r, tmft), "",
-                  *_reference_lines(r), "",
+        lines += [f"## {name}", "", _data_line(r), "", status, "", *_quantization_line(r), *_graph_scores_line(r),
+                  *goal_lines(r, tmft), "", *_protocol_lines(r, other_protocols(parts, r)), *_reference_lines(r), "",
                   *_table(r, tmft), "", f"![frontier]({png.name})", ""]
     limit = results[0].parts[0].key["protocol"].get("corpus_limit")  # the protocol of the models shown
     for name in [m for m in MODELS if m not in {Path(r.model).name for r in results}]:

@@ -4,6 +4,7 @@ part carried candidates over from (:func:`donor_part`, :meth:`~layerwise.Compres
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from layerwise.benchmarks.store import Part
 from layerwise.methods.compress.frontier import Candidate, choose
 
 __all__ = ["ADDITIVE", "MODELS", "NAME", "STS_AVERAGE", "TESTS", "ModelResults", "by_model", "donor_part",
-           "model_candidates", "started", "sts_average"]
+           "model_candidates", "other_protocols", "started", "sts_average"]
 
 NAME = "compress"
 MODELS = ("all-MiniLM-L6-v2", "all-mpnet-base-v2")
@@ -44,13 +45,9 @@ def started(part: Part) -> str:
 def model_candidates(parts: list[Part], key: dict, budget: float) -> tuple[list[Candidate], Candidate, Candidate]:
     """Every candidate of the depth parts stored under ``key`` (each once: the original is in every part, the first
     kept), the original on torch, and the choice under ``budget``."""
-    seen, candidates = set(), []
-    for part in sorted((p for p in parts if "depth" in p.key and {k: v for k, v in p.key.items() if k != "depth"}
-                        == key), key=lambda p: p.key["depth"]):
-        for c in (Candidate.from_dict(d) for d in part.payload["result"]["candidates"]):
-            if (c.recipe, c.layers, c.backend) not in seen:
-                seen.add((c.recipe, c.layers, c.backend))
-                candidates.append(c)
+    candidates = _read_candidates(sorted((p for p in parts if "depth" in p.key and {k: v for k, v in p.key.items()
+                                                                                 if k != "depth"} == key),
+                                         key=lambda p: p.key["depth"]))
     plain = {c.layers for c in candidates if c.recipe in ("cut", "original")}
     # a depth's LC cut may be a lower depth's plain cut (the best subset of 0..2 is {1}, say): listed once, as the cut
     candidates = [c for c in candidates if not (c.recipe == "lc-cut" and c.layers in plain)]
@@ -58,6 +55,17 @@ def model_candidates(parts: list[Part], key: dict, budget: float) -> tuple[list[
         raise ValueError("no stored depth parts under this key")
     original = next(c for c in candidates if c.recipe == "original" and c.backend == "torch")
     return candidates, original, choose(candidates, original.dev, budget)
+
+
+def _read_candidates(parts) -> list[Candidate]:
+    """The candidates of ``parts``, each (recipe, hidden states, backend) once: the first part's."""
+    seen, candidates = set(), []
+    for part in parts:
+        for c in (Candidate.from_dict(d) for d in part.payload["result"]["candidates"]):
+            if (c.recipe, c.layers, c.backend) not in seen:
+                seen.add((c.recipe, c.layers, c.backend))
+                candidates.append(c)
+    return candidates
 
 
 def sts_average(c: Candidate) -> float | None:
@@ -106,3 +114,25 @@ def by_model(parts: list[Part]) -> list[ModelResults]:
                                  donors))
     order = {Path(m).name: i for i, m in enumerate(MODELS)}
     return sorted(out, key=lambda r: (order.get(Path(r.model).name, len(order)), r.model))
+
+
+def other_protocols(parts: list[Part], r: ModelResults) -> list[tuple[dict, list[Candidate]]]:
+    """The depth parts of ``r``'s model stored under other protocols (earlier runs kept in the store), newest first:
+    each protocol (its newest run's) with its candidates, each once, the newest part's. Protocols that differ only in
+    :data:`ADDITIVE` fields are one (the later ones carried the earlier ones' candidates over); ``r``'s own is left
+    out."""
+    def rest(key: dict) -> str:
+        return json.dumps({**{k: v for k, v in key.items() if k != "depth"},
+                           "protocol": {k: v for k, v in key["protocol"].items() if k not in ADDITIVE}},
+                          sort_keys=True)
+
+    mine = rest(r.parts[0].key) if r.parts else None
+    groups: dict[str, list[Part]] = {}
+    for part in parts:
+        if "depth" in part.key and part.payload.get("model") == r.model and rest(part.key) != mine:
+            groups.setdefault(rest(part.key), []).append(part)
+    out = []
+    for group in sorted(groups.values(), key=lambda g: max(map(started, g)), reverse=True):
+        newest = sorted(group, key=started, reverse=True)
+        out.append((newest[0].key["protocol"], _read_candidates(newest)))
+    return out
