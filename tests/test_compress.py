@@ -595,6 +595,7 @@ def test_students_trained_on_one_machine_are_loaded_on_another_not_trained_again
         np.testing.assert_allclose(loaded.encode(SENTENCES), trained.encode(SENTENCES), atol=1e-6)
     students = [c for c in here.candidates_ if c.recipe in ("distilled", "every-depth")]
     assert students and all(c.extra["device"] == "cpu" and c.extra["seconds"] > 0 for c in students)
+    assert all(c.extra["machine"]["gpu"] is None and c.extra["machine"]["torch"] for c in students)  # no GPU named
     for c in students:  # the MSE on the first sentences, without the whole teacher = from the trainer's teacher
         want = gpu.students.facts(gpu.model(c.recipe, c.layers), c.recipe, c.layers[0])
         assert c.extra["mse_distilled"] == pytest.approx(want["mse_distilled"], rel=1e-5)

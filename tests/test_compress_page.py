@@ -448,3 +448,25 @@ def test_the_students_of_earlier_protocols_stand_beside_this_one_and_the_tmft_li
     student = next(line for line in goal_lines(r, {1: 60.0, 2: 70.0}) if line.startswith("- distilled"))
     assert student.endswith("higher at 1 of 1 depths (1: 71.00 vs 60.00); both learn from labelled pairs (stsb train: "
                             "the students beside the MSE on the corpus, TMFT from STS-B train alone, for 3 epochs)")
+
+
+def test_the_page_says_where_the_students_trained_from_their_facts():
+    from layerwise.benchmarks.compress.report import _training_lines
+    from layerwise.benchmarks.compress.stored import ModelResults
+    from layerwise.methods.compress.frontier import Candidate
+
+    def cand(recipe, depth, backend, extra):
+        return Candidate.from_dict({"recipe": recipe, "depth": depth, "layers": [depth], "backend": backend,
+                                    "parameters": 1, "dev": 1.0, "tests": {}, "extra": extra,
+                                    "speed": {"seconds": [1.0], "original_seconds": [1.0]}})
+
+    gpu = {"device": "cuda:0", "seconds": 30.2, "machine": {"gpu": "NVIDIA H100 80GB HBM3"}}
+    original = cand("original", 3, "torch", {})
+    candidates = [original, cand("distilled", 1, "torch", gpu), cand("distilled", 1, "onnx", gpu),
+                  cand("every-depth", 2, "torch", {**gpu, "seconds": 42.8}),
+                  cand("distilled", 2, "torch", {"device": "cpu", "seconds": 400.0}),
+                  cand("distilled", 3, "torch", {"steps": 1})]  # stored before the device was recorded: not counted
+    r = ModelResults("m", {"budget": 1.0}, {}, [], candidates, original, original)
+    assert _training_lines(r)[0].startswith("Students trained on cuda:0 (NVIDIA H100 80GB HBM3): 2 student(s), 30-43 s "
+                                            "each; cpu: 1 student(s), 400-400 s each (each student's `run.json`)")
+    assert _training_lines(ModelResults("m", {}, {}, [], [original], original, original)) == []

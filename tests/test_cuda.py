@@ -171,8 +171,9 @@ def test_students_trained_on_cuda_are_loaded_by_a_run_without_a_gpu(tiny_bert, t
     kw = dict(depths=(1,), every_depth=(1, 2), budget=100.0, backends=("torch",))
     names = Compressor(str(tiny_bert), settings=settings, output_dir=str(tmp_path / "gpu"), show_progress=False,
                        **kw).train_students(corpus, _pairs())
-    assert len(names) == 2 and json.loads(next((tmp_path / "gpu" / "students").glob("*/run.json")).read_text())[
-        "device"].startswith(DEVICE)
+    facts = json.loads(next((tmp_path / "gpu" / "students").glob("*/run.json")).read_text())
+    assert len(names) == 2 and facts["device"].startswith(DEVICE)
+    assert (facts["machine"]["gpu"] is None) == (DEVICE == "cpu")  # the GPU's name, recorded where it trained
     shutil.copytree(tmp_path / "gpu", tmp_path / "cpu")
     code = ("import torch, json, layerwise; from layerwise.methods.compress import students; "
             "assert not torch.cuda.is_available(); "

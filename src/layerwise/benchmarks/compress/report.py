@@ -126,6 +126,21 @@ def _protocol_lines(r: ModelResults, others: list[tuple[dict, list[Candidate]]])
             "|---|---|" + "---|" * len(columns), *rows, ""]
 
 
+def _training_lines(r: ModelResults) -> list[str]:
+    """Where and how long the students trained (their candidates' training facts, where recorded): on a machine with
+    a GPU, say, while every candidate is scored and timed on the machine of the runs table."""
+    where: dict[str, list[float]] = {}
+    for c in r.candidates:
+        if c.recipe in STUDENTS and c.backend == "torch" and "device" in c.extra:
+            gpu = (c.extra.get("machine") or {}).get("gpu")
+            where.setdefault(c.extra["device"] + (f" ({gpu})" if gpu else ""), []).append(c.extra["seconds"])
+    if not where:
+        return []
+    return ["Students trained on " + "; ".join(f"{device}: {len(s)} student(s), {min(s):.0f}-{max(s):.0f} s each"
+                                               for device, s in where.items())
+            + " (each student's `run.json`); every candidate scored and timed on the machine of the runs table.", ""]
+
+
 def _run_row(part: Part, label, carried: str) -> tuple:
     """One row of the runs table: ``part``'s run (date, machine) and its original's ratio on each backend."""
     ratios = {c.backend: c.ratio for c in (Candidate.from_dict(d) for d in part.payload["result"]["candidates"])
@@ -268,7 +283,8 @@ def write_page(ctx: PageContext) -> list[Path]:
         status = _status_line(r, _stop_part(parts, r), results)
         tmft = _tmft_by_depth(ctx, r.model)
         lines += [f"## {name}", "", _data_line(r), "", status, "", *_quantization_line(r), *_graph_scores_line(r),
-                  *goal_lines(r, tmft), "", *_protocol_lines(r, other_protocols(parts, r)), *_reference_lines(r), "",
+                  *goal_lines(r, tmft), "", *_protocol_lines(r, other_protocols(parts, r)), *_training_lines(r),
+                  *_reference_lines(r), "",
                   *_table(r, tmft), "", f"![frontier]({png.name})", ""]
     limit = results[0].parts[0].key["protocol"].get("corpus_limit")  # the protocol of the models shown
     for name in [m for m in MODELS if m not in {Path(r.model).name for r in results}]:

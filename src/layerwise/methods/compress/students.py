@@ -7,12 +7,14 @@ against the plain cut's)."""
 from __future__ import annotations
 
 import json
+import platform
 import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from layerwise.encoders.layer_encoder import LayerEncoder
 from layerwise.keys import keyed_name
@@ -65,7 +67,8 @@ class Students:
                               depths=cfg.every_depth if recipe == "every-depth" else None, pairs=self.pairs)
         student.eval()
         facts = {"steps": len(run.step), "final_loss": float(np.mean(run.loss[-10:])), "device": str(self.device),
-                 "seconds": time.perf_counter() - t0}  # where and how long (a resumed training: the last process)
+                 "seconds": time.perf_counter() - t0,  # where and how long (a resumed training: the last process)
+                 "machine": _machine(self.device)}
         if root is not None:
             student.save(root / "model")
             write_json(root / "run.json", facts)  # written last: the student is complete
@@ -117,3 +120,11 @@ class Students:
         if self._teacher is None:
             self._teacher = self.corpus_means(self.n_layers)
         return self._teacher
+
+
+def _machine(device) -> dict:
+    """Where a student trained, for its ``run.json``: the accelerator's name (None on a CPU), torch's version, the
+    platform (a student trained on a lent GPU machine is scored and timed on another)."""
+    device = torch.device(device)
+    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
+    return {"gpu": gpu, "torch": torch.__version__, "platform": platform.platform()}
