@@ -370,8 +370,10 @@ def test_the_page_says_which_graph_candidates_took_the_torch_test_scores():
     r = SimpleNamespace(candidates=[cand("torch", 11), cand("onnx", 11, info), cand("openvino", 10, info),
                                     cand("onnx", 12)])
     (line, _) = _graph_scores_line(r)
-    assert "2 onnx / openvino candidates at depth(s) 10, 11" in line and "3,120-3,120 sentences" in line
+    assert "2 onnx / openvino candidates at depth(s) 10, 11" in line and "of 3,120 sentences" in line
     assert "within 2.5e-06 (tolerance 0.0001)" in line
+    r.candidates.append(cand("openvino", 9, {**info, "checked_sentences": 3000}))
+    assert "of 3,000-3,120 sentences" in _graph_scores_line(r)[0]  # a range only where they differ
     assert _graph_scores_line(SimpleNamespace(candidates=[cand("onnx", 12)])) == []  # measured runs: no line
 
 
@@ -464,6 +466,7 @@ def test_the_page_says_where_the_students_trained_from_their_facts():
     original = cand("original", 3, "torch", {})
     candidates = [original, cand("distilled", 1, "torch", gpu), cand("distilled", 1, "onnx", gpu),
                   cand("every-depth", 2, "torch", {**gpu, "seconds": 42.8}),
+                  cand("every-depth", 1, "torch", {**gpu, "seconds": 42.8}),  # the same student, cut: counted once
                   cand("distilled", 2, "torch", {"device": "cpu", "seconds": 400.0}),
                   cand("distilled", 3, "torch", {"steps": 1})]  # stored before the device was recorded: not counted
     r = ModelResults("m", {"budget": 1.0}, {}, [], candidates, original, original)

@@ -129,11 +129,13 @@ def _protocol_lines(r: ModelResults, others: list[tuple[dict, list[Candidate]]])
 def _training_lines(r: ModelResults) -> list[str]:
     """Where and how long the students trained (their candidates' training facts, where recorded): on a machine with
     a GPU, say, while every candidate is scored and timed on the machine of the runs table."""
-    where: dict[str, list[float]] = {}
+    where: dict[str, dict] = {}  # device -> student -> seconds (the every-depth student once, cut at every depth)
     for c in r.candidates:
         if c.recipe in STUDENTS and c.backend == "torch" and "device" in c.extra:
             gpu = (c.extra.get("machine") or {}).get("gpu")
-            where.setdefault(c.extra["device"] + (f" ({gpu})" if gpu else ""), []).append(c.extra["seconds"])
+            student = (c.recipe, c.depth if c.recipe == "distilled" else None)
+            where.setdefault(c.extra["device"] + (f" ({gpu})" if gpu else ""), {})[student] = c.extra["seconds"]
+    where = {device: list(students.values()) for device, students in where.items()}
     if not where:
         return []
     return ["Students trained on " + "; ".join(f"{device}: {len(s)} student(s), {min(s):.0f}-{max(s):.0f} s each"
@@ -186,9 +188,11 @@ def _graph_scores_line(r) -> list[str]:
         return []
     info = [c.extra["test_scores"] for c in checked]
     depths = ", ".join(str(d) for d in sorted({c.depth for c in checked}))
+    sizes = sorted({i["checked_sentences"] for i in info})
+    sentences = f"{sizes[0]:,}" if len(sizes) == 1 else f"{sizes[0]:,}-{sizes[-1]:,}"
     return [f"Float32 graph test scores (`graph_test_scores=checked`): {len(checked)} onnx / openvino candidates at "
             f"depth(s) {depths} show their own dev score and the torch candidate's test scores, their vectors of "
-            f"{min(i['checked_sentences'] for i in info):,}-{max(i['checked_sentences'] for i in info):,} sentences "
+            f"{sentences} sentences "
             f"(every dev sentence and the first {GRAPH_CHECK_SENTENCES} of each test set) having matched the torch "
             f"model's within {max(i['max_abs_diff'] for i in info):.1e} (tolerance {GRAPH_TOLERANCE:g}); every other "
             "candidate encoded every test set.", ""]
