@@ -473,3 +473,24 @@ def test_the_page_says_where_the_students_trained_from_their_facts():
     assert _training_lines(r)[0].startswith("Students trained on cuda:0 (NVIDIA H100 80GB HBM3): 2 student(s), 30-43 s "
                                             "each; cpu: 1 student(s), 400-400 s each (each student's `run.json`)")
     assert _training_lines(ModelResults("m", {}, {}, [], [original], original, original)) == []
+
+
+def test_the_goal_line_names_a_test_set_that_the_average_hides():
+    from layerwise.benchmarks.compress.goals import goal_lines
+    from layerwise.benchmarks.compress.stored import ModelResults
+    from layerwise.methods.compress.frontier import Candidate
+
+    def cand(recipe, depth, tests, seconds):
+        return Candidate.from_dict({"recipe": recipe, "depth": depth, "layers": [depth], "backend": "torch",
+                                    "parameters": 1, "dev": 80.0, "tests": tests,
+                                    "speed": {"seconds": [seconds], "original_seconds": [1.0]}})
+
+    original = cand("original", 6, {"stsb": 82.0, "sickr": 78.0, "sts12": 72.0}, 1.0)
+    student = cand("distilled", 4, {"stsb": 81.5, "sickr": 71.5, "sts12": 78.0}, 0.25)  # average 77.0 vs 77.33
+    line = goal_lines(ModelResults("x/all-MiniLM-L6-v2", {"budget": 1.0}, {}, [], [original, student], original,
+                                   student), {})[1]
+    assert "distilled-l4-torch, 4.00x (goal: >= 3x, **met**); but on its own test sets it is more than 1.0 below the " \
+           "original on sickr (-6.50): the average holds because it gains on others" in line
+    fair = cand("distilled", 4, {"stsb": 81.5, "sickr": 77.5, "sts12": 72.0}, 0.25)
+    assert "below the original on" not in goal_lines(ModelResults("m", {"budget": 1.0}, {}, [], [original, fair],
+                                                                   original, fair), {})[1]
