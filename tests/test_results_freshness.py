@@ -118,10 +118,38 @@ def test_a_speed_page_stores_its_run_and_renders_from_the_store_alone(tmp_path):
     assert md.read_text() == "# fake\n\nx = 3.5\n" and json.loads(js.read_text())["x"] == 3.5
 
 
+@needs_git
+def test_a_change_to_a_module_that_only_renders_the_page_leaves_it_current(repo):
+    head = _git(repo, "rev-parse", "HEAD")
+    (repo / "src" / "pkg" / "report.py").write_text("z = 1\n")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "report")
+    parts = [_part("a", {"commit": _git(repo, "rev-parse", "HEAD"), "dirty": False})]
+    sources = ["src/pkg", ":(exclude)src/pkg/report.py"]
+    (repo / "src" / "pkg" / "report.py").write_text("z = 2\n")
+    assert freshness(parts, sources, repo).status == "current"  # the render's module changed: nothing measured did
+    (repo / "src" / "pkg" / "search.py").write_text("x = 2\n")
+    got = freshness(parts, sources, repo)
+    assert got.status == "stale" and got.detail.endswith(": src/pkg/search.py")  # the measured file, named alone
+    assert changed_files(head, sources, repo) == ["src/pkg/search.py"]
+
+
+def test_the_compress_page_leaves_out_only_its_render_modules():
+    page = get_page("compress")
+    root = Path(__file__).resolve().parents[1]
+    excluded = [p.removeprefix(":(exclude)") for p in page.sources() if p.startswith(":(exclude)")]
+    assert excluded and all((root / p).is_file() for p in excluded)
+    assert "src/layerwise/methods/compress" in page.sources() and "src/layerwise/benchmarks/compress" in page.sources()
+    pages_code = (root / "src/layerwise/benchmarks/compress/pages.py").read_text()
+    # run() stores nothing that these modules compute: pages.py takes only the page writer and its title from them
+    assert "from layerwise.benchmarks.compress.goals" not in pages_code
+    assert "from layerwise.benchmarks.compress.report import TITLE, write_page" in pages_code
+
+
 def test_speed_benchmarks_are_registered_pages_that_declare_what_they_measure():
     for name in ("search-speed", "encoding", "encoding-mpnet", "encode-engines", "ddp"):
         page = get_page(name)
-        assert page.method == "speed" and page.sources() == page.measures
+        assert page.method == "speed" and page.sources() == page.measures  # nothing left out: no renders
         root = Path(__file__).resolve().parents[1]
         assert all((root / p).exists() for p in page.measures), name
     assert "src/layerwise/methods/lc/search.py" in get_page("search-speed").sources()

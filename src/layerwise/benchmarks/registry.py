@@ -6,7 +6,8 @@ A :class:`ResultsPage` names what the page covers (method, models, data, grid, s
 ``render`` writes the page (markdown, figures, a JSON summary) from the store alone, never computing anything.
 ``layerwise results run NAME`` / ``layerwise results render NAME`` call them. ``measures`` names the source paths
 whose code the page's numbers depend on: ``layerwise results list`` marks the page stale when one of them changed
-after the commit its parts were computed on.
+after the commit its parts were computed on. ``renders`` names the modules that only write the page from its store:
+every render runs them again, so a change there leaves the stored numbers as they are and marks nothing stale.
 """
 
 from __future__ import annotations
@@ -60,12 +61,15 @@ class ResultsPage:
     # source paths (relative to the checkout) the numbers depend on; () = the method's package, its benchmark
     # package and the shared floors (:meth:`sources`)
     measures: tuple[str, ...] = ()
+    # modules under those paths that only write the page from its store (read by render alone, which every
+    # ``results render`` runs again): left out of ``sources`` (git pathspecs ``:(exclude)PATH``)
+    renders: tuple[str, ...] = ()
 
     def sources(self) -> tuple[str, ...]:
-        """The paths whose change after a page's run makes it stale."""
-        if self.measures:
-            return self.measures
-        return (f"src/layerwise/methods/{self.method}", f"src/layerwise/benchmarks/{self.method}", *SHARED_SOURCES)
+        """The paths whose change after a page's run makes it stale (git pathspecs)."""
+        measured = self.measures or (f"src/layerwise/methods/{self.method}", f"src/layerwise/benchmarks/{self.method}",
+                                     *SHARED_SOURCES)
+        return (*measured, *(f":(exclude){path}" for path in self.renders))
 
 
 PAGES: dict[str, ResultsPage] = {}
