@@ -390,6 +390,8 @@ def test_the_exhaustive_choice_shows_a_bar_over_its_saga_fits_and_chooses_the_sa
     rows = np.arange(90)
     splits = inner_splits(data.labels, n_splits=3, seed=2)
     subsets = all_subsets(4, 2)
+    # the level set here, not inherited: an earlier test in the same worker may have left logging at INFO
+    caplog.set_level(logging.WARNING, logger=transfer.logger.name)
     quiet = choose_subset(data, rows, splits, subsets, shortlist=None, seed=5)
     caplog.set_level(logging.INFO, logger=transfer.logger.name)  # a run at INFO (the CLI's default) shows it
     shown = choose_subset(data, rows, splits, subsets, shortlist=None, seed=5, n_jobs=2)
