@@ -24,14 +24,21 @@ STS_AVERAGE = TESTS  # the "STS average" column: the mean of these test sets' Sp
 ADDITIVE = ("backends", "every_depth")
 
 
+def _core(protocol: dict) -> dict:
+    """``protocol`` less its :data:`ADDITIVE` fields: what makes each candidate's numbers what they are."""
+    return {k: v for k, v in protocol.items() if k not in ADDITIVE}
+
+
+def _depthless(part: Part) -> dict:
+    """A depth part's key less its depth: the model's, the data's and the protocol's share, alike for every depth."""
+    return {k: v for k, v in part.key.items() if k != "depth"}
+
+
 def donor_part(parts: list[Part], name: str, key: dict) -> Part | None:
     """The newest stored part ``name`` of the same model and data whose protocol differs from ``key``'s only in
     :data:`ADDITIVE` fields, with no backend the new one lacks (its candidates are the new part's, measured)."""
-    def rest(protocol: dict) -> dict:
-        return {k: v for k, v in protocol.items() if k not in ADDITIVE}
-
     found = [p for p in parts if p.name == name and p.key.get("model") == key["model"]
-             and p.key.get("data") == key["data"] and rest(p.key["protocol"]) == rest(key["protocol"])
+             and p.key.get("data") == key["data"] and _core(p.key["protocol"]) == _core(key["protocol"])
              and set(p.key["protocol"]["backends"]) <= set(key["protocol"]["backends"])
              and p.key["protocol"] != key["protocol"]]
     return max(found, key=started, default=None)
@@ -45,8 +52,7 @@ def started(part: Part) -> str:
 def model_candidates(parts: list[Part], key: dict, budget: float) -> tuple[list[Candidate], Candidate, Candidate]:
     """Every candidate of the depth parts stored under ``key`` (each once: the original is in every part, the first
     kept), the original on torch, and the choice under ``budget``."""
-    candidates = _read_candidates(sorted((p for p in parts if "depth" in p.key and {k: v for k, v in p.key.items()
-                                                                                 if k != "depth"} == key),
+    candidates = _read_candidates(sorted((p for p in parts if "depth" in p.key and _depthless(p) == key),
                                          key=lambda p: p.key["depth"]))
     plain = {c.layers for c in candidates if c.recipe in ("cut", "original")}
     # a depth's LC cut may be a lower depth's plain cut (the best subset of 0..2 is {1}, say): listed once, as the cut
@@ -104,7 +110,7 @@ def by_model(parts: list[Part]) -> list[ModelResults]:
     for model in dict.fromkeys(p.payload["model"] for p in depth_parts):
         mine = [p for p in depth_parts if p.payload["model"] == model]
         newest = max(mine, key=started)
-        key = {k: v for k, v in newest.key.items() if k != "depth"}
+        key = _depthless(newest)
         protocol = key["protocol"]
         candidates, original, chosen = model_candidates(mine, key, float(protocol["budget"]))
         kept = [p for p in mine if p.key["protocol"] == protocol]
@@ -121,16 +127,14 @@ def other_protocols(parts: list[Part], r: ModelResults) -> list[tuple[dict, list
     each protocol (its newest run's) with its candidates, each once, the newest part's. Protocols that differ only in
     :data:`ADDITIVE` fields are one (the later ones carried the earlier ones' candidates over); ``r``'s own is left
     out."""
-    def rest(key: dict) -> str:
-        return json.dumps({**{k: v for k, v in key.items() if k != "depth"},
-                           "protocol": {k: v for k, v in key["protocol"].items() if k not in ADDITIVE}},
-                          sort_keys=True)
+    def rest(part: Part) -> str:
+        return json.dumps({**_depthless(part), "protocol": _core(part.key["protocol"])}, sort_keys=True)
 
-    mine = rest(r.parts[0].key) if r.parts else None
+    mine = rest(r.parts[0]) if r.parts else None
     groups: dict[str, list[Part]] = {}
     for part in parts:
-        if "depth" in part.key and part.payload.get("model") == r.model and rest(part.key) != mine:
-            groups.setdefault(rest(part.key), []).append(part)
+        if "depth" in part.key and part.payload.get("model") == r.model and rest(part) != mine:
+            groups.setdefault(rest(part), []).append(part)
     out = []
     for group in sorted(groups.values(), key=lambda g: max(map(started, g)), reverse=True):
         newest = sorted(group, key=started, reverse=True)
