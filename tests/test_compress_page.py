@@ -494,3 +494,27 @@ def test_the_goal_line_names_a_test_set_that_the_average_hides():
     fair = cand("distilled", 4, {"stsb": 81.5, "sickr": 77.5, "sts12": 72.0}, 0.25)
     assert "below the original on" not in goal_lines(ModelResults("m", {"budget": 1.0}, {}, [], [original, fair],
                                                                    original, fair), {})[1]
+
+
+def test_the_stricter_reading_keeps_every_test_set_within_one_point():
+    from layerwise.benchmarks.compress.goals import goal_lines
+    from layerwise.benchmarks.compress.stored import ModelResults
+    from layerwise.methods.compress.frontier import Candidate
+
+    def cand(recipe, depth, stsb, sickr, seconds):
+        return Candidate.from_dict({"recipe": recipe, "depth": depth, "layers": [depth], "backend": "torch",
+                                    "parameters": 1, "dev": 80.0, "tests": {"stsb": stsb, "sickr": sickr},
+                                    "speed": {"seconds": [seconds], "original_seconds": [1.0]}})
+
+    original = cand("original", 6, 82.0, 78.0, 1.0)
+    fast = cand("distilled", 2, 90.0, 70.0, 0.2)  # the average holds, SICK-R does not
+    kept = cand("distilled", 4, 81.5, 77.2, 0.5)  # every set within 1.0
+    r = ModelResults("x/all-MiniLM-L6-v2", {"budget": 1.0}, {}, [], [original, fast, kept], original, fast)
+    lines = goal_lines(r, {})
+    assert "distilled-l2-torch, 5.00x (goal: >= 3x, **met**); but on its own test sets it is more than 1.0 below " \
+           "the original on sickr (-8.00)" in lines[1]
+    assert lines[2] == ("- fastest candidate within 1.0 of the original on every test set (sickr, stsb; a stricter "
+                        "reading than the goal's, not the goal): distilled-l4-torch, 2.00x, closest to the limit on "
+                        "sickr (-0.80)")
+    none = ModelResults("x/all-MiniLM-L6-v2", {"budget": 1.0}, {}, [], [original, fast], original, fast)
+    assert "): original-l6-torch, 1.00x, closest to the limit on " in goal_lines(none, {})[2]  # the original itself
