@@ -85,6 +85,26 @@ def test_a_killed_page_run_keeps_its_finished_depths(tiny_bert, env, monkeypatch
     assert fits[0] == (1,) and len(fits) == 2  # the finished depth is not fitted again: the killed one, the choice
 
 
+def test_min_depth_builds_no_shallower_depth_and_the_page_says_what_is_not_measured(tiny_bert, env, monkeypatch):
+    data = write_unlabeled(write_stsb(env / "data", n_pairs=24))
+    top = n_layers(tiny_bert)
+    ctx = PageContext(store=ResultsStore(env / "state"), output=env / "out", data_dir=str(data),
+                      options=_options(tiny_bert, env, min_depth=top))
+    get_page("compress").run(ctx)
+    parts = ctx.store.parts("compress")
+    assert sorted(p.key["depth"] for p in parts if "depth" in p.key) == [top]
+    assert [p.payload["chosen"]["depth"] for p in parts if "depth" not in p.key] == [top]  # the choice is saved
+    (md, _) = get_page("compress").render(ctx)
+    assert f"Depths measured: {top}; **not yet measured: {', '.join(map(str, range(1, top)))}**" in md.read_text()
+    assert "min_depth" not in json.dumps(parts[0].key)  # which depths a run builds is not in the key
+    monkeypatch.setattr("layerwise.benchmarks.compress.pages.page_data", lambda *a, **k: pytest.fail("data read"))
+    deep = PageContext(store=ResultsStore(env / "state"), output=env / "out", data_dir=str(data),
+                       options=_options(tiny_bert, env, min_depth=top + 1))
+    with pytest.raises(ValueError, match=f"min_depth={top + 1} is deeper than {tiny_bert.name}'s {top} layers; "
+                                         f"pass a depth in 1..{top}"):
+        get_page("compress").run(deep)  # refused before any data is read
+
+
 def test_retime_times_every_stored_candidate_again_and_keeps_the_scores(tiny_bert, env, monkeypatch):
     from layerwise.methods.compress import build
 
@@ -112,7 +132,8 @@ def test_retime_times_every_stored_candidate_again_and_keeps_the_scores(tiny_ber
 
 @pytest.mark.parametrize("options", [{"budgte": 1}, {"timings": "sometimes"}, {"stop_outside_budget": "yes"},
                                      {"retime": 1}, {"graph_test_scores": "fast"}, {"train_students": 11},
-                                     {"train_students": [True]}, {"train_pairs": "sickr"}])
+                                     {"train_students": [True]}, {"train_pairs": "sickr"},
+                                     {"min_depth": 0}, {"min_depth": "11"}])
 def test_compress_page_refuses_unknown_options(tmp_path, options):
     ctx = PageContext(store=ResultsStore(tmp_path), output=tmp_path, options=options)
     with pytest.raises(ValueError, match="unknown or invalid compress page option.*" + next(iter(options))):

@@ -9,6 +9,7 @@ work folder ``folders/<model>/work`` (candidates, students, graphs), so a killed
 (the default) every depth is scored before any is timed (:meth:`~layerwise.Compressor.prepare`). With
 ``stop_outside_budget=true`` no depth shallower than the first one at which no candidate of at most that many layers
 is within the budget on dev is built; a ``<model>-stop`` part says where and why, and the page states it. With
+``min_depth=l`` a run builds no depth shallower than l. With
 ``train_students=[depths]`` a run only trains those depths' students (and the every-depth student) into the work
 folder and stores nothing: the share of a machine with a GPU, whose work folder, copied to the timing machine, is loaded
 there by the run that scores and times. ``graph_test_scores=checked`` lets the float32 graphs take the torch scores of
@@ -86,11 +87,15 @@ class CompressPageConfig:
     # labelled pairs every student also learns from (Compressor's train_pairs): "stsb", STS-B's train split, or None
     # (the MSE alone); in the key only when set (the parts stored before it existed keep their key)
     train_pairs: str | None = None
+    # build no depth shallower than this one in this run (1: every depth): for a run that must end before the next
+    # depth's students train (their share on a GPU, or hours of CPU); the page lists the depths not built yet as not
+    # yet measured. Which depths are built, not how any is measured, so not in the key
+    min_depth: int = 1
 
     def protocol(self) -> dict:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()
                 if k not in ("folders", "timings", "retime", "stop_outside_budget", "train_students", "device",
-                             "graph_test_scores")
+                             "graph_test_scores", "min_depth")
                 and not (k == "every_depth" and not v) and not (k == "train_pairs" and v is None)}
 
 
@@ -108,6 +113,9 @@ def _config(ctx: PageContext) -> CompressPageConfig:
     depths = ctx.options.get("train_students", [])
     if not isinstance(depths, list) or not all(isinstance(d, int) and not isinstance(d, bool) for d in depths):
         bad.append(f"train_students={depths!r} (valid: a JSON list of depths, e.g. [11, 10])")
+    low = ctx.options.get("min_depth", 1)
+    if not isinstance(low, int) or isinstance(low, bool) or low < 1:
+        bad.append(f"min_depth={low!r} (valid: a depth of at least 1, e.g. 11)")
     if bad:
         raise ValueError(f"unknown or invalid compress page option(s) {bad}; valid options: {', '.join(sorted(known))}")
     listed = ("backends", "corpus", "tests")  # JSON lists, or comma-separated names (--option tests=stsb,sickr)
@@ -127,10 +135,15 @@ def run(ctx: PageContext) -> None:
     """Compute the parts every model lacks: every depth's candidates scored first, then each depth timed and stored
 as one part (a kill keeps every scored candidate and every stored depth), then the chosen model."""
     config = _config(ctx)
+    encoders = {model: LayerEncoder(model, max_length=config.max_length, cache_dir=False, show_progress=False)
+                for model in ctx.options.get("models") or MODELS}
+    for model, encoder in encoders.items():  # before any work
+        if config.min_depth > encoder.identity.n_layers:
+            raise ValueError(f"min_depth={config.min_depth} is deeper than {Path(model).name}'s "
+                             f"{encoder.identity.n_layers} layers; pass a depth in 1..{encoder.identity.n_layers}")
     data = page_data(config.corpus, config.tests, limit=config.corpus_limit, seed=config.seed,
                      data_dir=ctx.data_dir, train_pairs=config.train_pairs)
-    for model in ctx.options.get("models") or MODELS:
-        encoder = LayerEncoder(model, max_length=config.max_length, cache_dir=False, show_progress=False)
+    for model, encoder in encoders.items():
         key = {"model": model_key(encoder.identity), "data": data.checksums(), "protocol": config.protocol()}
         name, root = Path(model).name, Path(config.folders) / Path(model).name
         compressor = partial(_compressor, model, config, root, n_layers=encoder.identity.n_layers)
@@ -141,7 +154,7 @@ as one part (a kill keeps every scored candidate and every stored depth), then t
         # every depth 1..L: the original is in every part, the full depth adds its LC cut (best subset of 0..L);
         # deepest first, so a run spanning sessions stores first the depths nearest the original's quality
         stored = {depth: ctx.store.load(NAME, f"{name}-l{depth}", {**key, "depth": depth})
-                  for depth in range(encoder.identity.n_layers, 0, -1)}
+                  for depth in range(encoder.identity.n_layers, config.min_depth - 1, -1)}
         missing = [depth for depth, part in stored.items() if part is None]
         adopted = {}  # depth -> the earlier run whose candidates this protocol keeps (it only adds to them)
         earlier = ctx.store.parts(NAME) if missing else []  # read once, not per depth
