@@ -90,10 +90,16 @@ def test_min_depth_builds_no_shallower_depth_and_the_page_says_what_is_not_measu
     top = n_layers(tiny_bert)
     ctx = PageContext(store=ResultsStore(env / "state"), output=env / "out", data_dir=str(data),
                       options=_options(tiny_bert, env, min_depth=top))
+    real_fit, fits = Compressor.fit, []
+    monkeypatch.setattr(Compressor, "fit", lambda self, *a, **kw: fits.append(self.depths) or real_fit(self, *a, **kw))
     get_page("compress").run(ctx)
+    assert set(fits) == {(top,)}  # the depth, then the choice read back from it: no shallower depth is built
     parts = ctx.store.parts("compress")
     assert sorted(p.key["depth"] for p in parts if "depth" in p.key) == [top]
-    assert [p.payload["chosen"]["depth"] for p in parts if "depth" not in p.key] == [top]  # the choice is saved
+    (chosen,) = [p.payload["chosen"] for p in parts if "depth" not in p.key]  # the choice is saved, among the built
+    (built,) = [p.payload["result"]["candidates"] for p in parts if "depth" in p.key]
+    assert (chosen["recipe"], chosen["layers"], chosen["backend"]) in [(c["recipe"], c["layers"], c["backend"])
+                                                                       for c in built]
     (md, _) = get_page("compress").render(ctx)
     assert f"Depths measured: {top}; **not yet measured: {', '.join(map(str, range(1, top)))}**" in md.read_text()
     assert "min_depth" not in json.dumps(parts[0].key)  # which depths a run builds is not in the key
@@ -103,6 +109,23 @@ def test_min_depth_builds_no_shallower_depth_and_the_page_says_what_is_not_measu
     with pytest.raises(ValueError, match=f"min_depth={top + 1} is deeper than {tiny_bert.name}'s {top} layers; "
                                          f"pass a depth in 1..{top}"):
         get_page("compress").run(deep)  # refused before any data is read
+
+
+def test_the_choice_is_read_back_from_the_shallowest_depth_part_that_holds_it():
+    from layerwise.benchmarks.compress.pages import _home_depth
+    from layerwise.methods.compress.frontier import Candidate
+
+    def cand(recipe, layers):
+        return {"recipe": recipe, "depth": max(layers), "layers": list(layers), "backend": "torch", "parameters": 1,
+                "dev": 70.0, "tests": {}, "speed": {"seconds": [1.0], "original_seconds": [1.0]}}
+
+    key = {"model": "m", "protocol": {"budget": 1.0}}
+    zero = Candidate.from_dict(cand("lc-cut", (0,)))
+    two = Part("compress", "m-l2", {**key, "depth": 2}, {"result": {"candidates": [cand("lc-cut", (0,))]}})
+    one = Part("compress", "m-l1", {**key, "depth": 1}, {"result": {"candidates": [cand("lc-cut", (0,))]}})
+    other = Part("compress", "m-l1", {"model": "n", "depth": 1}, {"result": {"candidates": [cand("lc-cut", (0,))]}})
+    assert _home_depth([two, other], key, zero) == 2  # depth 1 not built (min_depth): read back from depth 2
+    assert _home_depth([two, one], key, zero) == 1
 
 
 def test_retime_times_every_stored_candidate_again_and_keeps_the_scores(tiny_bert, env, monkeypatch):

@@ -186,15 +186,23 @@ as one part (a kill keeps every scored candidate and every stored depth), then t
                 break
         for depth in built:  # then the timings, in one block (read back: only the timing is new)
             _store_depth(ctx, compressor, data, model, key, depth, adopted)
-        _, _, chosen = model_candidates(ctx.store.parts(NAME), key, config.budget)
+        parts = ctx.store.parts(NAME)
+        _, _, chosen = model_candidates(parts, key, config.budget)
         saved_choice = ctx.store.load(NAME, name, key)
         # saved again when the choice changed (more depths) or its numbers did (timed again): its card shows them
         if saved_choice is None or Candidate.from_dict(saved_choice.payload["chosen"]).to_dict() != chosen.to_dict():
-            depth = max(1, chosen.depth)  # an LC cut of hidden state 0 alone comes from the depth-1 fit
-            est = compressor(depth).fit(data.corpus, data.dev, **data.inputs())
+            est = compressor(_home_depth(parts, key, chosen)).fit(data.corpus, data.dev, **data.inputs())
             saved = est.save(root / "model")  # every candidate is read back from the work folder
             ctx.store.save(Part(NAME, name, key, {"model": model, "chosen": est.chosen_.to_dict(),
                                                   "saved_model": str(saved)}, True, [run_record(ctx.command)]))
+
+
+def _home_depth(parts: list[Part], key: dict, chosen: Candidate) -> int:
+    """The shallowest stored depth whose part holds ``chosen`` (an LC cut of hidden state 0 alone, depth 0, is in a
+    deeper part: the one built, with ``min_depth``), whose fit reads it back without building another depth."""
+    return min(p.key["depth"] for p in parts if "depth" in p.key and p.key == {**key, "depth": p.key["depth"]}
+               and any((c["recipe"], tuple(c["layers"]), c["backend"]) == (chosen.recipe, chosen.layers, chosen.backend)
+                       for c in p.payload["result"]["candidates"]))
 
 
 def _store_depth(ctx: PageContext, compressor, data, model: str, key: dict, depth: int, adopted: dict) -> list:
