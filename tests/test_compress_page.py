@@ -112,7 +112,7 @@ def test_min_depth_builds_no_shallower_depth_and_the_page_says_what_is_not_measu
 
 
 def test_the_choice_is_read_back_from_the_shallowest_depth_part_that_holds_it():
-    from layerwise.benchmarks.compress.pages import _home_depth
+    from layerwise.benchmarks.compress.stored import home_depth
     from layerwise.methods.compress.frontier import Candidate
 
     def cand(recipe, layers):
@@ -124,8 +124,8 @@ def test_the_choice_is_read_back_from_the_shallowest_depth_part_that_holds_it():
     two = Part("compress", "m-l2", {**key, "depth": 2}, {"result": {"candidates": [cand("lc-cut", (0,))]}})
     one = Part("compress", "m-l1", {**key, "depth": 1}, {"result": {"candidates": [cand("lc-cut", (0,))]}})
     other = Part("compress", "m-l1", {"model": "n", "depth": 1}, {"result": {"candidates": [cand("lc-cut", (0,))]}})
-    assert _home_depth([two, other], key, zero) == 2  # depth 1 not built (min_depth): read back from depth 2
-    assert _home_depth([two, one], key, zero) == 1
+    assert home_depth([two, other], key, zero) == 2  # depth 1 not built (min_depth): read back from depth 2
+    assert home_depth([two, one], key, zero) == 1
 
 
 def test_retime_times_every_stored_candidate_again_and_keeps_the_scores(tiny_bert, env, monkeypatch):

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from layerwise.benchmarks.compress.data import CORPUS_SOURCES, TRAIN_PAIRS, page_data
 from layerwise.benchmarks.compress.report import TITLE, write_page
-from layerwise.benchmarks.compress.stored import MODELS, NAME, TESTS, donor_part, model_candidates
+from layerwise.benchmarks.compress.stored import MODELS, NAME, TESTS, donor_part, home_depth, model_candidates
 from layerwise.benchmarks.page_parts import run_record
 from layerwise.benchmarks.registry import PageContext, ResultsPage, register
 from layerwise.benchmarks.store import Part, model_key
@@ -135,12 +135,7 @@ def run(ctx: PageContext) -> None:
     """Compute the parts every model lacks: every depth's candidates scored first, then each depth timed and stored
 as one part (a kill keeps every scored candidate and every stored depth), then the chosen model."""
     config = _config(ctx)
-    encoders = {model: LayerEncoder(model, max_length=config.max_length, cache_dir=False, show_progress=False)
-                for model in ctx.options.get("models") or MODELS}
-    for model, encoder in encoders.items():  # before any work
-        if config.min_depth > encoder.identity.n_layers:
-            raise ValueError(f"min_depth={config.min_depth} is deeper than {Path(model).name}'s "
-                             f"{encoder.identity.n_layers} layers; pass a depth in 1..{encoder.identity.n_layers}")
+    encoders = _encoders(ctx, config)
     data = page_data(config.corpus, config.tests, limit=config.corpus_limit, seed=config.seed,
                      data_dir=ctx.data_dir, train_pairs=config.train_pairs)
     for model, encoder in encoders.items():
@@ -191,18 +186,22 @@ as one part (a kill keeps every scored candidate and every stored depth), then t
         saved_choice = ctx.store.load(NAME, name, key)
         # saved again when the choice changed (more depths) or its numbers did (timed again): its card shows them
         if saved_choice is None or Candidate.from_dict(saved_choice.payload["chosen"]).to_dict() != chosen.to_dict():
-            est = compressor(_home_depth(parts, key, chosen)).fit(data.corpus, data.dev, **data.inputs())
+            est = compressor(home_depth(parts, key, chosen)).fit(data.corpus, data.dev, **data.inputs())
             saved = est.save(root / "model")  # every candidate is read back from the work folder
             ctx.store.save(Part(NAME, name, key, {"model": model, "chosen": est.chosen_.to_dict(),
                                                   "saved_model": str(saved)}, True, [run_record(ctx.command)]))
 
 
-def _home_depth(parts: list[Part], key: dict, chosen: Candidate) -> int:
-    """The shallowest stored depth whose part holds ``chosen`` (an LC cut of hidden state 0 alone, depth 0, is in a
-    deeper part: the one built, with ``min_depth``), whose fit reads it back without building another depth."""
-    return min(p.key["depth"] for p in parts if "depth" in p.key and p.key == {**key, "depth": p.key["depth"]}
-               and any((c["recipe"], tuple(c["layers"]), c["backend"]) == (chosen.recipe, chosen.layers, chosen.backend)
-                       for c in p.payload["result"]["candidates"]))
+def _encoders(ctx: PageContext, config: CompressPageConfig) -> dict[str, LayerEncoder]:
+    """Each model's encoder (its identity keys the parts), ``min_depth`` checked against every model's depth before
+    any work."""
+    encoders = {model: LayerEncoder(model, max_length=config.max_length, cache_dir=False, show_progress=False)
+                for model in ctx.options.get("models") or MODELS}
+    for model, encoder in encoders.items():
+        if config.min_depth > encoder.identity.n_layers:
+            raise ValueError(f"min_depth={config.min_depth} is deeper than {Path(model).name}'s "
+                             f"{encoder.identity.n_layers} layers; pass a depth in 1..{encoder.identity.n_layers}")
+    return encoders
 
 
 def _store_depth(ctx: PageContext, compressor, data, model: str, key: dict, depth: int, adopted: dict) -> list:

@@ -11,7 +11,7 @@ from pathlib import Path
 from layerwise.benchmarks.store import Part
 from layerwise.methods.compress.frontier import Candidate, choose
 
-__all__ = ["ADDITIVE", "MODELS", "NAME", "STS_AVERAGE", "TESTS", "ModelResults", "by_model", "donor_part",
+__all__ = ["ADDITIVE", "MODELS", "NAME", "STS_AVERAGE", "TESTS", "ModelResults", "by_model", "donor_part", "home_depth",
            "model_candidates", "other_protocols", "started", "sts_average"]
 
 NAME = "compress"
@@ -61,6 +61,15 @@ def model_candidates(parts: list[Part], key: dict, budget: float) -> tuple[list[
         raise ValueError("no stored depth parts under this key")
     original = next(c for c in candidates if c.recipe == "original" and c.backend == "torch")
     return candidates, original, choose(candidates, original.dev, budget)
+
+
+def home_depth(parts: list[Part], key: dict, chosen: Candidate) -> int:
+    """The shallowest stored depth part under ``key`` that holds ``chosen`` (where :func:`model_candidates` read it
+    from; an LC cut of hidden state 0 alone, depth 0, is in a deeper part), whose fit reads it back without building
+    another depth."""
+    return min(p.key["depth"] for p in parts if "depth" in p.key and _depthless(p) == key
+               and any((c["recipe"], tuple(c["layers"]), c["backend"]) == (chosen.recipe, chosen.layers, chosen.backend)
+                       for c in p.payload["result"]["candidates"]))
 
 
 def _read_candidates(parts) -> list[Candidate]:
