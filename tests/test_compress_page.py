@@ -111,6 +111,32 @@ def test_min_depth_builds_no_shallower_depth_and_the_page_says_what_is_not_measu
         get_page("compress").run(deep)  # refused before any data is read
 
 
+def test_depths_builds_only_those_and_refuses_one_outside_the_model_before_any_data(tiny_bert, env, monkeypatch):
+    data = write_unlabeled(write_stsb(env / "data", n_pairs=24))
+    top = n_layers(tiny_bert)
+    ctx = PageContext(store=ResultsStore(env / "state"), output=env / "out", data_dir=str(data),
+                      options=_options(tiny_bert, env, depths=[1]))
+    real_fit, fits = Compressor.fit, []
+    monkeypatch.setattr(Compressor, "fit", lambda self, *a, **kw: fits.append(self.depths) or real_fit(self, *a, **kw))
+    get_page("compress").run(ctx)
+    assert set(fits) == {(1,)}  # depth 1, then the choice read back from it: the depths between are not built
+    parts = ctx.store.parts("compress")
+    assert sorted(p.key["depth"] for p in parts if "depth" in p.key) == [1]
+    assert "depths" not in json.dumps(parts[0].key)  # which depths a run builds is not in the key
+    (md, _) = get_page("compress").render(ctx)
+    assert f"Depths measured: 1; **not yet measured: {', '.join(map(str, range(2, top + 1)))}**" in md.read_text()
+    fits.clear()
+    get_page("compress").run(PageContext(store=ResultsStore(env / "state"), output=env / "out", data_dir=str(data),
+                                         options=_options(tiny_bert, env, depths=[top, 1])))
+    assert fits[0] == (top,) and (1,) not in fits  # the stored depth is read, the new one built
+    monkeypatch.setattr("layerwise.benchmarks.compress.pages.page_data", lambda *a, **k: pytest.fail("data read"))
+    deep = PageContext(store=ResultsStore(env / "state"), output=env / "out", data_dir=str(data),
+                       options=_options(tiny_bert, env, depths=[top + 1, 1]))
+    with pytest.raises(ValueError, match=rf"depths=\[{top + 1}, 1\]: \[{top + 1}\] outside {tiny_bert.name}'s "
+                                         rf"1..{top}; pass depths in 1..{top}"):
+        get_page("compress").run(deep)  # refused before any data is read
+
+
 def test_the_choice_is_read_back_from_the_shallowest_depth_part_that_holds_it():
     from layerwise.benchmarks.compress.stored import home_depth
     from layerwise.methods.compress.frontier import Candidate
@@ -156,7 +182,7 @@ def test_retime_times_every_stored_candidate_again_and_keeps_the_scores(tiny_ber
 @pytest.mark.parametrize("options", [{"budgte": 1}, {"timings": "sometimes"}, {"stop_outside_budget": "yes"},
                                      {"retime": 1}, {"graph_test_scores": "fast"}, {"train_students": 11},
                                      {"train_students": [True]}, {"train_pairs": "sickr"},
-                                     {"min_depth": 0}, {"min_depth": "11"}])
+                                     {"min_depth": 0}, {"min_depth": "11"}, {"depths": "9"}, {"depths": [9.0]}])
 def test_compress_page_refuses_unknown_options(tmp_path, options):
     ctx = PageContext(store=ResultsStore(tmp_path), output=tmp_path, options=options)
     with pytest.raises(ValueError, match="unknown or invalid compress page option.*" + next(iter(options))):

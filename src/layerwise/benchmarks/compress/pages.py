@@ -9,7 +9,8 @@ work folder ``folders/<model>/work`` (candidates, students, graphs), so a killed
 (the default) every depth is scored before any is timed (:meth:`~layerwise.Compressor.prepare`). With
 ``stop_outside_budget=true`` no depth shallower than the first one at which no candidate of at most that many layers
 is within the budget on dev is built; a ``<model>-stop`` part says where and why, and the page states it. With
-``min_depth=l`` a run builds no depth shallower than l. With
+``min_depth=l`` a run builds no depth shallower than l; with ``depths=[l, ...]`` it builds only those (e.g. the depths
+another page measured, to compare with them, before the ones between). With
 ``train_students=[depths]`` a run only trains those depths' students (and the every-depth student) into the work
 folder and stores nothing: the share of a machine with a GPU, whose work folder, copied to the timing machine, is loaded
 there by the run that scores and times. ``graph_test_scores=checked`` lets the float32 graphs take the torch scores of
@@ -91,11 +92,18 @@ class CompressPageConfig:
     # depth's students train (their share on a GPU, or hours of CPU); the page lists the depths not built yet as not
     # yet measured. Which depths are built, not how any is measured, so not in the key
     min_depth: int = 1
+    # build only these depths in this run (empty: every depth from min_depth up), the stored ones still counting for
+    # the stopping rule: to measure first a depth another page has figures for (TMFT's 3, 6, 9). Not in the key
+    depths: tuple[int, ...] = ()
+
+    def builds(self, depth: int) -> bool:
+        """Whether this run builds ``depth`` where the store lacks it (``min_depth``, ``depths``)."""
+        return depth >= self.min_depth and (not self.depths or depth in self.depths)
 
     def protocol(self) -> dict:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()
                 if k not in ("folders", "timings", "retime", "stop_outside_budget", "train_students", "device",
-                             "graph_test_scores", "min_depth")
+                             "graph_test_scores", "min_depth", "depths")
                 and not (k == "every_depth" and not v) and not (k == "train_pairs" and v is None)}
 
 
@@ -110,9 +118,10 @@ def _config(ctx: PageContext) -> CompressPageConfig:
             if k in ctx.options and not isinstance(ctx.options[k], bool)]
     if ctx.options.get("train_pairs") not in (None, *TRAIN_PAIRS):
         bad.append(f"train_pairs={ctx.options['train_pairs']!r} (valid: {', '.join(TRAIN_PAIRS)})")
-    depths = ctx.options.get("train_students", [])
-    if not isinstance(depths, list) or not all(isinstance(d, int) and not isinstance(d, bool) for d in depths):
-        bad.append(f"train_students={depths!r} (valid: a JSON list of depths, e.g. [11, 10])")
+    for option, example in (("train_students", "[11, 10]"), ("depths", "[9]")):
+        depths = ctx.options.get(option, [])
+        if not isinstance(depths, list) or not all(isinstance(d, int) and not isinstance(d, bool) for d in depths):
+            bad.append(f"{option}={depths!r} (valid: a JSON list of depths, e.g. {example})")
     low = ctx.options.get("min_depth", 1)
     if not isinstance(low, int) or isinstance(low, bool) or low < 1:
         bad.append(f"min_depth={low!r} (valid: a depth of at least 1, e.g. 11)")
@@ -148,9 +157,10 @@ as one part (a kill keeps every scored candidate and every stored depth), then t
             continue
         # every depth 1..L: the original is in every part, the full depth adds its LC cut (best subset of 0..L);
         # deepest first, so a run spanning sessions stores first the depths nearest the original's quality
+        lowest = max(config.min_depth, min(config.depths, default=1))
         stored = {depth: ctx.store.load(NAME, f"{name}-l{depth}", {**key, "depth": depth})
-                  for depth in range(encoder.identity.n_layers, config.min_depth - 1, -1)}
-        missing = [depth for depth, part in stored.items() if part is None]
+                  for depth in range(encoder.identity.n_layers, lowest - 1, -1)}
+        missing = [depth for depth, part in stored.items() if part is None and config.builds(depth)]
         adopted = {}  # depth -> the earlier run whose candidates this protocol keeps (it only adds to them)
         earlier = ctx.store.parts(NAME) if missing else []  # read once, not per depth
         for depth in missing:
@@ -166,6 +176,8 @@ as one part (a kill keeps every scored candidate and every stored depth), then t
         stop = _Descent(config.budget if config.stop_outside_budget else None)
         built = []  # the missing depths scored in this run, deepest first (timed below with timings=last)
         for depth, part in stored.items():
+            if part is None and depth not in missing:  # not built in this run (option depths): not yet measured
+                continue
             if part is not None:  # stored: its candidates count for the stopping rule as they are
                 candidates = [Candidate.from_dict(c) for c in part.payload["result"]["candidates"]]
             elif config.timings == "last":  # students trained, candidates scored, nothing timed (load is harmless)
@@ -181,26 +193,36 @@ as one part (a kill keeps every scored candidate and every stored depth), then t
                 break
         for depth in built:  # then the timings, in one block (read back: only the timing is new)
             _store_depth(ctx, compressor, data, model, key, depth, adopted)
-        parts = ctx.store.parts(NAME)
-        _, _, chosen = model_candidates(parts, key, config.budget)
-        saved_choice = ctx.store.load(NAME, name, key)
-        # saved again when the choice changed (more depths) or its numbers did (timed again): its card shows them
-        if saved_choice is None or Candidate.from_dict(saved_choice.payload["chosen"]).to_dict() != chosen.to_dict():
-            est = compressor(home_depth(parts, key, chosen)).fit(data.corpus, data.dev, **data.inputs())
-            saved = est.save(root / "model")  # every candidate is read back from the work folder
-            ctx.store.save(Part(NAME, name, key, {"model": model, "chosen": est.chosen_.to_dict(),
-                                                  "saved_model": str(saved)}, True, [run_record(ctx.command)]))
+        _save_choice(ctx, compressor, data, model, key, config.budget, root)
+
+
+def _save_choice(ctx: PageContext, compressor, data, model: str, key: dict, budget: float, root: Path) -> None:
+    """The model's choice among every stored depth, saved as a sentence-transformers folder and stored as a part:
+    again whenever the choice changed (more depths) or its numbers did (timed again), as its card shows them."""
+    name, parts = Path(model).name, ctx.store.parts(NAME)
+    _, _, chosen = model_candidates(parts, key, budget)
+    saved_choice = ctx.store.load(NAME, name, key)
+    if saved_choice is None or Candidate.from_dict(saved_choice.payload["chosen"]).to_dict() != chosen.to_dict():
+        est = compressor(home_depth(parts, key, chosen)).fit(data.corpus, data.dev, **data.inputs())
+        saved = est.save(root / "model")  # every candidate is read back from the work folder
+        ctx.store.save(Part(NAME, name, key, {"model": model, "chosen": est.chosen_.to_dict(),
+                                              "saved_model": str(saved)}, True, [run_record(ctx.command)]))
 
 
 def _encoders(ctx: PageContext, config: CompressPageConfig) -> dict[str, LayerEncoder]:
-    """Each model's encoder (its identity keys the parts), ``min_depth`` checked against every model's depth before
-    any work."""
+    """Each model's encoder (its identity keys the parts), ``min_depth`` and ``depths`` checked against every model's
+    depth before any work."""
     encoders = {model: LayerEncoder(model, max_length=config.max_length, cache_dir=False, show_progress=False)
                 for model in ctx.options.get("models") or MODELS}
     for model, encoder in encoders.items():
-        if config.min_depth > encoder.identity.n_layers:
-            raise ValueError(f"min_depth={config.min_depth} is deeper than {Path(model).name}'s "
-                             f"{encoder.identity.n_layers} layers; pass a depth in 1..{encoder.identity.n_layers}")
+        n = encoder.identity.n_layers
+        if config.min_depth > n:
+            raise ValueError(f"min_depth={config.min_depth} is deeper than {Path(model).name}'s {n} layers; "
+                             f"pass a depth in 1..{n}")
+        outside = [d for d in config.depths if not 1 <= d <= n]
+        if outside:
+            raise ValueError(f"depths={list(config.depths)}: {outside} outside {Path(model).name}'s 1..{n}; "
+                             f"pass depths in 1..{n}")
     return encoders
 
 
