@@ -115,7 +115,7 @@ def test_depths_builds_only_those_and_refuses_one_outside_the_model_before_any_d
     data = write_unlabeled(write_stsb(env / "data", n_pairs=24))
     top = n_layers(tiny_bert)
     ctx = PageContext(store=ResultsStore(env / "state"), output=env / "out", data_dir=str(data),
-                      options=_options(tiny_bert, env, depths=[1]))
+                      options=_options(tiny_bert, env, depths=[1], tests=["stsb", "sts14"]))
     real_fit, fits = Compressor.fit, []
     monkeypatch.setattr(Compressor, "fit", lambda self, *a, **kw: fits.append(self.depths) or real_fit(self, *a, **kw))
     get_page("compress").run(ctx)
@@ -125,9 +125,10 @@ def test_depths_builds_only_those_and_refuses_one_outside_the_model_before_any_d
     assert "depths" not in json.dumps(parts[0].key)  # which depths a run builds is not in the key
     (md, _) = get_page("compress").render(ctx)
     assert f"Depths measured: 1; **not yet measured: {', '.join(map(str, range(2, top + 1)))}**" in md.read_text()
+    assert "Tests: stsb (SICK-R" in md.read_text() and "; not scored, absent from the data folder: sts14." in md.read_text()
     fits.clear()
     get_page("compress").run(PageContext(store=ResultsStore(env / "state"), output=env / "out", data_dir=str(data),
-                                         options=_options(tiny_bert, env, depths=[top, 1])))
+                                         options=_options(tiny_bert, env, depths=[top, 1], tests=["stsb", "sts14"])))
     assert fits[0] == (top,) and (1,) not in fits  # the stored depth is read, the new one built
     monkeypatch.setattr("layerwise.benchmarks.compress.pages.page_data", lambda *a, **k: pytest.fail("data read"))
     deep = PageContext(store=ResultsStore(env / "state"), output=env / "out", data_dir=str(data),

@@ -83,6 +83,7 @@ def _table(r: ModelResults, tmft: dict[int, float]) -> list[str]:
 def _data_line(r: ModelResults) -> str:
     counts, protocol = r.counts, r.protocol
     tests = [t for t in TESTS if t in r.original.tests]
+    absent = [t for t in protocol.get("tests", ()) if t not in r.original.tests]  # named, not in the data folder
     usable = counts["distinct"] - counts["left_out_scored"]
     sample = "all of them" if protocol.get("corpus_limit") is None else f"a seeded sample of the {usable} usable"
     return (f"Distillation corpus: {counts['kept']} sentences ({sample}; "
@@ -91,7 +92,9 @@ def _data_line(r: ModelResults) -> str:
             f"test pair), {protocol['epochs']} epoch(s), batch {protocol['batch_size']}, learning rate "
             f"{protocol['lr']:g}, max length {protocol['max_length']}, seed {protocol['seed']}. Dev: STS-B dev. "
             f"Tests: {', '.join(tests)} (SICK-R: all 9927 pairs, as MTEB; STS12-16: aggregation `all`, every subset "
-            "pooled into one Spearman, as MTEB). Backends: " + ", ".join(protocol["backends"])
+            "pooled into one Spearman, as MTEB)"
+            + (f"; not scored, absent from the data folder: {', '.join(absent)}" if absent else "")
+            + ". Backends: " + ", ".join(protocol["backends"])
             + f"; every-depth student: {'yes' if protocol.get('every_depth') else 'no'}"
             + (f"; labelled pairs, every student's second loss: {protocol['train_pairs']} train "
                "(TMFT's (cos - score / 5)^2 beside the MSE, weight 1)" if protocol.get("train_pairs") else "") + ".")
