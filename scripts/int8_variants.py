@@ -54,20 +54,59 @@ VARIANTS = {
     "fp32-ffn-output": {"exclude": "ffn-output"},
     "fp32-ffn": {"exclude": "ffn"},
     "fp32-attention": {"exclude": "attention"},
+    # every product whose input, in a batch of the calibration sentences, has max |x| over OUTLIER_RATIO times its
+    # 99.9th percentile (per-tensor int8 of such an input leaves the other values a few levels)
+    "fp32-outliers": {"exclude": "outliers"},
 }
+OUTLIER_RATIO = 16.0
+CALIBRATION_SENTENCES = 256  # the first of the dev sentences (``--calibration`` in a run's settings)
 
 
-def quantize(fp32: Path, out: Path, variant: dict) -> dict:
-    """Write ``out`` from ``fp32`` with the page's settings and ``variant`` applied; the settings used."""
+def outlier_nodes(model: str, texts: list[str], *, ratio: float, batch_size: int, max_length: int) -> dict:
+    """``{MatMul node name: mean max/p99.9 ratio}`` of the torch model's Linear layers whose input's ratio (per batch
+    of ``texts``, averaged) is over ``ratio``, named as the TorchScript export names them."""
+    import re
+
+    import torch
+
+    encoder = LayerEncoder(model, cache_dir=False, show_progress=False)
+    ratios: dict[str, list[float]] = {}
+
+    def hook(name):
+        def record(module, inputs, output):
+            x = inputs[0].detach().abs().flatten().float()
+            sample = x[torch.linspace(0, x.numel() - 1, min(x.numel(), 1_000_000)).long()]
+            ratios.setdefault(name, []).append(float(x.max() / torch.quantile(sample, 0.999).clamp_min(1e-12)))
+        return record
+
+    handles = [m.register_forward_hook(hook(n)) for n, m in encoder.model.named_modules()
+               if isinstance(m, torch.nn.Linear) and n.startswith("encoder.")]
+    with torch.no_grad():
+        for i in range(0, len(texts), batch_size):
+            batch = encoder.tokenizer(texts[i:i + batch_size], padding=True, truncation=True, max_length=max_length,
+                                      return_tensors="pt")
+            encoder.model(**batch)
+    for h in handles:
+        h.remove()
+    # encoder.layer.6.output.dense -> /model/encoder/layer.6/output/dense/MatMul (dots before an index kept)
+    return {"/model/" + re.sub(r"\.(?!\d)", "/", n) + "/MatMul": round(float(np.mean(r)), 2)
+            for n, r in ratios.items() if np.mean(r) > ratio}
+
+
+def quantize(fp32: Path, out: Path, variant: dict, outliers: dict | None = None) -> dict:
+    """Write ``out`` from ``fp32`` with the page's settings and ``variant`` applied; the settings used.
+    ``outliers``: :func:`outlier_nodes`, for the variant that keeps them in float32."""
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     settings = {"weight_type": "QInt8", "per_channel": True, "reduce_range": False, "exclude": None, **variant}
     excluded = []
     if settings["exclude"]:
-        keep = EXCLUDES[settings["exclude"]]
+        keep = (lambda name: name in outliers) if settings["exclude"] == "outliers" else EXCLUDES[settings["exclude"]]
         graph = onnx.load(str(fp32), load_external_data=False).graph
         excluded = [n.name for n in graph.node if n.op_type == "MatMul" and keep(n.name)]
+        if settings["exclude"] == "outliers":
+            settings.update(outlier_ratio=OUTLIER_RATIO, outlier_ratios={n: outliers[n] for n in excluded})
     quantize_dynamic(fp32, out, weight_type=getattr(QuantType, settings["weight_type"]),
                      per_channel=settings["per_channel"], reduce_range=settings["reduce_range"],
                      op_types_to_quantize=list(INT8_OPS), nodes_to_exclude=excluded)
@@ -103,12 +142,15 @@ def main(argv=None) -> int:
     fp32 = last_mean(LayerGraphSession(args.graph), tokenizer, texts, args.batch_size, args.max_length)
     base = 100 * spearman(cosine_rows(fp32[rows1], fp32[rows2]), gold)
     env = environment(["scripts/int8_variants.py", *(argv if argv is not None else sys.argv[1:])])
+    outliers = (outlier_nodes(args.model, texts[:CALIBRATION_SENTENCES], ratio=OUTLIER_RATIO,
+                              batch_size=args.batch_size, max_length=args.max_length)
+                if "fp32-outliers" in names else None)
     for name in names:
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp)
             shutil.copy(args.graph / INFO_FILE, folder / INFO_FILE)
             t0 = time.perf_counter()
-            settings = quantize(args.graph / FP32_FILE, folder / INT8_FILE, VARIANTS[name])
+            settings = quantize(args.graph / FP32_FILE, folder / INT8_FILE, VARIANTS[name], outliers)
             seconds = time.perf_counter() - t0
             vectors = last_mean(LayerGraphSession(folder, quantized=True), tokenizer, texts, args.batch_size,
                                 args.max_length)

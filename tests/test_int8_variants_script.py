@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import write_stsb
+from conftest import SENTENCES, write_stsb
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "int8_variants.py"
 
@@ -37,6 +37,14 @@ def test_the_page_setting_gives_the_library_int8_graph_and_an_exclusion_keeps_it
     names = {n.name for n in onnx.load(str(tmp_path / "ffn.onnx")).graph.node if n.op_type == "MatMul"}
     assert {f"/model/encoder/layer.{i}/{p}/dense/MatMul" for i in range(n_layers)
             for p in ("intermediate", "output")} <= names  # still float MatMul nodes
+
+    fp32 = onnx.load(str(graph / "model.onnx"))
+    weights = {i.name for i in fp32.graph.initializer}
+    linear = {n.name for n in fp32.graph.node if n.op_type == "MatMul" and n.input[1] in weights
+              and n.name.startswith("/model/encoder/")}
+    found = script["outlier_nodes"](str(tiny_bert), SENTENCES, ratio=0.0, batch_size=4, max_length=16)
+    assert set(found) == linear and all(r >= 1.0 for r in found.values())  # every Linear, named as in the graph
+    assert script["outlier_nodes"](str(tiny_bert), SENTENCES, ratio=1e9, batch_size=4, max_length=16) == {}
 
     data = write_stsb(env / "data", n_pairs=12)
     out = tmp_path / "screen.jsonl"
