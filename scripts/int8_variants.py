@@ -31,6 +31,7 @@ import numpy as np
 from layerwise.data import load_sts
 from layerwise.encoders.layer_encoder import LayerEncoder
 from layerwise.encoders.onnx_backend import FP32_FILE, INFO_FILE, INT8_FILE, INT8_OPS, LayerGraphSession
+from layerwise.encoders.onnx_int8_mixed import OUTLIER_RATIO, input_outlier_ratios
 from layerwise.evaluation.metrics import cosine_rows, spearman
 from layerwise.reports import environment
 
@@ -58,39 +59,17 @@ VARIANTS = {
     # 99.9th percentile (per-tensor int8 of such an input leaves the other values a few levels)
     "fp32-outliers": {"exclude": "outliers"},
 }
-OUTLIER_RATIO = 16.0
-CALIBRATION_SENTENCES = 256  # the first of the dev sentences (``--calibration`` in a run's settings)
+CALIBRATION_SENTENCES = 256  # the first of the dev sentences
 
 
 def outlier_nodes(model: str, texts: list[str], *, ratio: float, batch_size: int, max_length: int) -> dict:
-    """``{MatMul node name: mean max/p99.9 ratio}`` of the torch model's Linear layers whose input's ratio (per batch
-    of ``texts``, averaged) is over ``ratio``, named as the TorchScript export names them."""
-    import re
-
-    import torch
-
+    """``{MatMul node name: ratio}`` of the products whose input ratio on ``texts`` is over ``ratio``
+    (:func:`~layerwise.encoders.onnx_int8_mixed.input_outlier_ratios` of the torch model, which the library's
+    ``onnx-int8-mixed`` backend keeps float32)."""
     encoder = LayerEncoder(model, cache_dir=False, show_progress=False)
-    ratios: dict[str, list[float]] = {}
-
-    def hook(name):
-        def record(module, inputs, output):
-            x = inputs[0].detach().abs().flatten().float()
-            sample = x[torch.linspace(0, x.numel() - 1, min(x.numel(), 1_000_000)).long()]
-            ratios.setdefault(name, []).append(float(x.max() / torch.quantile(sample, 0.999).clamp_min(1e-12)))
-        return record
-
-    handles = [m.register_forward_hook(hook(n)) for n, m in encoder.model.named_modules()
-               if isinstance(m, torch.nn.Linear) and n.startswith("encoder.")]
-    with torch.no_grad():
-        for i in range(0, len(texts), batch_size):
-            batch = encoder.tokenizer(texts[i:i + batch_size], padding=True, truncation=True, max_length=max_length,
-                                      return_tensors="pt")
-            encoder.model(**batch)
-    for h in handles:
-        h.remove()
-    # encoder.layer.6.output.dense -> /model/encoder/layer.6/output/dense/MatMul (dots before an index kept)
-    return {"/model/" + re.sub(r"\.(?!\d)", "/", n) + "/MatMul": round(float(np.mean(r)), 2)
-            for n, r in ratios.items() if np.mean(r) > ratio}
+    ratios = input_outlier_ratios(encoder.model, encoder.tokenizer, texts, batch_size=batch_size,
+                                  max_length=max_length)
+    return {name: round(r, 2) for name, r in ratios.items() if r > ratio}
 
 
 def quantize(fp32: Path, out: Path, variant: dict, outliers: dict | None = None) -> dict:

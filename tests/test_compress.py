@@ -235,10 +235,10 @@ def test_onnx_backends_give_the_torch_embeddings(teacher, env, tmp_path):
     s1, s2, y = _dev()
     openvino = ("openvino",) if importlib.util.find_spec("openvino") else ()
     openvino += ("openvino-int8",) if openvino and importlib.util.find_spec("nncf") else ()
-    est = _comp(teacher, depths=(1,), backends=("torch", "onnx", "onnx-int8", *openvino), budget=100.0).fit(
-        CORPUS, (s1, s2, y))
+    backends = ("torch", "onnx", "onnx-int8", "onnx-int8-mixed", *openvino)
+    est = _comp(teacher, depths=(1,), backends=backends, budget=100.0).fit(CORPUS, (s1, s2, y))
     by = {c.name: c for c in est.candidates_}
-    assert {c.backend for c in est.candidates_} == {"torch", "onnx", "onnx-int8", *openvino}
+    assert {c.backend for c in est.candidates_} == set(backends)
     est.chosen_ = next(c for c in est.candidates_ if c.backend == "onnx-int8" and c.recipe == "distilled")
     est.model_ = est._run.model(est.chosen_.recipe, est.chosen_.layers)
     est.graph_ = est._run.graph(est.chosen_.recipe, est.chosen_.layers, est.chosen_.backend)
@@ -255,6 +255,17 @@ def test_onnx_backends_give_the_torch_embeddings(teacher, env, tmp_path):
             assert c.extra["max_abs_diff_vs_torch"] < 1e-4 and abs(c.dev - twin.dev) < 1e-3
         if c.backend.endswith("-int8"):  # quantized: close, not equal (the page states the tolerance)
             assert 0 < c.extra["max_abs_diff_vs_torch"] < 1.0
+        if c.backend == "onnx-int8-mixed":  # what it kept float32 is recorded, among the encoder's products
+            q = c.extra["quantization"]  # BERT: q, k, v, the attention's output and the FFN's two, per layer
+            assert q["outlier_ratio"] == 16.0 and q["products"] == 6 * c.depth >= len(q["kept_float32"])
+            assert c.extra["max_abs_diff_vs_torch"] < 1.0
+    est.chosen_ = next(c for c in est.candidates_ if c.backend == "onnx-int8-mixed" and c.recipe == "distilled")
+    est.graph_ = est._run.graph(est.chosen_.recipe, est.chosen_.layers, est.chosen_.backend)
+    vectors = est.encode(SENTENCES)
+    folder = est.save(tmp_path / "int8-mixed")  # the mixed model travels in onnx/onnx-int8-mixed and loads back
+    assert "onnx/onnx-int8-mixed/model.onnx" in json.loads((folder / "layerwise_export.json").read_text())["files"]
+    assert "mixed=True" in (folder / "README.md").read_text()
+    np.testing.assert_allclose(Compressor.load(folder).encode(SENTENCES), vectors, atol=1e-6)
     if "openvino-int8" in openvino:  # OpenVINO's int8 model travels in onnx/openvino-int8 and loads back
         est.chosen_ = next(c for c in est.candidates_ if c.backend == "openvino-int8" and c.recipe == "distilled")
         est.graph_ = est._run.graph(est.chosen_.recipe, est.chosen_.layers, est.chosen_.backend)

@@ -377,6 +377,28 @@ def test_the_int8_settings_line_states_each_setting_once_with_the_alphas_kept_un
     assert _quantization_line(SimpleNamespace(candidates=[cand(None, "openvino")])) == []
 
 
+def test_the_mixed_int8_line_names_what_each_candidate_kept_float32():
+    from types import SimpleNamespace
+
+    from layerwise.benchmarks.compress.report import _mixed_line
+    from layerwise.methods.compress.frontier import Candidate
+
+    def cand(recipe, depth, kept, products, backend="onnx-int8-mixed"):
+        q = {"calibration_sentences": 300, "outlier_ratio": 16.0, "percentile": 99.9, "kept_float32": kept,
+             "products": products}
+        return Candidate.from_dict({"recipe": recipe, "depth": depth, "layers": [depth], "backend": backend,
+                                    "parameters": 1, "dev": 50.0, "tests": {}, "speed": {},
+                                    "extra": {"quantization": q}})
+
+    kept = [f"/model/encoder/layer.{i}/output/dense/MatMul" for i in (6, 7)]
+    r = SimpleNamespace(candidates=[cand("original", 12, kept, 72), cand("cut", 3, [], 18),
+                                    cand("cut", 3, [], 18, backend="onnx-int8")])
+    (line, blank) = _mixed_line(r)
+    assert blank == "" and "first 300 sentences, has max |x| over 16 times its 99.9th percentile" in line
+    assert line.endswith("kept: original-l12: 2 of 72 (layer.6, layer.7); cut-l3: 0 of 18.")
+    assert _mixed_line(SimpleNamespace(candidates=r.candidates[2:])) == []
+
+
 def test_stop_outside_budget_leaves_the_shallower_depths_out_and_the_page_says_why(env, monkeypatch):
     """A 3-layer model whose candidates' dev scores are set per depth at the seam that returns a scored candidate:
     depth 2's best is 10 points below the original, so with the option the page builds depths 3 and 2 only."""

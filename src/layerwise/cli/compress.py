@@ -23,7 +23,7 @@ from layerwise.cli._option_types import (
     seed,
 )
 
-BACKEND_CHOICES = "torch, onnx, onnx-int8, openvino, openvino-int8"
+BACKEND_CHOICES = "torch, onnx, onnx-int8, onnx-int8-mixed, openvino, openvino-int8"
 GRAPH_TEST_SCORES = ("measured", "checked")  # methods.compress.config's (not imported here: it would load torch)
 
 

@@ -14,7 +14,7 @@ __all__ = ["GOAL_RATIOS", "INT8_GOAL", "INT8_PAIRS", "goal_lines", "ratio_note"]
 
 GOAL_RATIOS = {"all-MiniLM-L6-v2": 3.0, "all-mpnet-base-v2": 4.0}
 INT8_GOAL = 0.5
-INT8_PAIRS = (("onnx-int8", "onnx"), ("openvino-int8", "openvino"))
+INT8_PAIRS = (("onnx-int8", "onnx"), ("onnx-int8-mixed", "onnx"), ("openvino-int8", "openvino"))
 
 
 def ratio_note(r: ModelResults, c: Candidate) -> str:

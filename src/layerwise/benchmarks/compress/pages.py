@@ -48,7 +48,7 @@ class CompressPageConfig:
     """The page's protocol (every field but ``folders`` is part of each stored part's key)."""
 
     budget: float = 1.0
-    backends: tuple[str, ...] = ("torch", "onnx", "onnx-int8", "openvino", "openvino-int8")
+    backends: tuple[str, ...] = ("torch", "onnx", "onnx-int8", "onnx-int8-mixed", "openvino", "openvino-int8")
     epochs: int = 1
     batch_size: int = 64
     lr: float = 1e-4

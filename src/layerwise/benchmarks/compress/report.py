@@ -25,7 +25,7 @@ from layerwise.benchmarks.compress.stored import (
 from layerwise.benchmarks.page_parts import provenance_lines
 from layerwise.benchmarks.registry import PageContext
 from layerwise.benchmarks.store import Part
-from layerwise.methods.compress.backends import OPENVINO_INT8
+from layerwise.methods.compress.backends import ONNX_INT8_MIXED, OPENVINO_INT8
 from layerwise.methods.compress.build import GRAPH_CHECK_SENTENCES, GRAPH_TOLERANCE, STUDENTS
 from layerwise.methods.compress.frontier import RECIPES, Candidate, plot_frontier
 from layerwise.reports import write_text
@@ -201,6 +201,24 @@ def _graph_scores_line(r) -> list[str]:
             "candidate encoded every test set.", ""]
 
 
+def _mixed_line(r) -> list[str]:
+    """Which products each onnx-int8-mixed candidate kept float32 (from the candidates themselves)."""
+    mixed = [c for c in r.candidates if c.backend == ONNX_INT8_MIXED and c.extra.get("quantization")]
+    if not mixed:
+        return []
+    q = mixed[0].extra["quantization"]
+
+    def kept(c) -> str:
+        names = c.extra["quantization"]["kept_float32"]
+        where = sorted({n.split("/")[3] for n in names if n.count("/") > 3})  # /model/encoder/layer.6/...
+        return (f"{c.recipe}-l{c.depth}: {len(names)} of {c.extra['quantization']['products']}"
+                + (f" ({', '.join(where)})" if where else ""))
+
+    return [f"onnx-int8-mixed: onnx-int8 but for the products whose input, on the corpus' first "
+            f"{q['calibration_sentences']} sentences, has max |x| over {q['outlier_ratio']:g} times its "
+            f"{q['percentile']:g}th percentile (kept float32); kept: " + "; ".join(kept(c) for c in mixed) + ".", ""]
+
+
 def _quantization_line(r) -> list[str]:
     """How the model's openvino-int8 candidates were quantized, from the candidates themselves: each set of settings
     with the SmoothQuant alphas that were kept under it (where it chooses one per model)."""
@@ -276,7 +294,9 @@ def write_page(ctx: PageContext) -> list[Path]:
              "the full model by MSE on the corpus (where a model's protocol names `train_pairs`, with TMFT's loss on "
              "those labelled pairs beside it; where a model's protocol says `every_depth`, also one student "
              "trained at every depth at once, cut at each); each runs on the backends its protocol lists (`torch` "
-             "fp32; `onnx` fp32 and `onnx-int8`, dynamic quantization, in onnxruntime; `openvino`, the fp32 graph, "
+             "fp32; `onnx` fp32 and `onnx-int8`, dynamic quantization, in onnxruntime, and `onnx-int8-mixed`, the "
+             "same but for the products whose inputs have outliers on the calibration sentences, kept fp32; "
+             "`openvino`, the fp32 graph, "
              "and `openvino-int8`, NNCF's static int8 calibrated on the corpus' first 300 sentences, in OpenVINO, "
              "under the settings each model's line states: the current code tries SmoothQuant off, at 0.5 and at "
              "0.95 and keeps, per candidate, the int8 model that keeps the fp32 model's similarities of the "
@@ -289,7 +309,8 @@ def write_page(ctx: PageContext) -> list[Path]:
         paths.append(png)
         status = _status_line(r, _stop_part(parts, r), results)
         tmft = _tmft_by_depth(ctx, r.model)
-        lines += [f"## {name}", "", _data_line(r), "", status, "", *_quantization_line(r), *_graph_scores_line(r),
+        lines += [f"## {name}", "", _data_line(r), "", status, "", *_quantization_line(r), *_mixed_line(r),
+                  *_graph_scores_line(r),
                   *goal_lines(r, tmft), "", *_protocol_lines(r, other_protocols(parts, r)), *_training_lines(r),
                   *_reference_lines(r), "",
                   *_table(r, tmft), "", f"![frontier]({png.name})", ""]

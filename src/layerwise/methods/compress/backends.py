@@ -1,6 +1,8 @@
 """How a candidate runs: its torch model, or the same model as an ONNX layer graph: fp32 or int8 in onnxruntime,
-fp32 compiled by OpenVINO (``openvino``), or OpenVINO's own int8 (``openvino-int8``: NNCF's static quantization of
-the graph, calibrated on the first :data:`CALIBRATION_SENTENCES` sentences of the corpus).
+fp32 compiled by OpenVINO (``openvino``), OpenVINO's own int8 (``openvino-int8``: NNCF's static quantization of
+the graph, calibrated on the first :data:`CALIBRATION_SENTENCES` sentences of the corpus), or onnxruntime's int8 with
+the products whose inputs have outliers on those sentences kept float32 (``onnx-int8-mixed``:
+:mod:`~layerwise.encoders.onnx_int8_mixed`).
 
 Every candidate is a :class:`~layerwise.methods.truncated.model.TruncatedModel`; on an ONNX backend its encoder is
 exported once (:func:`layerwise.encoders.onnx_backend.export_layer_graph`: a graph whose outputs are every hidden
@@ -18,15 +20,27 @@ import numpy as np
 
 from layerwise.encoders.onnx_backend import BACKENDS as ENCODER_BACKENDS
 from layerwise.encoders.onnx_backend import INFO_FILE, LayerGraphSession, check_backend, export_layer_graph
+from layerwise.encoders.onnx_int8_mixed import (
+    OUTLIER_RATIO,
+    PERCENTILE,
+    has_mixed_int8,
+    mixed_int8_record,
+    quantize_mixed,
+)
 from layerwise.encoders.openvino_int8 import QUANTIZATION, has_openvino_int8, quantize_openvino, require_nncf
 from layerwise.errors import UsageError
 from layerwise.methods.truncated.model import TruncatedModel
 
-__all__ = ["BACKENDS", "CALIBRATION_SENTENCES", "OPENVINO_INT8", "check_backends", "graph_folder", "graph_session",
-           "int8_settings", "runner", "same_int8_settings"]
+__all__ = ["BACKENDS", "CALIBRATED", "CALIBRATION_SENTENCES", "MIXED_SETTINGS", "ONNX_INT8_MIXED", "OPENVINO_INT8",
+           "check_backends", "graph_folder", "graph_session", "int8_settings", "mixed_int8_facts", "runner",
+           "same_int8_settings"]
 
 OPENVINO_INT8 = "openvino-int8"
-BACKENDS = (*ENCODER_BACKENDS, OPENVINO_INT8)  # what a compression run measures its candidates on
+ONNX_INT8_MIXED = "onnx-int8-mixed"
+CALIBRATED = (OPENVINO_INT8, ONNX_INT8_MIXED)  # quantized on the corpus' first sentences
+BACKENDS = (*ENCODER_BACKENDS, OPENVINO_INT8, ONNX_INT8_MIXED)  # what a compression run measures its candidates on
+#: what an onnx-int8-mixed candidate is quantized under (in its key: other settings make another model)
+MIXED_SETTINGS = {"outlier_ratio": OUTLIER_RATIO, "percentile": PERCENTILE}
 CALIBRATION_SENTENCES = 300  # NNCF's calibration: the first sentences of the distillation corpus
 
 
@@ -46,6 +60,8 @@ def check_backends(backends) -> tuple[str, ...]:
         if name == OPENVINO_INT8:
             check_backend("openvino")
             require_nncf()
+        elif name == ONNX_INT8_MIXED:
+            check_backend("onnx-int8")
         elif name not in BACKENDS:
             raise UsageError(f"unknown backend {name!r}; valid: {', '.join(BACKENDS)}")
         else:
@@ -67,21 +83,36 @@ def same_int8_settings(recorded: dict | None) -> bool:
     return recorded is not None and all(recorded.get(k) == v for k, v in int8_settings().items())
 
 
-def graph_folder(model: TruncatedModel, dest: Path, source: dict, *, calibration: list[str] | None = None) -> Path:
+def graph_folder(model: TruncatedModel, dest: Path, source: dict, *, backend: str = "onnx",
+                 calibration: list[str] | None = None) -> Path:
     """``dest`` holding the layer graph of ``model``'s encoder (fp32 and onnxruntime's int8), exported unless already
-    there; with ``calibration`` sentences also OpenVINO's int8 model (quantized unless one calibrated on these
-    sentences under the current settings, its SmoothQuant alpha chosen on the model's layers, is there)."""
+    there; for a ``backend`` of :data:`CALIBRATED`, also its int8 model quantized on the ``calibration`` sentences
+    unless one made on these sentences under the current settings is there (OpenVINO's: its SmoothQuant alpha
+    chosen on the model's layers; onnxruntime's mixed: the outliers measured on ``model``'s encoder)."""
+    if backend in CALIBRATED and not calibration:
+        raise ValueError(f"backend {backend!r} is quantized on calibration sentences; pass calibration=")
     if not (Path(dest) / INFO_FILE).is_file():
         export_layer_graph(model.encoder, dest, source=source)
-    if calibration is not None and not has_openvino_int8(dest, calibration, model.layers):
+    if backend == OPENVINO_INT8 and not has_openvino_int8(dest, calibration, model.layers):
         quantize_openvino(dest, model.tokenizer, calibration, max_length=model.max_length, layers=model.layers)
+    if backend == ONNX_INT8_MIXED and not has_mixed_int8(dest, calibration):
+        quantize_mixed(dest, model.encoder, model.tokenizer, calibration, max_length=model.max_length)
     return Path(dest)
 
 
+def mixed_int8_facts(graph: Path) -> dict:
+    """What an onnx-int8-mixed candidate's graph keeps float32, for its record and the page: the settings, the
+    products kept and how many there are."""
+    record = mixed_int8_record(graph)
+    return {"calibration_sentences": record["sentences"], **MIXED_SETTINGS, "kept_float32": record["kept_float32"],
+            "products": record["products"]}
+
+
 def graph_session(backend: str) -> dict:
-    """``LayerGraphSession``'s ``quantized`` and ``runtime`` for an ONNX ``backend`` name."""
-    return {"quantized": backend.endswith("-int8"),
-            "runtime": "openvino" if backend.startswith("openvino") else "onnxruntime"}
+    """``LayerGraphSession``'s ``quantized``, ``runtime`` and ``mixed`` for an ONNX ``backend`` name."""
+    return {"quantized": backend.endswith("-int8") or backend == ONNX_INT8_MIXED,
+            "runtime": "openvino" if backend.startswith("openvino") else "onnxruntime",
+            "mixed": backend == ONNX_INT8_MIXED}
 
 
 def runner(model: TruncatedModel, backend: str, *, batch_size: int,

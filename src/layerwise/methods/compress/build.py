@@ -46,10 +46,14 @@ from layerwise.encoders.truncate import truncate_encoder
 from layerwise.evaluation.metrics import cosine_rows, spearman
 from layerwise.keys import keyed_name, model_key
 from layerwise.methods.compress.backends import (
+    CALIBRATED,
     CALIBRATION_SENTENCES,
+    MIXED_SETTINGS,
+    ONNX_INT8_MIXED,
     OPENVINO_INT8,
     graph_folder,
     int8_settings,
+    mixed_int8_facts,
     runner,
     same_int8_settings,
 )
@@ -226,6 +230,8 @@ class Compression:
             key["graph"] = {"format": GRAPH_FORMAT_VERSION, "opset": OPSET}
         if backend == OPENVINO_INT8:  # its numbers depend on the calibration and the quantizer's settings
             key["calibration"] = {"sentences": CALIBRATION_SENTENCES, **QUANTIZATION}
+        if backend == ONNX_INT8_MIXED:  # which products stay float32 depends on the calibration and the ratio
+            key["calibration"] = {"sentences": CALIBRATION_SENTENCES, **MIXED_SETTINGS}
         return key
 
     def _path(self, recipe: str, layers: tuple[int, ...], backend: str) -> Path | None:
@@ -290,6 +296,8 @@ class Compression:
             extra["max_abs_diff_vs_torch"] = float(np.abs(vectors["dev"][0] - torch_vectors).max())
         if backend == OPENVINO_INT8:  # the page states the quantizer's settings from the candidates themselves
             extra["quantization"] = {**int8_settings(), "smooth_quant_alpha": smooth_quant_alpha(graph)}
+        if backend == ONNX_INT8_MIXED:
+            extra["quantization"] = mixed_int8_facts(graph)
         tests = {k: v for k, v in scores.items() if k != "dev"}
         return Candidate(recipe=recipe, depth=max(layers), layers=tuple(layers), backend=backend,
                          parameters=model.n_parameters(), dev=scores["dev"], tests=tests, speed={}, extra=extra)
@@ -339,9 +347,9 @@ class Compression:
             if self._tmp is None:
                 self._tmp = tempfile.TemporaryDirectory(prefix="layerwise-compress-")
             root = Path(self._tmp.name)
-        calibration = list(self.data.corpus[:CALIBRATION_SENTENCES]) if backend == OPENVINO_INT8 else None
+        calibration = list(self.data.corpus[:CALIBRATION_SENTENCES]) if backend in CALIBRATED else None
         return graph_folder(self.model(recipe, layers), root / keyed_name(f"{recipe}-l{max(layers)}", key), key,
-                            calibration=calibration)
+                            backend=backend, calibration=calibration)
 
     # -- models ----------------------------------------------------------------------------------------------
     def model(self, recipe: str, layers: tuple[int, ...]) -> TruncatedModel:

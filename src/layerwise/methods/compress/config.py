@@ -18,7 +18,7 @@ class CompressConfig:
 
     model: str  # built-in name or local Hugging Face folder (the teacher and the model every candidate is cut from)
     depths: tuple[int, ...]  # depths l (transformer layers kept) of the candidates, each in 1..L
-    backends: tuple[str, ...] = ("torch",)  # torch, onnx, onnx-int8, openvino, openvino-int8 (backends.py)
+    backends: tuple[str, ...] = ("torch",)  # torch, onnx, onnx-int8, onnx-int8-mixed, openvino, openvino-int8 (backends.py)
     epochs: int = 1  # distillation: passes over the corpus
     batch_size: int = 32  # distillation: sentences per step (the corpus must hold one batch at least)
     lr: float = 1e-4  # distillation: AdamW learning rate (linear decay, 10 % warm-up)

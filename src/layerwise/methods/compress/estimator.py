@@ -83,7 +83,9 @@ class Compressor(SentenceEstimator):
         ``onnx`` extra), ``"openvino"`` (float32) and ``"openvino-int8"`` (NNCF's static int8, calibrated on the
         corpus' first 300 sentences, SmoothQuant's alpha chosen per candidate as the one that keeps the float32
         model's similarities of those sentences best: :func:`~layerwise.encoders.openvino_int8.quantize_openvino`):
-        the ``openvino`` extra.
+        the ``openvino`` extra; ``"onnx-int8-mixed"``: ``onnx-int8`` but for the products whose inputs have outliers on
+        those sentences (max |x| over 16 times the 99.9th percentile), kept float32
+        (:mod:`~layerwise.encoders.onnx_int8_mixed`).
     settings : CompressSettings or None
         Training and timing settings (None: the defaults).
     output_dir : str or None

@@ -71,7 +71,8 @@ ONNX_NOTE = """
 ## ONNX
 
 The chosen candidate runs on its ONNX layer graph: its layer graph (fp32 `onnx/model.onnx`, onnxruntime's int8
-`onnx/model-int8.onnx`, OpenVINO's int8 `onnx/openvino-int8/model.xml` where that backend was measured; outputs every
+`onnx/model-int8.onnx`, OpenVINO's int8 `onnx/openvino-int8/model.xml` and onnxruntime's mixed int8
+`onnx/onnx-int8-mixed/model.onnx` where those backends were measured; outputs every
 hidden state's masked token mean) is in `onnx/`. The sentence vector is the mean of the hidden states
 listed above:
 
@@ -79,7 +80,7 @@ listed above:
 from layerwise.encoders.onnx_backend import LayerGraphSession
 from transformers import AutoTokenizer
 
-session = LayerGraphSession("onnx", quantized={quantized}, runtime="{runtime}")
+session = LayerGraphSession("onnx", quantized={quantized}, runtime="{runtime}", mixed={mixed})
 stack = session.encode(AutoTokenizer.from_pretrained("."), ["A sentence."])
 vectors = stack.mean[:, LAYERS].mean(axis=1)  # LAYERS: the hidden states above
 ```

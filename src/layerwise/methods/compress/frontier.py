@@ -40,7 +40,7 @@ class Candidate:
     recipe: str  # a key of RECIPES
     depth: int  # transformer layers the model runs (hidden state max(layers))
     layers: tuple[int, ...]  # hidden states whose token means are averaged
-    backend: str  # torch, onnx, onnx-int8
+    backend: str  # torch, onnx, onnx-int8, onnx-int8-mixed, openvino, openvino-int8
     parameters: int  # encoder parameters (pooler head excluded)
     dev: float  # Spearman x100 on the dev pairs
     tests: dict[str, float]  # test set name -> Spearman x100
