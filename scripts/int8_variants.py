@@ -31,8 +31,8 @@ import numpy as np
 from layerwise.data import load_sts
 from layerwise.encoders.layer_encoder import LayerEncoder
 from layerwise.encoders.onnx_backend import FP32_FILE, INFO_FILE, INT8_FILE, INT8_OPS, LayerGraphSession
-from layerwise.encoders.onnx_int8_mixed import OUTLIER_RATIO, input_outlier_ratios
 from layerwise.evaluation.metrics import cosine_rows, spearman
+from layerwise.methods.compress.int8_mixed import OUTLIER_RATIO, input_outlier_ratios
 from layerwise.reports import environment
 
 
@@ -64,7 +64,7 @@ CALIBRATION_SENTENCES = 256  # the first of the dev sentences
 
 def outlier_nodes(model: str, texts: list[str], *, ratio: float, batch_size: int, max_length: int) -> dict:
     """``{MatMul node name: ratio}`` of the products whose input ratio on ``texts`` is over ``ratio``
-    (:func:`~layerwise.encoders.onnx_int8_mixed.input_outlier_ratios` of the torch model, which the library's
+    (:func:`~layerwise.methods.compress.int8_mixed.input_outlier_ratios` of the torch model, which the library's
     ``onnx-int8-mixed`` backend keeps float32)."""
     encoder = LayerEncoder(model, cache_dir=False, show_progress=False)
     ratios = input_outlier_ratios(encoder.model, encoder.tokenizer, texts, batch_size=batch_size,

@@ -17,15 +17,13 @@ per output channel) and
 atomically, and the export checks on its example batch that the graph gives the torch model's outputs and that
 the source model's outputs did not change (the TorchScript exporter is given a deep copy: it was seen to alter
 the model it exported). :class:`LayerGraphSession` runs one of the two graphs; :func:`cached_layer_graph` keeps
-one folder per model identity under ``$LAYERWISE_HOME/onnx``. A third int8 model, with the products whose inputs have
-outliers kept float32, is written beside them by :mod:`~layerwise.encoders.onnx_int8_mixed`. onnx and onnxruntime are optional
+one folder per model identity under ``$LAYERWISE_HOME/onnx``. onnx and onnxruntime are optional
 (``pip install 'layerwise[onnx]'``); :func:`require_onnx` names the extra before any work starts.
 """
 
 from __future__ import annotations
 
 import copy
-import hashlib
 import inspect
 import json
 import logging
@@ -49,15 +47,13 @@ from layerwise.layers import LayerStack
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["BACKENDS", "FP32_FILE", "INFO_FILE", "INSTALL_HINT", "INT8_FILE", "INT8_MIXED_DIR", "LayerGraphInfo",
-           "LayerGraphSession", "cached_layer_graph", "check_backend", "export_layer_graph", "graph_inputs",
-           "quiet_preprocessing_hint", "require_onnx", "texts_sha256"]
+__all__ = ["BACKENDS", "FP32_FILE", "INFO_FILE", "INSTALL_HINT", "INT8_FILE", "LayerGraphInfo", "LayerGraphSession",
+           "cached_layer_graph", "check_backend", "export_layer_graph", "graph_inputs", "require_onnx"]
 
 BACKENDS = ("torch", "onnx", "onnx-int8", "openvino")  # what LayerEncoder(backend=...) accepts
 INSTALL_HINT = "pip install 'layerwise[onnx]'"
 GRAPH_FORMAT_VERSION = 1  # of the folder's layout and the graph's outputs; a change re-exports every cached graph
 FP32_FILE, INT8_FILE, INFO_FILE = "model.onnx", "model-int8.onnx", "layer_graph.json"
-INT8_MIXED_DIR = "onnx-int8-mixed"  # int8 but the products whose inputs have outliers (onnx_int8_mixed)
 OPSET = 17  # the TorchScript exporter's scaled_dot_product_attention needs >= 14; 17 adds LayerNormalization
 EXPORT_ATOL = 1e-4  # the export's self-check: graph vs torch on the example batch (fp32)
 # int8: the weights of every matrix product, one scale per output column (per_channel), activations quantized per
@@ -215,13 +211,8 @@ class _NoPreprocessingHint(logging.Filter):
         return "pre-processing before quantization" not in record.getMessage()
 
 
-def texts_sha256(texts: Sequence[str]) -> str:
-    """The sha256 of ``texts`` joined by newlines: which calibration sentences a quantized model was made on."""
-    return hashlib.sha256("\n".join(texts).encode("utf-8")).hexdigest()
-
-
 @contextmanager
-def quiet_preprocessing_hint():
+def _quiet_preprocessing_hint():
     """quantize_dynamic logs to the root logger that the graph could be pre-processed (shape inference); that
     advice is for static quantization and not the user's to act on, so it is filtered while it runs."""
     hint = _NoPreprocessingHint()
@@ -256,7 +247,7 @@ def export_layer_graph(model, dest: str | os.PathLike, *, quantize: bool = True,
     with atomic_folder(dest, replaceable=lambda d: (d / INFO_FILE).is_file()) as tmp:
         _export_checked(encoder, tmp / FP32_FILE, inputs=inputs, outputs=outputs, opset=opset)
         if quantize:
-            with quiet_preprocessing_hint():
+            with _quiet_preprocessing_hint():
                 quantize_dynamic(tmp / FP32_FILE, tmp / INT8_FILE, weight_type=QuantType.QInt8, per_channel=True,
                                  op_types_to_quantize=list(INT8_OPS))
         info = LayerGraphInfo(inputs=inputs, outputs=outputs, n_states=int(cfg.num_hidden_layers) + 1,
@@ -288,9 +279,6 @@ class LayerGraphSession:
     quantized : bool
         Run the int8 model: ``model-int8.onnx`` on onnxruntime, ``openvino-int8/model.xml`` (NNCF's, see
         :mod:`~layerwise.encoders.openvino_int8`) on OpenVINO.
-    mixed : bool
-        With ``quantized`` on onnxruntime: ``onnx-int8-mixed/model.onnx``, the int8 model whose products with
-        outliers in their inputs stay float32 (:mod:`~layerwise.encoders.onnx_int8_mixed`).
     threads : int or None
         onnxruntime's intra-op threads (None: ``torch.get_num_threads()``, so torch and ONNX compare alike).
     runtime : {"onnxruntime", "openvino"}
@@ -298,7 +286,7 @@ class LayerGraphSession:
     """
 
     def __init__(self, folder: str | os.PathLike, *, quantized: bool = False, threads: int | None = None,
-                 runtime: str = "onnxruntime", mixed: bool = False):
+                 runtime: str = "onnxruntime"):
         folder = Path(folder)
         info_path = folder / INFO_FILE
         if not info_path.is_file():
@@ -307,15 +295,7 @@ class LayerGraphSession:
         self.info = LayerGraphInfo.from_dict(json.loads(info_path.read_text(encoding="utf-8")))
         if runtime not in ("onnxruntime", "openvino"):
             raise UsageError(f"unknown runtime {runtime!r}; valid: onnxruntime, openvino")
-        if mixed and not (quantized and runtime == "onnxruntime"):
-            raise UsageError("mixed=True is onnxruntime's mixed int8 model: pass quantized=True, "
-                             "runtime='onnxruntime'")
-        if mixed:
-            path = folder / INT8_MIXED_DIR / FP32_FILE
-            if not path.is_file():
-                raise UsageError(f"{path} is missing; write the mixed int8 model first with "
-                                 "layerwise.encoders.onnx_int8_mixed.quantize_mixed")
-        elif runtime == "openvino" and quantized:
+        if runtime == "openvino" and quantized:
             path = folder / INT8_DIR / INT8_XML
             if not path.is_file():
                 raise UsageError(f"{path} is missing; write OpenVINO's int8 model first with "

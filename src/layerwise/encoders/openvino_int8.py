@@ -22,6 +22,7 @@ each alpha's agreement) atomically; :class:`~layerwise.encoders.onnx_backend.Lay
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from pathlib import Path
@@ -30,7 +31,7 @@ from typing import Sequence
 import numpy as np
 
 from layerwise.encoders.batching import length_sorted_batches
-from layerwise.encoders.onnx_backend import FP32_FILE, INFO_FILE, texts_sha256
+from layerwise.encoders.onnx_backend import FP32_FILE, INFO_FILE
 from layerwise.encoders.openvino_runtime import INT8_DIR, INT8_XML, OPENVINO_HINT, compile_graph, require_openvino
 from layerwise.errors import UsageError
 from layerwise.files import atomic_folder, remove_stale
@@ -62,6 +63,10 @@ def require_nncf():
     return nncf
 
 
+def _sha256(texts: Sequence[str]) -> str:
+    return hashlib.sha256("\n".join(texts).encode("utf-8")).hexdigest()
+
+
 def has_openvino_int8(folder: str | Path, texts: Sequence[str] | None = None, layers: Sequence[int] | None = None
                       ) -> bool:
     """Whether the graph folder holds a finished OpenVINO int8 model; with ``texts``, one calibrated on these
@@ -73,7 +78,7 @@ def has_openvino_int8(folder: str | Path, texts: Sequence[str] | None = None, la
     if texts is None:
         return True
     record = json.loads((sub / CALIBRATION_FILE).read_text(encoding="utf-8"))
-    return (record.get("sha256") == texts_sha256([str(t) for t in texts]) and record.get("layers") == _layers(layers)
+    return (record.get("sha256") == _sha256([str(t) for t in texts]) and record.get("layers") == _layers(layers)
             and all(record.get(k) == v for k, v in QUANTIZATION.items()))
 
 
@@ -151,7 +156,7 @@ def quantize_openvino(folder: str | Path, tokenizer, texts: Sequence[str], *, ba
     remove_stale(dest)
     with atomic_folder(dest, replaceable=lambda d: (d / CALIBRATION_FILE).is_file()) as tmp:
         ov.save_model(best[2], str(tmp / INT8_XML), compress_to_fp16=False)
-        record = {"sentences": len(texts), "sha256": texts_sha256(texts), "batches": len(feeds),
+        record = {"sentences": len(texts), "sha256": _sha256(texts), "batches": len(feeds),
                   "batch_size": batch_size, "max_length": max_length, **QUANTIZATION, "layers": _layers(layers),
                   "smooth_quant_alpha": alpha, "agreement": {str(a): r for a, r in agreement.items()},
                   "versions": {"openvino": ov.__version__, "nncf": nncf.__version__}}

@@ -2,7 +2,7 @@
 fp32 compiled by OpenVINO (``openvino``), OpenVINO's own int8 (``openvino-int8``: NNCF's static quantization of
 the graph, calibrated on the first :data:`CALIBRATION_SENTENCES` sentences of the corpus), or onnxruntime's int8 with
 the products whose inputs have outliers on those sentences kept float32 (``onnx-int8-mixed``:
-:mod:`~layerwise.encoders.onnx_int8_mixed`).
+:mod:`~layerwise.methods.compress.int8_mixed`).
 
 Every candidate is a :class:`~layerwise.methods.truncated.model.TruncatedModel`; on an ONNX backend its encoder is
 exported once (:func:`layerwise.encoders.onnx_backend.export_layer_graph`: a graph whose outputs are every hidden
@@ -20,15 +20,16 @@ import numpy as np
 
 from layerwise.encoders.onnx_backend import BACKENDS as ENCODER_BACKENDS
 from layerwise.encoders.onnx_backend import INFO_FILE, LayerGraphSession, check_backend, export_layer_graph
-from layerwise.encoders.onnx_int8_mixed import (
+from layerwise.encoders.openvino_int8 import QUANTIZATION, has_openvino_int8, quantize_openvino, require_nncf
+from layerwise.errors import UsageError
+from layerwise.methods.compress.int8_mixed import (
     OUTLIER_RATIO,
     PERCENTILE,
     has_mixed_int8,
     mixed_int8_record,
+    mixed_session,
     quantize_mixed,
 )
-from layerwise.encoders.openvino_int8 import QUANTIZATION, has_openvino_int8, quantize_openvino, require_nncf
-from layerwise.errors import UsageError
 from layerwise.methods.truncated.model import TruncatedModel
 
 __all__ = ["BACKENDS", "CALIBRATED", "CALIBRATION_SENTENCES", "MIXED_SETTINGS", "ONNX_INT8_MIXED", "OPENVINO_INT8",
@@ -109,10 +110,10 @@ def mixed_int8_facts(graph: Path) -> dict:
 
 
 def graph_session(backend: str) -> dict:
-    """``LayerGraphSession``'s ``quantized``, ``runtime`` and ``mixed`` for an ONNX ``backend`` name."""
-    return {"quantized": backend.endswith("-int8") or backend == ONNX_INT8_MIXED,
-            "runtime": "openvino" if backend.startswith("openvino") else "onnxruntime",
-            "mixed": backend == ONNX_INT8_MIXED}
+    """``LayerGraphSession``'s ``quantized`` and ``runtime`` for an ONNX ``backend`` name (``onnx-int8-mixed``:
+    :func:`~layerwise.methods.compress.int8_mixed.mixed_session` opens it)."""
+    return {"quantized": backend.endswith("-int8"),
+            "runtime": "openvino" if backend.startswith("openvino") else "onnxruntime"}
 
 
 def runner(model: TruncatedModel, backend: str, *, batch_size: int,
@@ -122,7 +123,7 @@ def runner(model: TruncatedModel, backend: str, *, batch_size: int,
         return lambda texts: model.encode(texts, batch_size=batch_size)
     if graph is None:
         raise ValueError(f"backend {backend!r} needs the model's layer graph folder")
-    session = LayerGraphSession(graph, **graph_session(backend))
+    session = mixed_session(graph) if backend == ONNX_INT8_MIXED else LayerGraphSession(graph, **graph_session(backend))
     layers = list(model.layers)
 
     def encode(texts: list[str]) -> np.ndarray:

@@ -85,7 +85,7 @@ class Compressor(SentenceEstimator):
         model's similarities of those sentences best: :func:`~layerwise.encoders.openvino_int8.quantize_openvino`):
         the ``openvino`` extra; ``"onnx-int8-mixed"``: ``onnx-int8`` but for the products whose inputs have outliers on
         those sentences (max |x| over 16 times the 99.9th percentile), kept float32
-        (:mod:`~layerwise.encoders.onnx_int8_mixed`).
+        (:mod:`~layerwise.methods.compress.int8_mixed`).
     settings : CompressSettings or None
         Training and timing settings (None: the defaults).
     output_dir : str or None

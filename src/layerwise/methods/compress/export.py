@@ -24,8 +24,9 @@ from layerwise.export.sentence_transformers import (
     save_st_folder,
     transformer_options,
 )
-from layerwise.methods.compress.backends import graph_session
+from layerwise.methods.compress.backends import ONNX_INT8_MIXED, graph_session
 from layerwise.methods.compress.frontier import RECIPES, Candidate, frontier_table
+from layerwise.methods.compress.int8_mixed import INT8_MIXED_DIR
 from layerwise.methods.truncated.model import TruncatedModel
 from layerwise.reports import write_json
 
@@ -58,7 +59,7 @@ def write_compressed(model: TruncatedModel, folder: str | os.PathLike, *, source
     provenance = {"method": "compress", **card.provenance(), "layers": list(model.layers),
                   "max_length": model.max_length, "compress": report}
     if graph is not None:
-        readme += ONNX_NOTE.format(**graph_session(chosen.backend))
+        readme += ONNX_NOTE.format(session=_session_call(chosen.backend))
     dest = save_st_folder(model.encoder, model.tokenizer, folder, modules,
                           transformer_kwargs=transformer_options(model.max_length, all_hidden_states=all_states),
                           provenance=provenance, readme=readme, overwrite=overwrite)
@@ -77,14 +78,24 @@ hidden state's masked token mean) is in `onnx/`. The sentence vector is the mean
 listed above:
 
 ```python
+from pathlib import Path
+
 from layerwise.encoders.onnx_backend import LayerGraphSession
 from transformers import AutoTokenizer
 
-session = LayerGraphSession("onnx", quantized={quantized}, runtime="{runtime}", mixed={mixed})
+session = {session}
 stack = session.encode(AutoTokenizer.from_pretrained("."), ["A sentence."])
 vectors = stack.mean[:, LAYERS].mean(axis=1)  # LAYERS: the hidden states above
 ```
 """
+
+
+def _session_call(backend: str) -> str:
+    """How the model card's snippet opens the chosen backend's graph."""
+    if backend == ONNX_INT8_MIXED:
+        return f'LayerGraphSession.from_file(Path("onnx/{INT8_MIXED_DIR}/model.onnx"))'
+    kw = graph_session(backend)
+    return f'LayerGraphSession("onnx", quantized={kw["quantized"]}, runtime="{kw["runtime"]}")'
 
 
 def _add_graph(dest: Path, graph: Path) -> None:

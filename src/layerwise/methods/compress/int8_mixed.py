@@ -12,11 +12,12 @@ on every ``Linear`` layer of its ``encoder``; a product whose input has max |x| 
 99.9th percentile of |x| (per batch, averaged over the batches) stays float32, and every other is quantized as
 ``onnx-int8`` quantizes it. :func:`quantize_mixed` writes ``<graph folder>/onnx-int8-mixed/`` (``model.onnx`` and
 ``calibration.json``: the sentences' sha256, the ratio of every product, the ones kept) atomically;
-``LayerGraphSession(folder, quantized=True, mixed=True)`` runs it.
+``LayerGraphSession.from_file(folder / INT8_MIXED_DIR / FP32_FILE)`` runs it (:func:`mixed_session`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
@@ -30,21 +31,21 @@ from layerwise.encoders.batching import length_sorted_batches
 from layerwise.encoders.onnx_backend import (
     FP32_FILE,
     INFO_FILE,
-    INT8_MIXED_DIR,
     INT8_OPS,
-    quiet_preprocessing_hint,
+    LayerGraphSession,
     require_onnx,
-    texts_sha256,
 )
+from layerwise.encoders.onnx_backend import _quiet_preprocessing_hint as quiet_preprocessing_hint
 from layerwise.errors import UsageError
 from layerwise.files import atomic_folder, remove_stale
 
-__all__ = ["CALIBRATION_FILE", "OUTLIER_RATIO", "PERCENTILE", "has_mixed_int8", "input_outlier_ratios",
-           "mixed_int8_record", "node_name", "quantize_mixed"]
+__all__ = ["CALIBRATION_FILE", "INT8_MIXED_DIR", "OUTLIER_RATIO", "PERCENTILE", "has_mixed_int8",
+           "input_outlier_ratios", "mixed_int8_record", "mixed_session", "node_name", "quantize_mixed"]
 
 logger = logging.getLogger(__name__)
 
 CALIBRATION_FILE = "calibration.json"
+INT8_MIXED_DIR = "onnx-int8-mixed"  # in the layer graph folder, beside model.onnx and model-int8.onnx
 OUTLIER_RATIO = 16.0  # max |x| / 99.9th percentile of |x| above which a product's input stays float32
 PERCENTILE = 99.9
 
@@ -84,6 +85,19 @@ def input_outlier_ratios(encoder, tokenizer, texts: Sequence[str], *, batch_size
             h.remove()
         encoder.train(training)
     return {name: float(np.mean(r)) for name, r in ratios.items()}
+
+
+def texts_sha256(texts: Sequence[str]) -> str:
+    """Which calibration sentences a model was made on (as ``openvino-int8`` records them: joined by newlines)."""
+    return hashlib.sha256("\n".join(texts).encode("utf-8")).hexdigest()
+
+
+def mixed_session(folder: str | Path, *, threads: int | None = None) -> LayerGraphSession:
+    """A session on the graph folder's mixed int8 model (a one-line UsageError where it was not written)."""
+    path = Path(folder) / INT8_MIXED_DIR / FP32_FILE
+    if not path.is_file():
+        raise UsageError(f"{path} is missing; write the mixed int8 model first with quantize_mixed")
+    return LayerGraphSession.from_file(path, threads=threads)
 
 
 def has_mixed_int8(folder: str | Path, texts: Sequence[str] | None = None) -> bool:

@@ -1,4 +1,4 @@
-"""onnxruntime's int8 with the products whose inputs have outliers kept float32 (encoders/onnx_int8_mixed.py), on
+"""onnxruntime's int8 with the products whose inputs have outliers kept float32 (methods/compress/int8_mixed.py), on
 tiny random models built from a config."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from conftest import SENTENCES
-from layerwise.encoders import onnx_int8_mixed as mixed
 from layerwise.encoders.batching import length_sorted_batches
 from layerwise.errors import UsageError
+from layerwise.methods.compress import int8_mixed as mixed
 
 
 @pytest.fixture()
@@ -30,10 +30,11 @@ def _hf(folder):
     return AutoModel.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder)
 
 
-def _vectors(folder, tokenizer, **kw):
+def _vectors(folder, tokenizer, mixed_model=False, **kw):
     from layerwise.encoders.onnx_backend import LayerGraphSession
 
-    return LayerGraphSession(folder, **kw).encode(tokenizer, SENTENCES, batch_size=4, max_length=16).mean
+    session = mixed.mixed_session(folder) if mixed_model else LayerGraphSession(folder, **kw)
+    return session.encode(tokenizer, SENTENCES, batch_size=4, max_length=16).mean
 
 
 def test_node_names_are_the_exports():
@@ -66,21 +67,19 @@ def test_kept_products_are_float32_and_the_rest_the_onnx_int8_models(graph, tiny
     monkeypatch.setattr(mixed, "OUTLIER_RATIO", 1e9)  # no input has outliers: every product int8, as onnx-int8
     mixed.quantize_mixed(graph, model, tok, SENTENCES, batch_size=4, max_length=16)
     assert mixed.mixed_int8_record(graph)["kept_float32"] == []
-    np.testing.assert_array_equal(_vectors(graph, tok, quantized=True, mixed=True), int8)
+    np.testing.assert_array_equal(_vectors(graph, tok, mixed_model=True), int8)
     monkeypatch.setattr(mixed, "OUTLIER_RATIO", 0.0)  # every input "has outliers": every product float32
     assert not mixed.has_mixed_int8(graph, SENTENCES)  # made at another ratio: to be quantized again
     mixed.quantize_mixed(graph, model, tok, SENTENCES, batch_size=4, max_length=16)
     record = mixed.mixed_int8_record(graph)
     assert len(record["kept_float32"]) == record["products"] == len(record["ratios"])
-    np.testing.assert_allclose(_vectors(graph, tok, quantized=True, mixed=True), fp32, atol=1e-5)
+    np.testing.assert_allclose(_vectors(graph, tok, mixed_model=True), fp32, atol=1e-5)
     assert np.abs(int8 - fp32).max() > 1e-4  # (the int8 model does differ: the check above can fail)
     assert mixed.has_mixed_int8(graph, SENTENCES) and not mixed.has_mixed_int8(graph, SENTENCES[:-1])
     assert json.loads((graph / "onnx-int8-mixed" / "calibration.json").read_text())["sentences"] == len(SENTENCES)
 
 
 def test_a_graph_of_another_model_and_bad_calls_are_refused(graph, tiny_mpnet, tiny_bert):
-    from layerwise.encoders.onnx_backend import LayerGraphSession
-
     other, tok = _hf(tiny_mpnet)
     with pytest.raises(RuntimeError, match=r"has no MatMul node named /model/encoder/layer.0/attention/attn/k/MatMul \(14 of 18 products\)"):
         mixed.quantize_mixed(graph, other, tok, SENTENCES, max_length=16)
@@ -89,6 +88,4 @@ def test_a_graph_of_another_model_and_bad_calls_are_refused(graph, tiny_mpnet, t
     with pytest.raises(UsageError, match="needs calibration sentences"):
         mixed.quantize_mixed(graph, model, tok, [], max_length=16)
     with pytest.raises(UsageError, match="onnx-int8-mixed/model.onnx is missing; write the mixed int8 model first"):
-        LayerGraphSession(graph, quantized=True, mixed=True)
-    with pytest.raises(UsageError, match="mixed=True is onnxruntime's mixed int8 model: pass quantized=True"):
-        LayerGraphSession(graph, mixed=True)
+        mixed.mixed_session(graph)
