@@ -11,7 +11,7 @@ to OUT: dev Spearman x100, its difference from float32, the cosine of each sente
 vector (mean, 1st percentile, min), the setting, and the run's environment (commit, machine, versions, command).
 
     PYTHONPATH=src python scripts/int8_variants.py runs/compress/all-mpnet-base-v2/work/graphs/original-l12-115719df \\
-        all-mpnet-base-v2 --data-dir /work/shared/data --out docs/results/compress-int8-variants.jsonl
+        all-mpnet-base-v2 --data-dir /work/shared/data --out docs/results/screens/compress-int8-variants.jsonl
 
 A screen, not a results page: the page changes only through ``layerwise results run compress``.
 """

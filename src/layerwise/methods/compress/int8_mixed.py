@@ -5,7 +5,7 @@ product at run time with one scale for the whole batch tensor. Where a few value
 larger than the rest, the others fall on a few int8 levels. In all-mpnet-base-v2 the input of the second FFN product
 (after GELU) in layers 6-10 has max |x| 22-45 times its 99.9th percentile, and the int8 graph's sentence vectors
 there have a mean cosine of 0.88 with the float32 graph's on STS-B dev; keeping those five products in float32 gives
-0.99 (``scripts/int8_variants.py``, ``docs/results/compress-int8-variants.jsonl``).
+0.99 (``scripts/int8_variants.py``, ``docs/results/screens/compress-int8-variants.jsonl``).
 
 So the torch encoder runs the calibration sentences (length-sorted batches, as encoding runs them) with a forward hook
 on every ``Linear`` layer of its ``encoder``; a product whose input has max |x| over :data:`OUTLIER_RATIO` times the
