@@ -509,6 +509,38 @@ def test_train_pairs_option_gives_every_student_the_labelled_pairs_and_enters_th
     assert "labelled pairs, every student's second loss: stsb train" in md.read_text()
 
 
+def test_candidates_read_back_from_the_work_folder_count_as_carried_over_from_the_run_that_timed_them():
+    """A run that adds a backend finds the earlier run's part (its donor) but adopts none of its candidates when the
+    work folder already holds them (``adopted`` 0): they were timed in that run all the same, and the page says so."""
+    from layerwise.benchmarks.compress.report import _reference_lines
+    from layerwise.benchmarks.compress.stored import by_model
+
+    def cand(recipe, backend, seconds):
+        return {"recipe": recipe, "depth": 1, "layers": [1], "backend": backend, "parameters": 1, "dev": 70.0,
+                "tests": {"stsb": 70.0}, "speed": {"seconds": [seconds], "original_seconds": [1.0]}}
+
+    def part(backends, started, adopted, *candidates):
+        key = {"model": {"name": "m"}, "data": {"stsb": "x"}, "protocol": {"budget": 1.0, "backends": backends},
+               "depth": 1}
+        payload = {"model": "m", "corpus": {}, "result": {"candidates": [cand("original", "torch", 1.0), *candidates]},
+                   **({"adopted": adopted} if adopted is not None else {})}
+        return Part("compress", "m-l1", key, payload, runs=[{"started": started}])
+
+    earlier = part(["torch"], "2026-11-26 10:00", None, cand("cut", "torch", 0.5))
+    later = part(["torch", "onnx"], "2026-11-27 10:00", {"candidates": 0, "from_run": "2026-11-26 10:00"},
+                 cand("cut", "torch", 0.5), cand("cut", "onnx", 0.4))
+    [r] = by_model([earlier, later])
+    by_name = {c.name: c for c in r.candidates}
+    assert r.carried(by_name["cut-l1-torch"]) is earlier and r.carried(by_name["cut-l1-onnx"]) is None
+    assert r.carried(r.original) is earlier  # the original of that run too: its timing is that run's
+    rows = _reference_lines(r)
+    assert any(row.startswith("| 1 | 2026-11-27 |") and row.endswith("| 2 (2026-11-26) |") for row in rows)
+    assert any(row.startswith("| 1 (carried over) | 2026-11-26 |") for row in rows)
+    retimed = part(["torch", "onnx"], "2026-11-27 10:00", None, cand("cut", "torch", 0.5), cand("cut", "onnx", 0.4))
+    [r] = by_model([earlier, retimed])  # no "adopted": every candidate timed in its own run (a retime)
+    assert all(r.carried(c) is None for c in r.candidates)
+
+
 def test_the_students_of_earlier_protocols_stand_beside_this_one_and_the_tmft_line_says_who_saw_pairs():
     from layerwise.benchmarks.compress.goals import goal_lines
     from layerwise.benchmarks.compress.report import _protocol_lines

@@ -160,10 +160,10 @@ def _reference_lines(r: ModelResults) -> list[str]:
     agree."""
     rows = []
     for part in sorted(r.parts, key=lambda p: p.key["depth"]):
-        carried = part.payload.get("adopted")
-        carried = f"{carried['candidates']} ({(carried.get('from_run') or '?')[:10]})" if carried else "0"
-        rows.append(_run_row(part, part.key["depth"], carried))
         donor = r.donors.get(part.key["depth"])
+        n = sum(r.carried(Candidate.from_dict(c)) is not None for c in part.payload["result"]["candidates"])
+        carried = f"{n} ({(started(donor) or '?')[:10]})" if donor is not None and n else "0"
+        rows.append(_run_row(part, part.key["depth"], carried))
         if donor is not None:  # the run the carried candidates were timed in, with its own original
             rows.append(_run_row(donor, f"{part.key['depth']} (carried over)", "–"))
     backends = r.protocol["backends"]
@@ -210,7 +210,8 @@ def _mixed_line(r) -> list[str]:
 
     def kept(c) -> str:
         names = c.extra["quantization"]["kept_float32"]
-        where = sorted({n.split("/")[3] for n in names if n.count("/") > 3})  # /model/encoder/layer.6/...
+        where = sorted({n.split("/")[3] for n in names if n.count("/") > 3},  # /model/encoder/layer.6/...
+                       key=lambda x: (len(x), x))
         return (f"{c.recipe}-l{c.depth}: {len(names)} of {c.extra['quantization']['products']}"
                 + (f" ({', '.join(where)})" if where else ""))
 

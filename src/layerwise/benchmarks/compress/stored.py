@@ -123,7 +123,9 @@ def by_model(parts: list[Part]) -> list[ModelResults]:
         protocol = key["protocol"]
         candidates, original, chosen = model_candidates(mine, key, float(protocol["budget"]))
         kept = [p for p in mine if p.key["protocol"] == protocol]
-        donors = {p.key["depth"]: d for p in kept if (p.payload.get("adopted") or {}).get("candidates")
+        # a part that found an earlier run's part carried its candidates over: adopted into the work folder, or
+        # already there (read back with their timing; "adopted" counts only the first), timed in that run either way
+        donors = {p.key["depth"]: d for p in kept if "adopted" in p.payload
                   and (d := donor_part(mine, p.name, p.key)) is not None}
         out.append(ModelResults(model, protocol, newest.payload["corpus"], kept, candidates, original, chosen,
                                  donors))
