@@ -17,7 +17,6 @@ on every ``Linear`` layer of its ``encoder``; a product whose input has max |x| 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import re
@@ -27,6 +26,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from layerwise.data.checksum import content_checksum
 from layerwise.encoders.batching import length_sorted_batches
 from layerwise.encoders.onnx_backend import (
     FP32_FILE,
@@ -87,11 +87,6 @@ def input_outlier_ratios(encoder, tokenizer, texts: Sequence[str], *, batch_size
     return {name: float(np.mean(r)) for name, r in ratios.items()}
 
 
-def texts_sha256(texts: Sequence[str]) -> str:
-    """Which calibration sentences a model was made on (as ``openvino-int8`` records them: joined by newlines)."""
-    return hashlib.sha256("\n".join(texts).encode("utf-8")).hexdigest()
-
-
 def mixed_session(folder: str | Path, *, threads: int | None = None) -> LayerGraphSession:
     """A session on the graph folder's mixed int8 model (a one-line UsageError where it was not written)."""
     path = Path(folder) / INT8_MIXED_DIR / FP32_FILE
@@ -109,7 +104,7 @@ def has_mixed_int8(folder: str | Path, texts: Sequence[str] | None = None) -> bo
     if texts is None:
         return True
     record = mixed_int8_record(folder)
-    return record.get("sha256") == texts_sha256([str(t) for t in texts]) and record.get("ratio") == OUTLIER_RATIO
+    return record.get("sha256") == content_checksum([str(t) for t in texts]) and record.get("ratio") == OUTLIER_RATIO
 
 
 def mixed_int8_record(folder: str | Path) -> dict:
@@ -140,7 +135,7 @@ def quantize_mixed(folder: str | Path, encoder, tokenizer, texts: Sequence[str],
         raise RuntimeError(f"{folder / FP32_FILE} has no MatMul node named {unnamed[0]} ({len(unnamed)} of "
                            f"{len(ratios)} products): the graph was not exported from this encoder, or its export "
                            "names nodes otherwise")
-    kept = sorted((n for n, r in ratios.items() if r > OUTLIER_RATIO), key=list(ratios).index)
+    kept = [n for n, r in ratios.items() if r > OUTLIER_RATIO]  # in the encoder's order
     logger.info("onnx mixed int8 of %s: %d of %d products kept float32 (input max/p%s over %g)", folder, len(kept),
                 len(ratios), PERCENTILE, OUTLIER_RATIO)
     dest = folder / INT8_MIXED_DIR
@@ -149,7 +144,7 @@ def quantize_mixed(folder: str | Path, encoder, tokenizer, texts: Sequence[str],
         with quiet_preprocessing_hint():
             quantize_dynamic(folder / FP32_FILE, tmp / FP32_FILE, weight_type=QuantType.QInt8, per_channel=True,
                              op_types_to_quantize=list(INT8_OPS), nodes_to_exclude=kept)
-        record = {"sentences": len(texts), "sha256": texts_sha256(texts), "batch_size": batch_size,
+        record = {"sentences": len(texts), "sha256": content_checksum(texts), "batch_size": batch_size,
                   "max_length": max_length, "ratio": OUTLIER_RATIO, "percentile": PERCENTILE, "kept_float32": kept,
                   "products": len(ratios), "ratios": {n: round(r, 3) for n, r in ratios.items()}}
         (tmp / CALIBRATION_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
