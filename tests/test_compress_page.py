@@ -255,6 +255,8 @@ def test_candidates_carried_over_from_an_earlier_run_are_marked_with_that_run():
     old, new = Candidate.from_dict(cand("cut", "torch", 0.5)), Candidate.from_dict(cand("cut", "onnx", 0.25))
     r = ModelResults("m", {"budget": 100.0}, {}, [], [original, old, new], original, old, {1: donor})
     assert r.carried(old) is donor and r.carried(new) is None and r.carried(original) is None
+    again = Candidate.from_dict(cand("cut", "torch", 0.4))  # measured again (its student retrained, say): its own
+    assert r.carried(again) is None
     rows = "\n".join(_table(r, {}))
     assert f"| 2.00x{CARRIED_MARK} |" in rows and "| 4.00x |" in rows and f"{CARRIED_MARK} timed in an earlier run" in rows
     assert "2.00x (timed in the earlier run of 2026-11-25, carried over)" in goal_lines(r, {})[0]
@@ -295,7 +297,12 @@ def test_a_stored_choice_that_the_frontier_no_longer_makes_is_fitted_again(tiny_
     monkeypatch.setattr(Compressor, "fit", lambda self, *a, **kw: fits.append(self.depths) or real_fit(self, *a, **kw))
     get_page("compress").run(ctx)
     (summary,) = [p for p in store.parts("compress") if "depth" not in p.key]
-    assert fits == [(max(1, chosen.depth),)] and summary.payload["chosen"]["recipe"] == chosen.recipe
+    # fitted again at the shallowest depth part that holds the choice (the original is in every part: its
+    # timing's reference), where its fit reads it back without building another depth
+    home = min(p.key["depth"] for p in store.parts("compress") if "depth" in p.key and any(
+        (c["recipe"], tuple(c["layers"]), c["backend"]) == (chosen.recipe, chosen.layers, chosen.backend)
+        for c in p.payload["result"]["candidates"]))
+    assert fits == [(home,)] and summary.payload["chosen"]["recipe"] == chosen.recipe
     assert tuple(summary.payload["chosen"]["layers"]) == chosen.layers
     # the same choice with other numbers (as before its candidates were timed again): saved again, with these
     store.save(Part("compress", summary.name, summary.key,
@@ -304,7 +311,7 @@ def test_a_stored_choice_that_the_frontier_no_longer_makes_is_fitted_again(tiny_
     fits.clear()
     get_page("compress").run(ctx)
     (summary,) = [p for p in store.parts("compress") if "depth" not in p.key]
-    assert fits == [(max(1, chosen.depth),)] and summary.payload["chosen"] == chosen.to_dict()
+    assert fits == [(home,)] and summary.payload["chosen"] == chosen.to_dict()
     get_page("compress").run(ctx)  # nothing changed since: nothing fitted
     assert len(fits) == 1
 
@@ -346,7 +353,9 @@ def test_a_protocol_that_only_adds_candidates_keeps_the_stored_ones(tiny_bert, e
     new = PageContext(store=store, output=env / "out", data_dir=str(data), command=("test",),
                       options=_options(tiny_bert, env, every_depth=True, folders=str(env / "fresh")))
     get_page("compress").run(new)  # a fresh work folder: what is not new comes from the stored parts
-    assert set(measured) == {"every-depth"}
+    # but the students' candidates: the fresh folder holds no student, so the distilled ones are trained again and
+    # measured on their own student (Compression.adopt)
+    assert set(measured) == {"distilled", "every-depth"}
     parts = [p for p in store.parts("compress") if "depth" in p.key and p.key["protocol"].get("every_depth")]
     assert len(parts) == n_layers(tiny_bert) and all("adopted" in p.payload for p in parts)
     assert sum(p.payload["adopted"]["candidates"] for p in parts) > 0  # the full depth may add nothing new

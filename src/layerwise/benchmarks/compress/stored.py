@@ -108,8 +108,10 @@ class ModelResults:
         donor = self.donors.get(c.depth)
         if donor is None:
             return None
-        earlier = {(d["recipe"], tuple(d["layers"]), d["backend"]) for d in donor.payload["result"]["candidates"]}
-        return donor if (c.recipe, c.layers, c.backend) in earlier else None
+        # its timing is the earlier run's, unchanged (a candidate measured again, a retrained student's, has its own)
+        earlier = {(d["recipe"], tuple(d["layers"]), d["backend"]): d.get("speed")
+                   for d in donor.payload["result"]["candidates"]}
+        return donor if c.speed and earlier.get((c.recipe, c.layers, c.backend)) == c.speed else None
 
 
 def by_model(parts: list[Part]) -> list[ModelResults]:
