@@ -230,7 +230,11 @@ def test_goal_lines_say_met_or_not_met_with_the_measured_figures():
                              "STS-B's labelled train pairs, which the students never see (they learn the original's "
                              "embeddings of the unlabeled corpus)")
     assert ("at most 0.60 points, over 0.5 for 1 of 1 candidates (goal: within 0.5, **not met**; "
-            "distilled-l3-onnx-int8 -0.60)") in lines[3]  # which candidates, and which way
+            "distilled-l3-onnx-int8 -0.60; all lower than float32)") in lines[3]  # which candidates, which way
+    from layerwise.benchmarks.compress.goals import _directions
+
+    assert _directions({"a": 0.8, "b": 0.61}) == "none lower than float32 (int8 scored higher)"
+    assert _directions({"a": 0.8, "b": -0.61, "c": -0.7}) == "2 lower than float32, 1 higher"
     slow = [c if c.backend != "onnx-int8" else cand("distilled", 3, "onnx-int8", 79.4, 81.2, 0.5) for c in candidates]
     lines = goal_lines(ModelResults("x/all-MiniLM-L6-v2", {"budget": 1.0}, {}, [], slow, original, slow[3]), {})
     assert "(goal: >= 3x, **not met**)" in lines[1] and "**met**)" in lines[2]  # no TMFT figures: no student line
@@ -548,6 +552,38 @@ def test_candidates_read_back_from_the_work_folder_count_as_carried_over_from_th
     retimed = part(["torch", "onnx"], "2026-11-27 10:00", None, cand("cut", "torch", 0.5), cand("cut", "onnx", 0.4))
     [r] = by_model([earlier, retimed])  # no "adopted": every candidate timed in its own run (a retime)
     assert all(r.carried(c) is None for c in r.candidates)
+
+
+def test_the_original_carried_over_is_credited_to_the_run_that_timed_it_whatever_the_depth():
+    """Every depth part holds the original (its timing's reference), timed once per work folder: a part whose own
+    earlier run timed it otherwise credits the run whose timing it has (another depth's donor)."""
+    from layerwise.benchmarks.compress.report import _reference_lines
+    from layerwise.benchmarks.compress.stored import by_model
+
+    def cand(recipe, depth, backend, seconds):
+        return {"recipe": recipe, "depth": depth, "layers": [depth], "backend": backend, "parameters": 1,
+                "dev": 70.0, "tests": {"stsb": 70.0}, "speed": {"seconds": [seconds], "original_seconds": [1.0]}}
+
+    def part(depth, backends, started, adopted, *candidates):
+        key = {"model": {"name": "m"}, "data": {"stsb": "x"}, "protocol": {"budget": 1.0, "backends": backends},
+               "depth": depth}
+        payload = {"model": "m", "corpus": {}, "result": {"candidates": list(candidates)},
+                   **({"adopted": adopted} if adopted is not None else {})}
+        return Part("compress", f"m-l{depth}", key, payload, runs=[{"started": started}])
+
+    old2 = part(2, ["torch"], "2026-11-26 10:00", None, cand("original", 2, "torch", 1.1))
+    old1 = part(1, ["torch"], "2026-11-27 09:00", None, cand("original", 2, "torch", 0.9), cand("cut", 1, "torch", .5))
+    adopted = {"candidates": 0, "from_run": "x"}
+    new2 = part(2, ["torch", "onnx"], "2026-11-27 12:00", adopted, cand("original", 2, "torch", 0.9),
+                cand("original", 2, "onnx", 0.8))
+    new1 = part(1, ["torch", "onnx"], "2026-11-27 12:00", adopted, cand("original", 2, "torch", 0.9),
+                cand("cut", 1, "torch", .5), cand("cut", 1, "onnx", .4))
+    [r] = by_model([old2, old1, new2, new1])
+    original = next(c for c in r.candidates if c.name == "original-l2-torch")
+    assert r.carried(original) is old1  # not old2, the depth-2 part's own donor: it timed another original
+    rows = _reference_lines(r)
+    assert any(row.startswith("| 2 | 2026-11-27 |") and row.endswith("| 1 (2026-11-27) |") for row in rows)
+    assert any(row.startswith("| 1 | 2026-11-27 |") and row.endswith("| 2 (2026-11-27) |") for row in rows)
 
 
 def test_the_students_of_earlier_protocols_stand_beside_this_one_and_the_tmft_line_says_who_saw_pairs():

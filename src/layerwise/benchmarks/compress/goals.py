@@ -52,8 +52,18 @@ def goal_lines(r: ModelResults, tmft: dict[int, float]) -> list[str]:
                          f"{max(map(abs, drift.values())):.2f} points, over {INT8_GOAL:g} for {len(over)} of "
                          f"{len(drift)} candidates (goal: within {INT8_GOAL:g}, **{'met' if not over else 'not met'}**"
                          + (f"; {', '.join(f'{n} {d:+.2f}' for n, d in sorted(over.items(), key=lambda kv: -abs(kv[1])))}"
-                            if over else "") + ")")
+                            f"; {_directions(over)}" if over else "") + ")")
     return lines
+
+
+def _directions(over: dict[str, float]) -> str:
+    """Which way the int8 candidates outside the goal moved: a loss of quality is the goal's concern; a gain is a
+    departure from float32 all the same (the goal is two-sided), and the page says which it is."""
+    lower = sum(d < 0 for d in over.values())
+    if lower == len(over):
+        return "all lower than float32"
+    return "none lower than float32 (int8 scored higher)" if lower == 0 else f"{lower} lower than float32, " \
+        f"{len(over) - lower} higher"
 
 
 def _hidden_losses(c: Candidate, original: Candidate) -> str:

@@ -161,8 +161,9 @@ def _reference_lines(r: ModelResults) -> list[str]:
     rows = []
     for part in sorted(r.parts, key=lambda p: p.key["depth"]):
         donor = r.donors.get(part.key["depth"])
-        n = sum(r.carried(Candidate.from_dict(c)) is not None for c in part.payload["result"]["candidates"])
-        carried = f"{n} ({(started(donor) or '?')[:10]})" if donor is not None and n else "0"
+        runs = Counter((started(d) or "?")[:10] for c in part.payload["result"]["candidates"]
+                       if (d := r.carried(Candidate.from_dict(c))) is not None)  # by the date of the run timing them
+        carried = ", ".join(f"{n} ({when})" for when, n in sorted(runs.items())) or "0"
         rows.append(_run_row(part, part.key["depth"], carried))
         if donor is not None:  # the run the carried candidates were timed in, with its own original
             rows.append(_run_row(donor, f"{part.key['depth']} (carried over)", "–"))
