@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from conftest import write_stsb, write_unlabeled
@@ -688,3 +689,64 @@ def test_the_stricter_reading_keeps_every_test_set_within_one_point():
                         "sickr (-0.80)")
     none = ModelResults("x/all-MiniLM-L6-v2", {"budget": 1.0}, {}, [], [original, fast], original, fast)
     assert "): original-l6-torch, 1.00x, closest to the limit on " in goal_lines(none, {})[2]  # the original itself
+
+
+def test_tmft_option_trains_the_tmft_pages_run_per_stored_depth_and_scores_it_on_the_pages_tests(tiny_bert, env,
+                                                                                                monkeypatch):
+    from layerwise.benchmarks.compress import tmft_check
+    from layerwise.benchmarks.compress.tmft_check import stored_tmft, tmft_config
+
+    data = write_unlabeled(write_stsb(env / "data", n_pairs=24))
+    store = ResultsStore(env / "state")
+    ctx = PageContext(store=store, output=env / "out", data_dir=str(data), command=("test",),
+                      options=_options(tiny_bert, env, depths=[1], tmft=True))
+    get_page("compress").run(ctx)
+    here = stored_tmft(store.parts("compress"), str(tiny_bert))
+    assert sorted(here) == [1]  # the one depth this protocol stored
+    (p,) = here.values()
+    assert p["config"] == json.loads(json.dumps(tmft_config(str(tiny_bert), 1).to_dict()))
+    assert p["config"]["epochs"] == 3
+    # the kept model, scored as the page scores (each distinct sentence once): each pair's cosine against the slow
+    # twin (every sentence encoded alone), and the stored score is that cosine's Spearman
+    from layerwise.data import load_sts
+    from layerwise.evaluation.metrics import cosine_rows, spearman
+    from layerwise.methods.truncated.model import TruncatedModel
+    from layerwise.methods.truncated.run import run_folder
+
+    model = TruncatedModel.load(run_folder(tmft_config(str(tiny_bert), 1), env / "runs" / tiny_bert.name / "tmft")
+                                / "model")
+    test = load_sts("stsb", data_dir=str(data))
+    fast = tmft_check.pair_cosines(model, test)
+    slow = [cosine_rows(model.encode([a]), model.encode([b]))[0] for a, b in zip(test.sentences1, test.sentences2)]
+    np.testing.assert_allclose(fast, slow, atol=1e-5)
+    assert p["tests"]["stsb"] == pytest.approx(100 * spearman(fast, np.asarray(test.scores)), abs=1e-9)
+    assert [q for q in store.parts("compress") if "depth" in q.key and q.key["depth"] == 1]  # the depth part too
+    monkeypatch.setattr(tmft_check, "run_tmft", lambda *a, **k: pytest.fail("trained again"))
+    get_page("compress").run(ctx)  # stored: nothing trained
+    md, _ = get_page("compress").render(ctx)
+    text = md.read_text()
+    assert "TMFT trained by this page" in text
+    assert "distilled against TMFT at the same depth, trained here (the tmft page's settings: seed 0, 3 epoch(s)" in text
+    assert "STS average (goal: higher): higher at" in text
+
+
+def test_the_tmft_goal_line_reads_the_sts_average_of_tmft_trained_here():
+    from layerwise.benchmarks.compress.goals import tmft_here_lines
+    from layerwise.methods.compress.frontier import Candidate
+
+    def cand(recipe, depth, stsb, sickr, backend="torch"):
+        return Candidate.from_dict({"recipe": recipe, "depth": depth, "layers": [depth], "backend": backend,
+                                    "parameters": 1, "dev": 80.0, "tests": {"stsb": stsb, "sickr": sickr},
+                                    "speed": {"seconds": [1.0], "original_seconds": [1.0]}})
+
+    here = {1: {"tests": {"stsb": 70.0, "sickr": 60.0}, "config": {"epochs": 3}},  # average 65
+            2: {"tests": {"stsb": 75.0, "sickr": 75.0}, "config": {"epochs": 3}}}  # average 75
+    candidates = [cand("distilled", 1, 72.0, 62.0), cand("distilled", 2, 76.0, 70.0),  # 67 > 65; 73 < 75
+                  cand("distilled", 2, 99.0, 99.0, backend="onnx"), cand("cut", 1, 99.0, 99.0)]
+    (line,) = tmft_here_lines(candidates, here)
+    assert line.startswith("- distilled against TMFT at the same depth, trained here (the tmft page's settings: "
+                           "seed 0, 3 epoch(s)")
+    assert "higher at 1 of 2 depths (**not met**; 1: 67.00 vs 65.00, 2: 73.00 vs 75.00); STS-B test: higher at 2 of 2" \
+        in line
+    assert tmft_here_lines(candidates[:1], here)[0].count("(**met**;") == 1
+    assert tmft_here_lines(candidates, {}) == []

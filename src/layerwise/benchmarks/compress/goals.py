@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from layerwise.benchmarks.compress.stored import ModelResults, started, sts_average
+from layerwise.benchmarks.compress.stored import STS_AVERAGE, ModelResults, started, sts_average
 from layerwise.methods.compress.build import STUDENTS
 from layerwise.methods.compress.frontier import Candidate
 
@@ -26,8 +26,9 @@ def ratio_note(r: ModelResults, c: Candidate) -> str:
                      "carried over)")
 
 
-def goal_lines(r: ModelResults, tmft: dict[int, float]) -> list[str]:
-    """The choice, then each goal of issue 25 with its measured figure and whether it is met."""
+def goal_lines(r: ModelResults, tmft: dict[int, float], here: dict[int, dict] | None = None) -> list[str]:
+    """The choice, then each goal of issue 25 with its measured figure and whether it is met; ``tmft``: the tmft
+    page's STS-B test per depth; ``here``: TMFT trained by this page per depth (:mod:`.tmft_check`)."""
     candidates, original, chosen = r.candidates, r.original, r.chosen
     ok = [c for c in candidates if "stsb" in c.tests and c.tests["stsb"] >= original.tests["stsb"] - 1.0
           and (sts_average(c) or 0) >= (sts_average(original) or 0) - 1.0]
@@ -43,6 +44,7 @@ def goal_lines(r: ModelResults, tmft: dict[int, float]) -> list[str]:
                  + (_speed_why(r, best) if goal is not None and best.ratio < goal else "") + _hidden_losses(best, original))
     lines += _every_test_line(r)
     lines += _student_lines(candidates, tmft, pairs=r.protocol.get("train_pairs"))
+    lines += tmft_here_lines(candidates, here or {})
     for int8, fp32 in INT8_PAIRS:
         drift = {c.name: c.dev - o.dev for c in candidates if c.backend == int8
                  for o in candidates if o.backend == fp32 and (o.recipe, o.layers) == (c.recipe, c.layers)}
@@ -106,6 +108,33 @@ def _speed_why(r: ModelResults, best: Candidate) -> str:
     return (f". Why: every candidate within the limits runs {runs}; the nearest with fewer, {near.name}, is "
             f"{near.tests['stsb'] - base[0]:+.2f} on STS-B test and {sts_average(near) - base[1]:+.2f} on the STS "
             f"average against the original, so the speed-up rests on the backend at {best.depth} layers")
+
+
+def tmft_here_lines(candidates: list[Candidate], here: dict[int, dict]) -> list[str]:
+    """Each student recipe (torch) against TMFT trained by this page at the same depth (:mod:`.tmft_check`), on the
+    STS average (the goal's reading) and on STS-B test."""
+    lines = []
+    for recipe in STUDENTS:
+        rows = sorted((c.depth, sts_average(c), _mean(here[c.depth]["tests"]), c.tests.get("stsb"),
+                       here[c.depth]["tests"].get("stsb")) for c in candidates
+                      if c.recipe == recipe and c.backend == "torch" and c.depth in here and sts_average(c) is not None)
+        if not rows:
+            continue
+        wins = sum(s > t for _, s, t, _, _ in rows)
+        stsb = [(d, s, t) for d, _, _, s, t in rows if s is not None and t is not None]
+        epochs = {here[d]["config"]["epochs"] for d, *_ in rows}
+        lines.append(f"- {recipe} against TMFT at the same depth, trained here (the tmft page's settings: seed 0, "
+                     f"{'/'.join(map(str, sorted(epochs)))} epoch(s), no pre-step; scored on this page's test sets), "
+                     f"STS average (goal: higher): higher at {wins} of {len(rows)} depths (**"
+                     f"{'met' if wins == len(rows) else 'not met'}**; "
+                     + ", ".join(f"{d}: {s:.2f} vs {t:.2f}" for d, s, t, _, _ in rows) + "); STS-B test: higher at "
+                     f"{sum(s > t for _, s, t in stsb)} of {len(stsb)}")
+    return lines
+
+
+def _mean(tests: dict[str, float]) -> float:
+    values = [tests[t] for t in STS_AVERAGE if t in tests]
+    return sum(values) / len(values)
 
 
 def _student_lines(candidates: list[Candidate], tmft: dict[int, float], *, pairs: str | None = None) -> list[str]:
