@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from layerwise.benchmarks.compress.stored import STS_AVERAGE, ModelResults, started, sts_average
+from layerwise.benchmarks.compress.tmft_check import tmft_config
 from layerwise.methods.compress.build import STUDENTS
 from layerwise.methods.compress.frontier import Candidate
 
@@ -43,7 +44,8 @@ def goal_lines(r: ModelResults, tmft: dict[int, float], here: dict[int, dict] | 
                  f"test sets, for the goal only): {best.name}, {best.ratio:.2f}x{ratio_note(r, best)}{speed}"
                  + (_speed_why(r, best) if goal is not None and best.ratio < goal else "") + _hidden_losses(best, original))
     lines += _every_test_line(r)
-    lines += _student_lines(candidates, tmft, pairs=r.protocol.get("train_pairs"))
+    lines += _student_lines(candidates, tmft, pairs=r.protocol.get("train_pairs"),
+                            epochs=tmft_config(r.model, 1).epochs)
     lines += tmft_here_lines(candidates, here or {})
     for int8, fp32 in INT8_PAIRS:
         drift = {c.name: c.dev - o.dev for c in candidates if c.backend == int8
@@ -137,11 +139,12 @@ def _mean(tests: dict[str, float]) -> float:
     return sum(values) / len(values)
 
 
-def _student_lines(candidates: list[Candidate], tmft: dict[int, float], *, pairs: str | None = None) -> list[str]:
+def _student_lines(candidates: list[Candidate], tmft: dict[int, float], *, pairs: str | None = None,
+                   epochs: int = 3) -> list[str]:
     """Each student recipe (torch) against TMFT at the same depth on STS-B test, the one set the tmft page scores;
     ``pairs``: the labelled pairs the protocol's students also learnt from (None: the corpus' MSE alone)."""
     why = (f"; both learn from labelled pairs ({pairs} train: the students beside the MSE on the corpus, TMFT from "
-           "STS-B train alone, for 3 epochs)" if pairs else "; TMFT trains on STS-B's labelled train pairs, which the "
+           f"STS-B train alone, for {epochs} epoch(s))" if pairs else "; TMFT trains on STS-B's labelled train pairs, which the "
            "students never see (they learn the original's embeddings of the unlabeled corpus)")
     lines = []
     for recipe in STUDENTS:

@@ -23,7 +23,7 @@ from layerwise.benchmarks.compress.stored import (
     started,
     sts_average,
 )
-from layerwise.benchmarks.compress.tmft_check import stored_tmft
+from layerwise.benchmarks.compress.tmft_check import stored_tmft, tmft_config
 from layerwise.benchmarks.page_parts import provenance_lines
 from layerwise.benchmarks.registry import PageContext
 from layerwise.benchmarks.store import Part
@@ -50,12 +50,14 @@ CARRIED_MARK = "†"  # a candidate timed in an earlier run (carried over by Com
 
 
 def _tmft_by_depth(ctx: PageContext, model: str) -> dict[int, float]:
-    """STS-B test Spearman of TMFT (no pre-step, 3 epochs, mean over seeds) per depth, read from the tmft page's
-    store parts (the tmft page's own numbers; nothing is recomputed)."""
+    """STS-B test Spearman of TMFT (no pre-step, the tmft page's epochs for the model: :data:`.tmft_check.
+    TMFT_EPOCHS`, mean over seeds) per depth, read from the tmft page's store parts (its own numbers; nothing is
+    recomputed)."""
     scores: dict[int, list[float]] = {}
+    epochs = tmft_config(model, 1).epochs
     for part in ctx.store.parts("tmft"):
         cfg = part.payload.get("config") or {}
-        if cfg.get("model") == model and cfg.get("pre_step") == "none" and cfg.get("epochs") == 3 \
+        if cfg.get("model") == model and cfg.get("pre_step") == "none" and cfg.get("epochs") == epochs \
                 and len(cfg.get("layers") or []) == 1:
             scores.setdefault(int(cfg["layers"][0]), []).append(float(part.payload["test_spearman"]))
     return {depth: sum(v) / len(v) for depth, v in scores.items()}
