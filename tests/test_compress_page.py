@@ -620,7 +620,7 @@ def test_the_students_of_earlier_protocols_stand_beside_this_one_and_the_tmft_li
     assert _protocol_lines(by_model(parts[:2])[0], []) == []  # nothing earlier: no table
     student = next(line for line in goal_lines(r, {1: 60.0, 2: 70.0}) if line.startswith("- distilled"))
     assert student.endswith("higher at 1 of 1 depths (1: 71.00 vs 60.00); both learn from labelled pairs (stsb train: "
-                            "the students beside the MSE on the corpus, TMFT from STS-B train alone, for 3 epochs)")
+                            "the students beside the MSE on the corpus, TMFT from STS-B train alone, for 3 epoch(s))")
 
 
 def test_the_page_says_where_the_students_trained_from_their_facts():
