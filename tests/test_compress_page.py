@@ -723,6 +723,12 @@ def test_tmft_option_trains_the_tmft_pages_run_per_stored_depth_and_scores_it_on
     assert [q for q in store.parts("compress") if "depth" in q.key and q.key["depth"] == 1]  # the depth part too
     monkeypatch.setattr(tmft_check, "run_tmft", lambda *a, **k: pytest.fail("trained again"))
     get_page("compress").run(ctx)  # stored: nothing trained
+    (stored,) = [q for q in store.parts("compress") if "tmft_depth" in q.key]
+    store.save(Part("compress", stored.name, stored.key, {**stored.payload, "data": {"stsb": "other files"}}, True,
+                    stored.runs))
+    with pytest.raises(pytest.fail.Exception, match="trained again"):  # other STS-B files: trained again
+        get_page("compress").run(ctx)
+    store.save(stored)
     md, _ = get_page("compress").render(ctx)
     text = md.read_text()
     assert "TMFT trained by this page" in text

@@ -5,8 +5,8 @@ One part per model and depth, ``<model>-tmft-l<depth>``: :func:`~layerwise.metho
 tmft page's settings (no pre-step, seed 0, :data:`TMFT_EPOCHS`, every other setting :class:`TMFTConfig`'s default,
 as that page runs them), the kept checkpoint (best STS-B dev Spearman) then scored on every test set of the compress
 page (each distinct sentence encoded once, the pairs' cosines, Spearman x100, as the candidates are). Keyed on the
-model's identity, the test sets' and STS-B's checksums and the TMFT settings, so a stored depth is never trained
-again; the models and checkpoints go under the page's work folder (a killed run resumes from them). No timing: a
+model's identity, the dev and test sets' checksums and the TMFT settings (and kept only while STS-B's train, dev
+and test files are those it was trained on), so a stored depth is never trained again; the models and checkpoints go under the page's work folder (a killed run resumes from them). No timing: a
 TMFT model at depth l has the distilled student's architecture, whose throughput the depth part measured.
 """
 
@@ -20,10 +20,11 @@ import numpy as np
 from layerwise.benchmarks.page_parts import RunTimer, run_record, sts_checksum
 from layerwise.benchmarks.registry import PageContext
 from layerwise.benchmarks.store import Part, model_key
+from layerwise.data.checksum import content_checksum
 from layerwise.evaluation.metrics import cosine_rows, spearman
 from layerwise.methods.truncated.config import TMFTConfig
 from layerwise.methods.truncated.model import TruncatedModel
-from layerwise.methods.truncated.run import run_tmft
+from layerwise.methods.truncated.run import run_tmft, sts_pairs
 
 __all__ = ["TMFT_EPOCHS", "pair_cosines", "stored_tmft", "tmft_config", "tmft_part_name", "tmft_parts"]
 
@@ -54,6 +55,8 @@ def tmft_parts(ctx: PageContext, model: str, identity, data, depths, root: Path,
         config = tmft_config(model, depth)
         key = {**key_base, "config": config.to_dict(), "tmft_depth": depth}
         part = ctx.store.load("compress", tmft_part_name(model, depth), key)
+        if part is not None and part.payload.get("data") != _training_data(config, ctx.data_dir):
+            part = None  # trained on other STS-B train / dev / test files: trained again
         if part is None:
             timer = RunTimer()
             result = run_tmft(config, data_dir=ctx.data_dir, output=root / "tmft", device=device)
@@ -67,6 +70,12 @@ def tmft_parts(ctx: PageContext, model: str, identity, data, depths, root: Path,
                         result.dev_spearman, scores.get("stsb", float("nan")))
         parts.append(part)
     return parts
+
+
+def _training_data(config: TMFTConfig, data_dir) -> dict:
+    """The checksum of the pairs ``run_tmft`` trains, chooses and tests on (as its result's ``data`` records it)."""
+    train, dev, test = sts_pairs(config.dataset, data_dir, config.train_limit)
+    return {config.dataset: content_checksum([train, dev, test])}
 
 
 def _test_scores(model: TruncatedModel, tests: dict) -> dict[str, float]:
