@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from layerwise.methods.compress import distill as distill_module
 from layerwise.methods.compress import specs as specs_module
 from layerwise.methods.compress import students as students_module
 from layerwise.methods.compress.frontier import Candidate, choose, outside_budget, pareto_front
+from layerwise.reports import write_json
 
 CORPUS = [f"{a[:-2]} and {b[:-2]} ." for a in SENTENCES for b in SENTENCES][:80]
 FAST = CompressSettings(epochs=2, batch_size=8, lr=1e-3, max_length=16, speed_sentences=16, speed_batch_size=16,
@@ -491,7 +493,9 @@ def torch_equal(a, b) -> bool:
 def test_adopted_candidates_of_an_earlier_run_are_read_back_not_measured(teacher, env, monkeypatch):
     s1, s2, y = _dev()
     before = _comp(teacher, depths=(1,), output_dir=str(env / "a")).fit(CORPUS, (s1, s2, y))
-    later = _comp(teacher, depths=(1,), every_depth=True, output_dir=str(env / "b"))  # a fresh folder
+    assert {c.extra["weights_sha256"] for c in before.candidates_ if c.recipe == "distilled"} != set()
+    shutil.copytree(env / "a" / "students", env / "b" / "students")  # the earlier folder's students, copied
+    later = _comp(teacher, depths=(1,), every_depth=True, output_dir=str(env / "b"))  # no candidates there
     untimed = Candidate.from_dict({**before.candidates_[0].to_dict(), "speed": {}})
     assert later.adopt([*before.candidates_[1:], untimed], CORPUS, (s1, s2, y)) == len(before.candidates_) - 1
     assert later.adopt(before.candidates_, CORPUS, (s1, s2, y)) == 1  # the timed twin of the untimed one only
@@ -505,6 +509,32 @@ def test_adopted_candidates_of_an_earlier_run_are_read_back_not_measured(teacher
     assert kept == {c.name: c.to_dict() for c in before.candidates_}
     with pytest.raises(UsageError, match="adopt\\(\\) keeps candidates in output_dir"):
         _comp(teacher, depths=(1,)).adopt(before.candidates_, CORPUS, (s1, s2, y))
+
+
+def test_a_students_candidates_are_not_adopted_without_that_student(teacher, env, monkeypatch):
+    s1, s2, y = _dev()
+    before = _comp(teacher, depths=(1,), output_dir=str(env / "a")).fit(CORPUS, (s1, s2, y))
+    distilled = [c for c in before.candidates_ if c.recipe == "distilled"]
+    assert distilled and all(c.extra["weights_sha256"] for c in distilled)
+    fresh = _comp(teacher, depths=(1,), output_dir=str(env / "b"))  # no student in its folder: none kept
+    assert fresh.adopt(before.candidates_, CORPUS, (s1, s2, y)) == len(before.candidates_) - len(distilled)
+    measured = []
+    real_measure = build_module.Compression._measure
+    monkeypatch.setattr(build_module.Compression, "_measure",
+                        lambda self, *a: measured.append(a[0]) or real_measure(self, *a))
+    fresh.fit(CORPUS, (s1, s2, y))
+    assert measured == ["distilled"] * len(distilled)  # trained here, measured on its own student
+    # a folder whose student is another one (trained again elsewhere: other weights) keeps none of them
+    other = _comp(teacher, depths=(1,), output_dir=str(env / "c"))
+    shutil.copytree(env / "a" / "students", env / "c" / "students")
+    (root,) = [p for p in (env / "c" / "students").iterdir() if p.name.startswith("distilled-")]
+    run = json.loads((root / "run.json").read_text())
+    write_json(root / "run.json", {**run, "weights_sha256": "0" * 64})
+    assert other.adopt(distilled, CORPUS, (s1, s2, y)) == 0
+    # a candidate stored before students' weights were recorded: kept where its folder holds a student
+    older = [Candidate.from_dict({**c.to_dict(), "extra": {k: v for k, v in c.extra.items() if k != "weights_sha256"}})
+             for c in distilled]
+    assert other.adopt(older, CORPUS, (s1, s2, y)) == len(distilled)
 
 
 def test_an_openvino_int8_candidate_quantized_under_other_settings_is_not_adopted(teacher, env):

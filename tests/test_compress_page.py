@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from conftest import write_stsb, write_unlabeled
@@ -230,7 +231,11 @@ def test_goal_lines_say_met_or_not_met_with_the_measured_figures():
                              "STS-B's labelled train pairs, which the students never see (they learn the original's "
                              "embeddings of the unlabeled corpus)")
     assert ("at most 0.60 points, over 0.5 for 1 of 1 candidates (goal: within 0.5, **not met**; "
-            "distilled-l3-onnx-int8 -0.60)") in lines[3]  # which candidates, and which way
+            "distilled-l3-onnx-int8 -0.60; all lower than float32)") in lines[3]  # which candidates, which way
+    from layerwise.benchmarks.compress.goals import _directions
+
+    assert _directions({"a": 0.8, "b": 0.61}) == "none lower than float32 (int8 scored higher)"
+    assert _directions({"a": 0.8, "b": -0.61, "c": -0.7}) == "2 lower than float32, 1 higher"
     slow = [c if c.backend != "onnx-int8" else cand("distilled", 3, "onnx-int8", 79.4, 81.2, 0.5) for c in candidates]
     lines = goal_lines(ModelResults("x/all-MiniLM-L6-v2", {"budget": 1.0}, {}, [], slow, original, slow[3]), {})
     assert "(goal: >= 3x, **not met**)" in lines[1] and "**met**)" in lines[2]  # no TMFT figures: no student line
@@ -255,6 +260,8 @@ def test_candidates_carried_over_from_an_earlier_run_are_marked_with_that_run():
     old, new = Candidate.from_dict(cand("cut", "torch", 0.5)), Candidate.from_dict(cand("cut", "onnx", 0.25))
     r = ModelResults("m", {"budget": 100.0}, {}, [], [original, old, new], original, old, {1: donor})
     assert r.carried(old) is donor and r.carried(new) is None and r.carried(original) is None
+    again = Candidate.from_dict(cand("cut", "torch", 0.4))  # measured again (its student retrained, say): its own
+    assert r.carried(again) is None
     rows = "\n".join(_table(r, {}))
     assert f"| 2.00x{CARRIED_MARK} |" in rows and "| 4.00x |" in rows and f"{CARRIED_MARK} timed in an earlier run" in rows
     assert "2.00x (timed in the earlier run of 2026-11-25, carried over)" in goal_lines(r, {})[0]
@@ -295,7 +302,12 @@ def test_a_stored_choice_that_the_frontier_no_longer_makes_is_fitted_again(tiny_
     monkeypatch.setattr(Compressor, "fit", lambda self, *a, **kw: fits.append(self.depths) or real_fit(self, *a, **kw))
     get_page("compress").run(ctx)
     (summary,) = [p for p in store.parts("compress") if "depth" not in p.key]
-    assert fits == [(max(1, chosen.depth),)] and summary.payload["chosen"]["recipe"] == chosen.recipe
+    # fitted again at the shallowest depth part that holds the choice (the original is in every part: its
+    # timing's reference), where its fit reads it back without building another depth
+    home = min(p.key["depth"] for p in store.parts("compress") if "depth" in p.key and any(
+        (c["recipe"], tuple(c["layers"]), c["backend"]) == (chosen.recipe, chosen.layers, chosen.backend)
+        for c in p.payload["result"]["candidates"]))
+    assert fits == [(home,)] and summary.payload["chosen"]["recipe"] == chosen.recipe
     assert tuple(summary.payload["chosen"]["layers"]) == chosen.layers
     # the same choice with other numbers (as before its candidates were timed again): saved again, with these
     store.save(Part("compress", summary.name, summary.key,
@@ -304,7 +316,7 @@ def test_a_stored_choice_that_the_frontier_no_longer_makes_is_fitted_again(tiny_
     fits.clear()
     get_page("compress").run(ctx)
     (summary,) = [p for p in store.parts("compress") if "depth" not in p.key]
-    assert fits == [(max(1, chosen.depth),)] and summary.payload["chosen"] == chosen.to_dict()
+    assert fits == [(home,)] and summary.payload["chosen"] == chosen.to_dict()
     get_page("compress").run(ctx)  # nothing changed since: nothing fitted
     assert len(fits) == 1
 
@@ -346,7 +358,9 @@ def test_a_protocol_that_only_adds_candidates_keeps_the_stored_ones(tiny_bert, e
     new = PageContext(store=store, output=env / "out", data_dir=str(data), command=("test",),
                       options=_options(tiny_bert, env, every_depth=True, folders=str(env / "fresh")))
     get_page("compress").run(new)  # a fresh work folder: what is not new comes from the stored parts
-    assert set(measured) == {"every-depth"}
+    # but the students' candidates: the fresh folder holds no student, so the distilled ones are trained again and
+    # measured on their own student (Compression.adopt)
+    assert set(measured) == {"distilled", "every-depth"}
     parts = [p for p in store.parts("compress") if "depth" in p.key and p.key["protocol"].get("every_depth")]
     assert len(parts) == n_layers(tiny_bert) and all("adopted" in p.payload for p in parts)
     assert sum(p.payload["adopted"]["candidates"] for p in parts) > 0  # the full depth may add nothing new
@@ -541,6 +555,38 @@ def test_candidates_read_back_from_the_work_folder_count_as_carried_over_from_th
     assert all(r.carried(c) is None for c in r.candidates)
 
 
+def test_the_original_carried_over_is_credited_to_the_run_that_timed_it_whatever_the_depth():
+    """Every depth part holds the original (its timing's reference), timed once per work folder: a part whose own
+    earlier run timed it otherwise credits the run whose timing it has (another depth's donor)."""
+    from layerwise.benchmarks.compress.report import _reference_lines
+    from layerwise.benchmarks.compress.stored import by_model
+
+    def cand(recipe, depth, backend, seconds):
+        return {"recipe": recipe, "depth": depth, "layers": [depth], "backend": backend, "parameters": 1,
+                "dev": 70.0, "tests": {"stsb": 70.0}, "speed": {"seconds": [seconds], "original_seconds": [1.0]}}
+
+    def part(depth, backends, started, adopted, *candidates):
+        key = {"model": {"name": "m"}, "data": {"stsb": "x"}, "protocol": {"budget": 1.0, "backends": backends},
+               "depth": depth}
+        payload = {"model": "m", "corpus": {}, "result": {"candidates": list(candidates)},
+                   **({"adopted": adopted} if adopted is not None else {})}
+        return Part("compress", f"m-l{depth}", key, payload, runs=[{"started": started}])
+
+    old2 = part(2, ["torch"], "2026-11-26 10:00", None, cand("original", 2, "torch", 1.1))
+    old1 = part(1, ["torch"], "2026-11-27 09:00", None, cand("original", 2, "torch", 0.9), cand("cut", 1, "torch", .5))
+    adopted = {"candidates": 0, "from_run": "x"}
+    new2 = part(2, ["torch", "onnx"], "2026-11-27 12:00", adopted, cand("original", 2, "torch", 0.9),
+                cand("original", 2, "onnx", 0.8))
+    new1 = part(1, ["torch", "onnx"], "2026-11-27 12:00", adopted, cand("original", 2, "torch", 0.9),
+                cand("cut", 1, "torch", .5), cand("cut", 1, "onnx", .4))
+    [r] = by_model([old2, old1, new2, new1])
+    original = next(c for c in r.candidates if c.name == "original-l2-torch")
+    assert r.carried(original) is old1  # not old2, the depth-2 part's own donor: it timed another original
+    rows = _reference_lines(r)
+    assert any(row.startswith("| 2 | 2026-11-27 |") and row.endswith("| 1 (2026-11-27) |") for row in rows)
+    assert any(row.startswith("| 1 | 2026-11-27 |") and row.endswith("| 2 (2026-11-27) |") for row in rows)
+
+
 def test_the_students_of_earlier_protocols_stand_beside_this_one_and_the_tmft_line_says_who_saw_pairs():
     from layerwise.benchmarks.compress.goals import goal_lines
     from layerwise.benchmarks.compress.report import _protocol_lines
@@ -574,7 +620,7 @@ def test_the_students_of_earlier_protocols_stand_beside_this_one_and_the_tmft_li
     assert _protocol_lines(by_model(parts[:2])[0], []) == []  # nothing earlier: no table
     student = next(line for line in goal_lines(r, {1: 60.0, 2: 70.0}) if line.startswith("- distilled"))
     assert student.endswith("higher at 1 of 1 depths (1: 71.00 vs 60.00); both learn from labelled pairs (stsb train: "
-                            "the students beside the MSE on the corpus, TMFT from STS-B train alone, for 3 epochs)")
+                            "the students beside the MSE on the corpus, TMFT from STS-B train alone, for 3 epoch(s))")
 
 
 def test_the_page_says_where_the_students_trained_from_their_facts():
@@ -643,3 +689,70 @@ def test_the_stricter_reading_keeps_every_test_set_within_one_point():
                         "sickr (-0.80)")
     none = ModelResults("x/all-MiniLM-L6-v2", {"budget": 1.0}, {}, [], [original, fast], original, fast)
     assert "): original-l6-torch, 1.00x, closest to the limit on " in goal_lines(none, {})[2]  # the original itself
+
+
+def test_tmft_option_trains_the_tmft_pages_run_per_stored_depth_and_scores_it_on_the_pages_tests(tiny_bert, env,
+                                                                                                monkeypatch):
+    from layerwise.benchmarks.compress import tmft_check
+    from layerwise.benchmarks.compress.tmft_check import stored_tmft, tmft_config
+
+    data = write_unlabeled(write_stsb(env / "data", n_pairs=24))
+    store = ResultsStore(env / "state")
+    ctx = PageContext(store=store, output=env / "out", data_dir=str(data), command=("test",),
+                      options=_options(tiny_bert, env, depths=[1], tmft=True))
+    get_page("compress").run(ctx)
+    here = stored_tmft(store.parts("compress"), str(tiny_bert))
+    assert sorted(here) == [1]  # the one depth this protocol stored
+    (p,) = here.values()
+    assert p["config"] == json.loads(json.dumps(tmft_config(str(tiny_bert), 1).to_dict()))
+    assert p["config"]["epochs"] == 3
+    # the kept model, scored as the page scores (each distinct sentence once): each pair's cosine against the slow
+    # twin (every sentence encoded alone), and the stored score is that cosine's Spearman
+    from layerwise.data import load_sts
+    from layerwise.evaluation.metrics import cosine_rows, spearman
+    from layerwise.methods.truncated.model import TruncatedModel
+    from layerwise.methods.truncated.run import run_folder
+
+    model = TruncatedModel.load(run_folder(tmft_config(str(tiny_bert), 1), env / "runs" / tiny_bert.name / "tmft")
+                                / "model")
+    test = load_sts("stsb", data_dir=str(data))
+    fast = tmft_check.pair_cosines(model, test)
+    slow = [cosine_rows(model.encode([a]), model.encode([b]))[0] for a, b in zip(test.sentences1, test.sentences2)]
+    np.testing.assert_allclose(fast, slow, atol=1e-5)
+    assert p["tests"]["stsb"] == pytest.approx(100 * spearman(fast, np.asarray(test.scores)), abs=1e-9)
+    assert [q for q in store.parts("compress") if "depth" in q.key and q.key["depth"] == 1]  # the depth part too
+    monkeypatch.setattr(tmft_check, "run_tmft", lambda *a, **k: pytest.fail("trained again"))
+    get_page("compress").run(ctx)  # stored: nothing trained
+    (stored,) = [q for q in store.parts("compress") if "tmft_depth" in q.key]
+    store.save(Part("compress", stored.name, stored.key, {**stored.payload, "data": {"stsb": "other files"}}, True,
+                    stored.runs))
+    with pytest.raises(pytest.fail.Exception, match="trained again"):  # other STS-B files: trained again
+        get_page("compress").run(ctx)
+    store.save(stored)
+    md, _ = get_page("compress").render(ctx)
+    text = md.read_text()
+    assert "TMFT trained by this page" in text
+    assert "distilled against TMFT at the same depth, trained here (the tmft page's settings: seed 0, 3 epoch(s)" in text
+    assert "STS average (goal: higher): higher at" in text
+
+
+def test_the_tmft_goal_line_reads_the_sts_average_of_tmft_trained_here():
+    from layerwise.benchmarks.compress.goals import tmft_here_lines
+    from layerwise.methods.compress.frontier import Candidate
+
+    def cand(recipe, depth, stsb, sickr, backend="torch"):
+        return Candidate.from_dict({"recipe": recipe, "depth": depth, "layers": [depth], "backend": backend,
+                                    "parameters": 1, "dev": 80.0, "tests": {"stsb": stsb, "sickr": sickr},
+                                    "speed": {"seconds": [1.0], "original_seconds": [1.0]}})
+
+    here = {1: {"tests": {"stsb": 70.0, "sickr": 60.0}, "config": {"epochs": 3}},  # average 65
+            2: {"tests": {"stsb": 75.0, "sickr": 75.0}, "config": {"epochs": 3}}}  # average 75
+    candidates = [cand("distilled", 1, 72.0, 62.0), cand("distilled", 2, 76.0, 70.0),  # 67 > 65; 73 < 75
+                  cand("distilled", 2, 99.0, 99.0, backend="onnx"), cand("cut", 1, 99.0, 99.0)]
+    (line,) = tmft_here_lines(candidates, here)
+    assert line.startswith("- distilled against TMFT at the same depth, trained here (the tmft page's settings: "
+                           "seed 0, 3 epoch(s)")
+    assert "higher at 1 of 2 depths (**not met**; 1: 67.00 vs 65.00, 2: 73.00 vs 75.00); STS-B test: higher at 2 of 2" \
+        in line
+    assert tmft_here_lines(candidates[:1], here)[0].count("(**met**;") == 1
+    assert tmft_here_lines(candidates, {}) == []

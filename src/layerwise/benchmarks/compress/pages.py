@@ -16,7 +16,9 @@ folder and stores nothing: the share of a machine with a GPU, whose work folder,
 there by the run that scores and times. ``graph_test_scores=checked`` lets the float32 graphs take the torch scores of
 the test sets once their vectors are checked (``CompressSettings.graph_test_scores``; not in the key: each candidate
 records it, and the page says which took them). ``train_pairs=stsb`` gives every student STS-B's train pairs as a
-second loss (``Compressor(train_pairs=)``; in the key when set).
+second loss (``Compressor(train_pairs=)``; in the key when set). ``tmft=true`` also trains the tmft page's TMFT
+run at every stored depth and scores it on the page's test sets (:mod:`.tmft_check`: own parts, not in the key), for
+the goal's reading of the students against TMFT on the STS average.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from pathlib import Path
 from layerwise.benchmarks.compress.data import CORPUS_SOURCES, TRAIN_PAIRS, page_data
 from layerwise.benchmarks.compress.report import TITLE, write_page
 from layerwise.benchmarks.compress.stored import MODELS, NAME, TESTS, donor_part, home_depth, model_candidates
+from layerwise.benchmarks.compress.tmft_check import tmft_parts
 from layerwise.benchmarks.page_parts import run_record
 from layerwise.benchmarks.registry import PageContext, ResultsPage, register
 from layerwise.benchmarks.store import Part, model_key
@@ -95,6 +98,9 @@ class CompressPageConfig:
     # build only these depths in this run (empty: every depth from min_depth up), the stored ones still counting for
     # the stopping rule: to measure first a depth another page has figures for (TMFT's 3, 6, 9). Not in the key
     depths: tuple[int, ...] = ()
+    # also train TMFT (the tmft page's run: seed 0, no pre-step) at every stored depth of this protocol and score it
+    # on the page's test sets (:mod:`.tmft_check`), for the goal's STS-average reading; its own parts, not in the key
+    tmft: bool = False
 
     def builds(self, depth: int) -> bool:
         """Whether this run builds ``depth`` where the store lacks it (``min_depth``, ``depths``)."""
@@ -103,7 +109,7 @@ class CompressPageConfig:
     def protocol(self) -> dict:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()
                 if k not in ("folders", "timings", "retime", "stop_outside_budget", "train_students", "device",
-                             "graph_test_scores", "min_depth", "depths")
+                             "graph_test_scores", "min_depth", "depths", "tmft")
                 and not (k == "every_depth" and not v) and not (k == "train_pairs" and v is None)}
 
 
@@ -114,7 +120,7 @@ def _config(ctx: PageContext) -> CompressPageConfig:
         bad.append(f"timings={ctx.options['timings']!r} (valid: last, per-depth)")
     if ctx.options.get("graph_test_scores", "measured") not in GRAPH_TEST_SCORES:
         bad.append(f"graph_test_scores={ctx.options['graph_test_scores']!r} (valid: {', '.join(GRAPH_TEST_SCORES)})")
-    bad += [f"{k}={ctx.options[k]!r} (valid: true, false)" for k in ("every_depth", "retime", "stop_outside_budget")
+    bad += [f"{k}={ctx.options[k]!r} (valid: true, false)" for k in ("every_depth", "retime", "stop_outside_budget", "tmft")
             if k in ctx.options and not isinstance(ctx.options[k], bool)]
     if ctx.options.get("train_pairs") not in (None, *TRAIN_PAIRS):
         bad.append(f"train_pairs={ctx.options['train_pairs']!r} (valid: {', '.join(TRAIN_PAIRS)})")
@@ -194,6 +200,10 @@ as one part (a kill keeps every scored candidate and every stored depth), then t
         for depth in built:  # then the timings, in one block (read back: only the timing is new)
             _store_depth(ctx, compressor, data, model, key, depth, adopted)
         _save_choice(ctx, compressor, data, model, key, config.budget, root)
+        if config.tmft:  # TMFT at every depth this protocol has stored, scored on the page's test sets
+            measured = [d for d in range(1, encoder.identity.n_layers + 1)
+                        if ctx.store.load(NAME, f"{name}-l{d}", {**key, "depth": d}) is not None]
+            tmft_parts(ctx, model, encoder.identity, data, measured, root, device=config.device)
 
 
 def _save_choice(ctx: PageContext, compressor, data, model: str, key: dict, budget: float, root: Path) -> None:

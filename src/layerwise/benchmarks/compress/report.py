@@ -15,6 +15,7 @@ from layerwise.benchmarks.compress.goals import goal_lines
 from layerwise.benchmarks.compress.stored import (
     MODELS,
     NAME,
+    STS_AVERAGE,
     TESTS,
     ModelResults,
     by_model,
@@ -22,6 +23,7 @@ from layerwise.benchmarks.compress.stored import (
     started,
     sts_average,
 )
+from layerwise.benchmarks.compress.tmft_check import stored_tmft, tmft_config
 from layerwise.benchmarks.page_parts import provenance_lines
 from layerwise.benchmarks.registry import PageContext
 from layerwise.benchmarks.store import Part
@@ -48,15 +50,38 @@ CARRIED_MARK = "†"  # a candidate timed in an earlier run (carried over by Com
 
 
 def _tmft_by_depth(ctx: PageContext, model: str) -> dict[int, float]:
-    """STS-B test Spearman of TMFT (no pre-step, 3 epochs, mean over seeds) per depth, read from the tmft page's
-    store parts (the tmft page's own numbers; nothing is recomputed)."""
+    """STS-B test Spearman of TMFT (no pre-step, the tmft page's epochs for the model: :data:`.tmft_check.
+    TMFT_EPOCHS`, mean over seeds) per depth, read from the tmft page's store parts (its own numbers; nothing is
+    recomputed)."""
     scores: dict[int, list[float]] = {}
+    epochs = tmft_config(model, 1).epochs
     for part in ctx.store.parts("tmft"):
         cfg = part.payload.get("config") or {}
-        if cfg.get("model") == model and cfg.get("pre_step") == "none" and cfg.get("epochs") == 3 \
+        if cfg.get("model") == model and cfg.get("pre_step") == "none" and cfg.get("epochs") == epochs \
                 and len(cfg.get("layers") or []) == 1:
             scores.setdefault(int(cfg["layers"][0]), []).append(float(part.payload["test_spearman"]))
     return {depth: sum(v) / len(v) for depth, v in scores.items()}
+
+
+def _tmft_lines(here: dict[int, dict], tmft: dict[int, float]) -> list[str]:
+    """TMFT trained by this page (:mod:`.tmft_check`), per depth: its scores on this page's sets, beside the tmft
+    page's own STS-B test figure (the mean of its seeds, on its machines) as a check."""
+    if not here:
+        return []
+    tests = [t for t in TESTS if any(t in p["tests"] for p in here.values())]
+    lines = ["TMFT trained by this page (`--option tmft=true`: the tmft page's run at each depth, seed 0, no pre-step, "
+             "the checkpoint with the best STS-B dev kept; no timing, as it has the distilled student's architecture), "
+             "Spearman x100:", "",
+             "| depth | epochs | STS-B dev | " + " | ".join(tests) + " | STS average | tmft page STS-B test | "
+             "trained on | minutes |", "|---" * (7 + len(tests)) + "|"]
+    for depth, p in here.items():
+        avg = [p["tests"][t] for t in STS_AVERAGE if t in p["tests"]]
+        page = f"{tmft[depth]:.2f}" if depth in tmft else ""
+        lines.append(f"| {depth} | {p['config']['epochs']} | {p['dev']:.2f} | "
+                     + " | ".join(f"{p['tests'][t]:.2f}" if t in p["tests"] else "" for t in tests)
+                     + f" | {sum(avg) / len(avg):.2f} | {page} | {p.get('device', '?')} | "
+                     f"{p.get('wall_seconds', 0) / 60:.1f} |")
+    return lines + [""]
 
 
 def _table(r: ModelResults, tmft: dict[int, float]) -> list[str]:
@@ -161,8 +186,9 @@ def _reference_lines(r: ModelResults) -> list[str]:
     rows = []
     for part in sorted(r.parts, key=lambda p: p.key["depth"]):
         donor = r.donors.get(part.key["depth"])
-        n = sum(r.carried(Candidate.from_dict(c)) is not None for c in part.payload["result"]["candidates"])
-        carried = f"{n} ({(started(donor) or '?')[:10]})" if donor is not None and n else "0"
+        runs = Counter((started(d) or "?")[:10] for c in part.payload["result"]["candidates"]
+                       if (d := r.carried(Candidate.from_dict(c))) is not None)  # by the date of the run timing them
+        carried = ", ".join(f"{n} ({when})" for when, n in sorted(runs.items())) or "0"
         rows.append(_run_row(part, part.key["depth"], carried))
         if donor is not None:  # the run the carried candidates were timed in, with its own original
             rows.append(_run_row(donor, f"{part.key['depth']} (carried over)", "–"))
@@ -309,11 +335,11 @@ def write_page(ctx: PageContext) -> list[Path]:
         png = plot_frontier(r.candidates, ctx.output / f"compress-{name}.png", title=name, chosen=r.chosen)
         paths.append(png)
         status = _status_line(r, _stop_part(parts, r), results)
-        tmft = _tmft_by_depth(ctx, r.model)
+        tmft, here = _tmft_by_depth(ctx, r.model), stored_tmft(parts, r.model)
         lines += [f"## {name}", "", _data_line(r), "", status, "", *_quantization_line(r), *_mixed_line(r),
                   *_graph_scores_line(r),
-                  *goal_lines(r, tmft), "", *_protocol_lines(r, other_protocols(parts, r)), *_training_lines(r),
-                  *_reference_lines(r), "",
+                  *goal_lines(r, tmft, here), "", *_protocol_lines(r, other_protocols(parts, r)), *_training_lines(r),
+                  *_tmft_lines(here, tmft), *_reference_lines(r), "",
                   *_table(r, tmft), "", f"![frontier]({png.name})", ""]
     limit = results[0].parts[0].key["protocol"].get("corpus_limit")  # the protocol of the models shown
     for name in [m for m in MODELS if m not in {Path(r.model).name for r in results}]:

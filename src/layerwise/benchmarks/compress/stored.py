@@ -104,12 +104,16 @@ class ModelResults:
     donors: dict[int, Part] = field(default_factory=dict)
 
     def carried(self, c: Candidate) -> Part | None:
-        """The earlier run's part ``c`` was carried over from (timed there), or None (timed in its own part)."""
-        donor = self.donors.get(c.depth)
-        if donor is None:
-            return None
-        earlier = {(d["recipe"], tuple(d["layers"]), d["backend"]) for d in donor.payload["result"]["candidates"]}
-        return donor if (c.recipe, c.layers, c.backend) in earlier else None
+        """The earlier run's part ``c`` was carried over from (timed there), or None (timed in its own part): the
+        donor whose candidate of the same recipe, states and backend has ``c``'s timing, unchanged (a candidate
+        measured again, a retrained student's, has its own). Its own depth's donor first; the original, which every
+        part holds, may come from another depth's (the run that first timed it in the shared work folder)."""
+        donors = sorted(self.donors.items(), key=lambda kv: (kv[0] != c.depth, kv[0]))
+        for _, donor in donors:
+            if c.speed and any((d["recipe"], tuple(d["layers"]), d["backend"]) == (c.recipe, c.layers, c.backend)
+                               and d.get("speed") == c.speed for d in donor.payload["result"]["candidates"]):
+                return donor
+        return None
 
 
 def by_model(parts: list[Part]) -> list[ModelResults]:

@@ -178,7 +178,9 @@ class Compression:
         """Keep timed ``candidates`` (:class:`Candidate` or their dicts) that an earlier run measured on this model
         and data under these same settings (one with fewer backends, say) as finished candidates of this run's
         folder, where it has none: they are read back rather than measured again. Those on a backend this run
-        does not use are left out. Returns how many were kept."""
+        does not use are left out, and so is a student's candidate unless its student is in this folder (the one
+        its ``weights_sha256`` names, where it records one): a student trained again, on another machine say, is
+        another model, whose candidates this run measures, every backend of them. Returns how many were kept."""
         if self.folder is None:
             raise ValueError("adopt() keeps candidates in the run's folder, which is None")
         kept = 0
@@ -186,10 +188,20 @@ class Compression:
             path = self._path(c.recipe, c.layers, c.backend)
             if c.backend == OPENVINO_INT8 and not same_int8_settings(c.extra.get("quantization")):
                 continue  # quantized under other settings (or before they were recorded): another model
+            if c.recipe in STUDENTS and not self._student_of(c):
+                continue
             if c.speed and c.backend in (*self.config.backends, "torch") and not path.is_file():
                 self._save(c)
                 kept += 1
         return kept
+
+    def _student_of(self, c: Candidate) -> bool:
+        """Whether the student that ``c`` (a student's candidate) was measured on is the one in this folder."""
+        if c.recipe == "every-depth" and not self.config.every_depth:
+            return False  # this run trains no every-depth student
+        trained = c.layers[0] if c.recipe == "distilled" else max(self.config.every_depth)
+        have = self.students.weights_sha256(c.recipe, trained)
+        return have is not None and c.extra.get("weights_sha256", have) == have
 
     def forget_timings(self) -> int:
         """Empty the stored throughput of every candidate in the folder stored under this run's model, data and

@@ -24,6 +24,7 @@ from layerwise.methods.truncated.model import TruncatedModel
 from layerwise.methods.truncated.tasks import PairSet
 from layerwise.reports import write_json
 from layerwise.training import seed_everything
+from layerwise.training.checkpoint import tensors_sha256
 
 __all__ = ["MSE_SENTENCES", "STUDENTS", "Students"]
 
@@ -55,10 +56,13 @@ class Students:
         if (recipe, depth) in self._models:
             return self._models[(recipe, depth)]
         cfg, root = self.config, self.root(recipe, depth)
-        if root is not None and (root / "model" / "config.json").is_file() and (root / "run.json").is_file():
-            self._facts[(recipe, depth)] = json.loads((root / "run.json").read_text())
-            self._models[(recipe, depth)] = TruncatedModel.load(root / "model").to(self.device)
-            return self._models[(recipe, depth)]
+        if self.trained(recipe, depth):
+            student = TruncatedModel.load(root / "model").to(self.device)
+            facts = json.loads((root / "run.json").read_text())
+            if "weights_sha256" not in facts:  # saved before its weights were recorded: the tensors it saved
+                facts["weights_sha256"] = tensors_sha256(student.encoder.state_dict())
+            self._facts[(recipe, depth)], self._models[(recipe, depth)] = facts, student
+            return student
         seed_everything(cfg.seed)
         t0 = time.perf_counter()
         student = TruncatedModel.from_pretrained(cfg.model, (depth,), max_length=cfg.max_length).to(self.device)
@@ -68,13 +72,29 @@ class Students:
         student.eval()
         facts = {"steps": len(run.step), "final_loss": float(np.mean(run.loss[-10:])), "device": str(self.device),
                  "seconds": time.perf_counter() - t0,  # where and how long (a resumed training: the last process)
-                 "machine": _machine(self.device)}
+                 "machine": _machine(self.device),
+                 # which student this is: its candidates carry it, so that a run adopting them (Compression.adopt)
+                 # can tell this student from another trained under the same settings (on another machine, say)
+                 "weights_sha256": tensors_sha256(student.encoder.state_dict())}
         if root is not None:
             student.save(root / "model")
             write_json(root / "run.json", facts)  # written last: the student is complete
             shutil.rmtree(root / "train", ignore_errors=True)  # its checkpoints (optimizer state: twice the model)
         self._facts[(recipe, depth)], self._models[(recipe, depth)] = facts, student
         return student
+
+    def trained(self, recipe: str, depth: int) -> bool:
+        """Whether the run's folder holds this student, finished (its ``run.json`` is written last)."""
+        root = self.root(recipe, depth)
+        return root is not None and (root / "model" / "config.json").is_file() and (root / "run.json").is_file()
+
+    def weights_sha256(self, recipe: str, depth: int) -> str | None:
+        """The checksum of the student's weights (:func:`~layerwise.training.checkpoint.tensors_sha256` of its
+        encoder) where the run's folder holds it finished (loaded once); None where it does not (nothing trained)."""
+        if (recipe, depth) not in self._models and not self.trained(recipe, depth):
+            return None
+        self.get(recipe, depth)
+        return self._facts[(recipe, depth)]["weights_sha256"]
 
     def root(self, recipe: str, depth: int) -> Path | None:
         """The folder of a student (None without a run folder), named by everything that changes it."""
