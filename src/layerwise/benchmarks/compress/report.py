@@ -358,5 +358,6 @@ def write_page(ctx: PageContext) -> list[Path]:
               "(difference per candidate in its stored part); int8 is close, not equal.", "",
               *[f"- {k}: {v}" for k, v in RECIPES.items()], "",
               "## Published figures (theirs, their hardware; not measured here)", "", *[f"- {p}" for p in PUBLISHED],
-              "", "## Provenance", "", *provenance_lines([p for r in results for p in r.parts]), ""]
+              "", "## Provenance", "", *provenance_lines([p for r in results for p in r.parts]
+                                                              + [p for p in parts if "tmft_depth" in p.key]), ""]
     return [write_text(ctx.output / f"{NAME}.md", "\n".join(lines)), *paths]
