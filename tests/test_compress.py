@@ -376,7 +376,7 @@ def test_each_distinct_sentence_encoded_once_gives_the_vectors_of_each_pair_set_
     est, _ = fitted
     run = est._run
     student = run.model("distilled", (1,))
-    fast = run._pair_vectors(build_module.runner(student, "torch", batch_size=16))
+    fast = build_module.pair_vectors(build_module.runner(student, "torch", batch_size=16), run._all_pairs())
     for name, pairs in run._all_pairs():
         slow = (student.encode(list(pairs.texts1), batch_size=16), student.encode(list(pairs.texts2), batch_size=16))
         for a, b in zip(fast[name], slow):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from layerwise.benchmarks.compress.stored import STS_AVERAGE, ModelResults, started, sts_average
+from layerwise.benchmarks.compress.stored import ModelResults, started, sts_average, tests_average
 from layerwise.benchmarks.compress.tmft_check import tmft_config
 from layerwise.methods.compress.build import STUDENTS
 from layerwise.methods.compress.frontier import Candidate
@@ -117,7 +117,7 @@ def tmft_here_lines(candidates: list[Candidate], here: dict[int, dict]) -> list[
     STS average (the goal's reading) and on STS-B test."""
     lines = []
     for recipe in STUDENTS:
-        rows = sorted((c.depth, sts_average(c), _mean(here[c.depth]["tests"]), c.tests.get("stsb"),
+        rows = sorted((c.depth, sts_average(c), tests_average(here[c.depth]["tests"]), c.tests.get("stsb"),
                        here[c.depth]["tests"].get("stsb")) for c in candidates
                       if c.recipe == recipe and c.backend == "torch" and c.depth in here and sts_average(c) is not None)
         if not rows:
@@ -132,11 +132,6 @@ def tmft_here_lines(candidates: list[Candidate], here: dict[int, dict]) -> list[
                      + ", ".join(f"{d}: {s:.2f} vs {t:.2f}" for d, s, t, _, _ in rows) + "); STS-B test: higher at "
                      f"{sum(s > t for _, s, t in stsb)} of {len(stsb)}")
     return lines
-
-
-def _mean(tests: dict[str, float]) -> float:
-    values = [tests[t] for t in STS_AVERAGE if t in tests]
-    return sum(values) / len(values)
 
 
 def _student_lines(candidates: list[Candidate], tmft: dict[int, float], *, pairs: str | None = None,

@@ -15,13 +15,13 @@ from layerwise.benchmarks.compress.goals import goal_lines
 from layerwise.benchmarks.compress.stored import (
     MODELS,
     NAME,
-    STS_AVERAGE,
     TESTS,
     ModelResults,
     by_model,
     other_protocols,
     started,
     sts_average,
+    tests_average,
 )
 from layerwise.benchmarks.compress.tmft_check import stored_tmft, tmft_config
 from layerwise.benchmarks.page_parts import provenance_lines
@@ -75,11 +75,10 @@ def _tmft_lines(here: dict[int, dict], tmft: dict[int, float]) -> list[str]:
              "| depth | epochs | STS-B dev | " + " | ".join(tests) + " | STS average | tmft page STS-B test | "
              "trained on | minutes |", "|---" * (7 + len(tests)) + "|"]
     for depth, p in here.items():
-        avg = [p["tests"][t] for t in STS_AVERAGE if t in p["tests"]]
         page = f"{tmft[depth]:.2f}" if depth in tmft else ""
         lines.append(f"| {depth} | {p['config']['epochs']} | {p['dev']:.2f} | "
                      + " | ".join(f"{p['tests'][t]:.2f}" if t in p["tests"] else "" for t in tests)
-                     + f" | {sum(avg) / len(avg):.2f} | {page} | {p.get('device', '?')} | "
+                     + f" | {tests_average(p['tests']):.2f} | {page} | {p.get('device', '?')} | "
                      f"{p.get('wall_seconds', 0) / 60:.1f} |")
     return lines + [""]
 

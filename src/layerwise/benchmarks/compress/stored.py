@@ -12,7 +12,7 @@ from layerwise.benchmarks.store import Part
 from layerwise.methods.compress.frontier import Candidate, choose
 
 __all__ = ["ADDITIVE", "MODELS", "NAME", "STS_AVERAGE", "TESTS", "ModelResults", "by_model", "donor_part", "home_depth",
-           "model_candidates", "other_protocols", "started", "sts_average"]
+           "model_candidates", "other_protocols", "started", "sts_average", "tests_average"]
 
 NAME = "compress"
 MODELS = ("all-MiniLM-L6-v2", "all-mpnet-base-v2")
@@ -84,7 +84,12 @@ def _read_candidates(parts) -> list[Candidate]:
 
 
 def sts_average(c: Candidate) -> float | None:
-    values = [c.tests[t] for t in STS_AVERAGE if t in c.tests]
+    return tests_average(c.tests)
+
+
+def tests_average(tests: dict[str, float]) -> float | None:
+    """The mean of the :data:`STS_AVERAGE` test sets' scores present in ``tests`` (None: none is)."""
+    values = [tests[t] for t in STS_AVERAGE if t in tests]
     return sum(values) / len(values) if values else None
 
 

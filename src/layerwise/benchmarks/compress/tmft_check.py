@@ -17,14 +17,17 @@ from pathlib import Path
 
 import numpy as np
 
+from layerwise.benchmarks.compress.stored import started
 from layerwise.benchmarks.page_parts import RunTimer, run_record, sts_checksum
 from layerwise.benchmarks.registry import PageContext
 from layerwise.benchmarks.store import Part, model_key
 from layerwise.data.checksum import content_checksum
-from layerwise.evaluation.metrics import cosine_rows, spearman
+from layerwise.evaluation.metrics import cosine_rows
+from layerwise.methods.compress.build import pair_spearman, pair_vectors
 from layerwise.methods.truncated.config import TMFTConfig
 from layerwise.methods.truncated.model import TruncatedModel
 from layerwise.methods.truncated.run import run_tmft, sts_pairs
+from layerwise.methods.truncated.tasks import PairSet
 
 __all__ = ["TMFT_EPOCHS", "pair_cosines", "stored_tmft", "tmft_config", "tmft_part_name", "tmft_parts"]
 
@@ -50,13 +53,15 @@ def tmft_parts(ctx: PageContext, model: str, identity, data, depths, root: Path,
     tests = dict(sorted(data.tests.items()))
     key_base = {"model": model_key(identity), "data": {"dev": sts_checksum(data.dev),
                                                        "tests": {n: sts_checksum(d) for n, d in tests.items()}}}
-    parts = []
+    parts, files = [], None  # files: the STS-B checksum run_tmft records, read once
     for depth in depths:
         config = tmft_config(model, depth)
         key = {**key_base, "config": config.to_dict(), "tmft_depth": depth}
         part = ctx.store.load("compress", tmft_part_name(model, depth), key)
-        if part is not None and part.payload.get("data") != _training_data(config, ctx.data_dir):
-            part = None  # trained on other STS-B train / dev / test files: trained again
+        if part is not None:
+            files = files or _training_data(config, ctx.data_dir)
+            if part.payload.get("data") != files:
+                part = None  # trained on other STS-B train / dev / test files: trained again
         if part is None:
             timer = RunTimer()
             result = run_tmft(config, data_dir=ctx.data_dir, output=root / "tmft", device=device)
@@ -79,24 +84,27 @@ def _training_data(config: TMFTConfig, data_dir) -> dict:
 
 
 def _test_scores(model: TruncatedModel, tests: dict) -> dict[str, float]:
-    """Spearman x100 of the pairs' cosines (:func:`pair_cosines`) against the gold scores, per test set."""
-    return {name: 100.0 * spearman(pair_cosines(model, d), np.asarray(d.scores)) for name, d in tests.items()}
+    """Spearman x100 of the pairs' cosines against the gold scores, per test set, as the candidates are scored
+    (:func:`~layerwise.methods.compress.build.pair_vectors`: each distinct sentence encoded once)."""
+    pairs = [(name, _pair_set(name, d)) for name, d in tests.items()]
+    vectors = pair_vectors(model.encode, pairs)
+    return {name: pair_spearman(*vectors[name], p) for name, p in pairs}
 
 
 def pair_cosines(model: TruncatedModel, pairs) -> np.ndarray:
-    """(n,) cosine of each pair of ``pairs`` (``sentences1``, ``sentences2``), each distinct sentence encoded once,
-    as the compress candidates are scored."""
-    texts = list(dict.fromkeys([*pairs.sentences1, *pairs.sentences2]))
-    row = {t: i for i, t in enumerate(texts)}
-    vectors = model.encode(texts)
-    return cosine_rows(vectors[[row[t] for t in pairs.sentences1]], vectors[[row[t] for t in pairs.sentences2]])
+    """(n,) cosine of each pair of ``pairs`` (``sentences1``, ``sentences2``) as :func:`_test_scores` encodes them."""
+    return cosine_rows(*pair_vectors(model.encode, [("pairs", _pair_set("pairs", pairs))])["pairs"])
+
+
+def _pair_set(name: str, d) -> PairSet:
+    return PairSet(tuple(d.sentences1), tuple(d.sentences2), np.asarray(d.scores), name)
 
 def stored_tmft(parts: list[Part], model: str) -> dict[int, dict]:
     """depth -> the payload of the newest stored TMFT part of ``model`` at that depth (with its runs' record)."""
     out: dict[int, tuple[str, dict]] = {}
     for part in parts:
         if "tmft_depth" in part.key and part.payload.get("model") == model:
-            when = max((run.get("started", "") for run in part.runs), default="")
+            when = started(part)
             depth = int(part.key["tmft_depth"])
             if depth not in out or when > out[depth][0]:
                 out[depth] = (when, {**part.payload, "started": when, "config": part.key["config"]})

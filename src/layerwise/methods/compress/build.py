@@ -70,7 +70,7 @@ from layerwise.training.distributed import local_device
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["STUDENTS", "CompressData", "Compression"]
+__all__ = ["STUDENTS", "CompressData", "Compression", "pair_spearman", "pair_vectors"]
 
 FLOAT32_GRAPHS = ("onnx", "openvino")  # backends that run the torch model's float32 function as a graph
 # graph_test_scores="checked": the distinct sentences of each test set (its first ones) whose graph vectors are compared
@@ -99,8 +99,18 @@ class CompressData:
         return out
 
 
-def _pair_spearman(a: np.ndarray, b: np.ndarray, pairs: PairSet) -> float:
+def pair_spearman(a: np.ndarray, b: np.ndarray, pairs: PairSet) -> float:
+    """Spearman x100 of the cosines of ``a``'s and ``b``'s rows against ``pairs``' gold scores."""
     return 100.0 * spearman(cosine_rows(a, b), np.asarray(pairs.targets))
+
+
+def pair_vectors(encode, pairs: list[tuple[str, PairSet]]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """name -> (vectors of texts1, of texts2) of every pair set, each distinct sentence encoded once by ``encode``
+    (texts -> (n, d)): how every candidate that is not a torch cut is scored."""
+    texts = list(dict.fromkeys(t for _, p in pairs for t in (*p.texts1, *p.texts2)))
+    row = {t: i for i, t in enumerate(texts)}
+    vectors = encode(texts)
+    return {name: (vectors[[row[t] for t in p.texts1]], vectors[[row[t] for t in p.texts2]]) for name, p in pairs}
 
 
 class Compression:
@@ -298,8 +308,8 @@ class Compression:
         if checked is not None:  # a float32 graph that gives the torch vectors: the torch candidate's test scores
             scores, extra["max_abs_diff_vs_torch"], extra["test_scores"] = checked
         elif recipe in STUDENTS or backend != "torch":
-            vectors = self._pair_vectors(encode)
-            scores = {name: _pair_spearman(*vectors[name], p) for name, p in self._all_pairs()}
+            vectors = pair_vectors(encode, self._all_pairs())
+            scores = {name: pair_spearman(*vectors[name], p) for name, p in self._all_pairs()}
         else:  # a cut on torch: its scores from the layer stacks (the numbers its model gives: see the tests)
             scores = {name: 100.0 * spearman(subset_cosine(*self._stacks[name], layers), np.asarray(p.targets))
                       for name, p in self._all_pairs()}
@@ -332,19 +342,11 @@ class Compression:
             return None
         row = {t: i for i, t in enumerate(texts)}
         first = [row[t] for t in dev.texts1]
-        dev_score = _pair_spearman(graph_vectors[first], graph_vectors[[row[t] for t in dev.texts2]], dev)
+        dev_score = pair_spearman(graph_vectors[first], graph_vectors[[row[t] for t in dev.texts2]], dev)
         torch_scored = self._scored(recipe, layers, "torch")
         info = {"from": "torch", "checked_sentences": len(texts), "max_abs_diff": diff, "tolerance": GRAPH_TOLERANCE}
         dev_diff = float(np.abs(graph_vectors[first] - torch_vectors[first]).max())
         return {"dev": dev_score, **torch_scored.tests}, dev_diff, info
-
-    def _pair_vectors(self, encode) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        """name -> (vectors of texts1, of texts2) of every pair set, each distinct sentence encoded once."""
-        texts = list(dict.fromkeys(t for _, p in self._all_pairs() for t in (*p.texts1, *p.texts2)))
-        row = {t: i for i, t in enumerate(texts)}
-        vectors = encode(texts)
-        return {name: (vectors[[row[t] for t in p.texts1]], vectors[[row[t] for t in p.texts2]])
-                for name, p in self._all_pairs()}
 
     def graph(self, recipe: str, layers: tuple[int, ...], backend: str) -> Path | None:
         """The layer graph folder of a candidate on an ONNX backend (exported once: fp32 and int8; OpenVINO's int8

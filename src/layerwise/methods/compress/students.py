@@ -90,10 +90,15 @@ class Students:
 
     def weights_sha256(self, recipe: str, depth: int) -> str | None:
         """The checksum of the student's weights (:func:`~layerwise.training.checkpoint.tensors_sha256` of its
-        encoder) where the run's folder holds it finished (loaded once); None where it does not (nothing trained)."""
-        if (recipe, depth) not in self._models and not self.trained(recipe, depth):
-            return None
-        self.get(recipe, depth)
+        encoder) where the run's folder holds it finished: as its ``run.json`` records it, or (saved before it was
+        recorded) from the student loaded once; None where it does not (nothing trained)."""
+        if (recipe, depth) not in self._models:
+            if not self.trained(recipe, depth):
+                return None
+            recorded = json.loads((self.root(recipe, depth) / "run.json").read_text()).get("weights_sha256")
+            if recorded is not None:
+                return recorded
+            self.get(recipe, depth)
         return self._facts[(recipe, depth)]["weights_sha256"]
 
     def root(self, recipe: str, depth: int) -> Path | None:
