@@ -754,5 +754,11 @@ def test_the_tmft_goal_line_reads_the_sts_average_of_tmft_trained_here():
                            "seed 0, 3 epoch(s)")
     assert "higher at 1 of 2 depths (**not met**; 1: 67.00 vs 65.00, 2: 73.00 vs 75.00); STS-B test: higher at 2 of 2" \
         in line
+    assert line.endswith("; TMFT trains on STS-B's labelled train pairs, which the students never see (they learn "
+                         "the original's embeddings of the unlabeled corpus)")  # not beaten: says why it may be
     assert tmft_here_lines(candidates[:1], here)[0].count("(**met**;") == 1
+    assert tmft_here_lines(candidates[:1], here)[0].endswith("higher at 1 of 1")  # beaten, no labels: nothing added
+    (both,) = tmft_here_lines(candidates, here, pairs="stsb")
+    assert both.endswith("; both learn from labelled pairs (stsb train: the students beside the MSE on the corpus, "
+                         "TMFT from STS-B train alone, for 3 epoch(s))")
     assert tmft_here_lines(candidates, {}) == []

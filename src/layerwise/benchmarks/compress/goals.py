@@ -46,7 +46,7 @@ def goal_lines(r: ModelResults, tmft: dict[int, float], here: dict[int, dict] | 
     lines += _every_test_line(r)
     lines += _student_lines(candidates, tmft, pairs=r.protocol.get("train_pairs"),
                             epochs=tmft_config(r.model, 1).epochs)
-    lines += tmft_here_lines(candidates, here or {})
+    lines += tmft_here_lines(candidates, here or {}, pairs=r.protocol.get("train_pairs"))
     for int8, fp32 in INT8_PAIRS:
         drift = {c.name: c.dev - o.dev for c in candidates if c.backend == int8
                  for o in candidates if o.backend == fp32 and (o.recipe, o.layers) == (c.recipe, c.layers)}
@@ -112,9 +112,10 @@ def _speed_why(r: ModelResults, best: Candidate) -> str:
             f"average against the original, so the speed-up rests on the backend at {best.depth} layers")
 
 
-def tmft_here_lines(candidates: list[Candidate], here: dict[int, dict]) -> list[str]:
+def tmft_here_lines(candidates: list[Candidate], here: dict[int, dict], *, pairs: str | None = None) -> list[str]:
     """Each student recipe (torch) against TMFT trained by this page at the same depth (:mod:`.tmft_check`), on the
-    STS average (the goal's reading) and on STS-B test."""
+    STS average (the goal's reading) and on STS-B test; ``pairs``: the labelled pairs the protocol's students also
+    learnt from (None: the corpus' MSE alone, which the line says where TMFT is not beaten)."""
     lines = []
     for recipe in STUDENTS:
         rows = sorted((c.depth, sts_average(c), tests_average(here[c.depth]["tests"]), c.tests.get("stsb"),
@@ -130,17 +131,25 @@ def tmft_here_lines(candidates: list[Candidate], here: dict[int, dict]) -> list[
                      f"STS average (goal: higher): higher at {wins} of {len(rows)} depths (**"
                      f"{'met' if wins == len(rows) else 'not met'}**; "
                      + ", ".join(f"{d}: {s:.2f} vs {t:.2f}" for d, s, t, _, _ in rows) + "); STS-B test: higher at "
-                     f"{sum(s > t for _, s, t in stsb)} of {len(stsb)}")
+                     f"{sum(s > t for _, s, t in stsb)} of {len(stsb)}"
+                     + (_labels(pairs, epochs) if wins < len(rows) or pairs else ""))
     return lines
+
+
+def _labels(pairs: str | None, epochs) -> str:
+    """What each side learns from labelled pairs: both (``pairs``, the students' second loss), or TMFT alone."""
+    if pairs:
+        return (f"; both learn from labelled pairs ({pairs} train: the students beside the MSE on the corpus, TMFT "
+                f"from STS-B train alone, for {'/'.join(map(str, sorted(epochs)))} epoch(s))")
+    return ("; TMFT trains on STS-B's labelled train pairs, which the students never see (they learn the original's "
+            "embeddings of the unlabeled corpus)")
 
 
 def _student_lines(candidates: list[Candidate], tmft: dict[int, float], *, pairs: str | None = None,
                    epochs: int = 3) -> list[str]:
     """Each student recipe (torch) against TMFT at the same depth on STS-B test, the one set the tmft page scores;
     ``pairs``: the labelled pairs the protocol's students also learnt from (None: the corpus' MSE alone)."""
-    why = (f"; both learn from labelled pairs ({pairs} train: the students beside the MSE on the corpus, TMFT from "
-           f"STS-B train alone, for {epochs} epoch(s))" if pairs else "; TMFT trains on STS-B's labelled train pairs, which the "
-           "students never see (they learn the original's embeddings of the unlabeled corpus)")
+    why = _labels(pairs, {epochs})
     lines = []
     for recipe in STUDENTS:
         rows = sorted((c.depth, c.tests["stsb"], tmft[c.depth]) for c in candidates
