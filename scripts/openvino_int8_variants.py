@@ -38,15 +38,15 @@ import openvino as ov
 from layerwise.benchmarks.compress.data import CORPUS_SOURCES, page_data
 from layerwise.encoders.layer_encoder import LayerEncoder
 from layerwise.encoders.onnx_backend import FP32_FILE, INFO_FILE, LayerGraphSession, export_layer_graph
+from layerwise.encoders.openvino_int8 import _IGNORED_PATTERN as IGNORED_POOLING  # the pooling stays float32
 from layerwise.encoders.openvino_int8 import QUANTIZATION, calibration_feeds, require_nncf, similarity_agreement
-from layerwise.encoders.openvino_runtime import INT8_DIR, INT8_XML, compile_graph
+from layerwise.encoders.openvino_int8 import _vectors as vectors  # the mean of these states' means, batch by batch
+from layerwise.encoders.openvino_runtime import INT8_DIR, INT8_XML
 from layerwise.evaluation.metrics import cosine_rows, spearman
 from layerwise.methods.compress.backends import CALIBRATION_SENTENCES
 from layerwise.methods.compress.int8_mixed import OUTLIER_RATIO, input_outlier_ratios
 from layerwise.methods.truncated.model import TruncatedModel
 from layerwise.reports import environment
-
-IGNORED_POOLING = r"^/(?!model/).*"  # as the library: the pooling (every node outside /model/) stays float32
 
 
 def quantize(graph: Path, feeds: list[dict], alpha: float, keep: list[str]):
@@ -62,12 +62,6 @@ def quantize(graph: Path, feeds: list[dict], alpha: float, keep: list[str]):
         ignored_scope=nncf.IgnoredScope(patterns=[IGNORED_POOLING], names=list(keep), validate=False),
         advanced_parameters=AdvancedQuantizationParameters(
             smooth_quant_alphas=AdvancedSmoothQuantParameters(matmul=alpha)))
-
-
-def vectors(model, feeds: list[dict], layers: list[int]) -> np.ndarray:
-    run, _ = compile_graph(model, threads=0)
-    means = np.concatenate([run(feed)[0] for feed in feeds])  # (n, K, d): every state's masked mean
-    return means[:, layers].mean(axis=1)
 
 
 def dev_vectors(session: LayerGraphSession, model: TruncatedModel, texts: list[str], depth: int,
