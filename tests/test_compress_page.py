@@ -762,3 +762,27 @@ def test_the_tmft_goal_line_reads_the_sts_average_of_tmft_trained_here():
     assert both.endswith("; both learn from labelled pairs (stsb train: the students beside the MSE on the corpus, "
                          "TMFT from STS-B train alone, for 3 epoch(s))")
     assert tmft_here_lines(candidates, {}) == []
+
+
+def test_a_protocol_run_at_fewer_depths_stands_beside_the_complete_one_not_in_its_place():
+    """A recipe read at one depth (a newer run) must not hide the protocol stored at every depth: the page keeps the
+    most measured protocol as the model's own and lists the newer one with the earlier protocols."""
+    from layerwise.benchmarks.compress.stored import by_model, other_protocols
+
+    def part(protocol, depth, started, dev):
+        key = {"model": {"name": "m"}, "data": {"stsb": "x"}, "protocol": protocol, "depth": depth}
+        cands = [{"recipe": "original", "depth": 2, "layers": [2], "backend": "torch", "parameters": 1, "dev": 80.0,
+                  "tests": {"stsb": 82.0}, "speed": {"seconds": [1.0], "original_seconds": [1.0]}},
+                 {"recipe": "distilled", "depth": depth, "layers": [depth], "backend": "torch", "parameters": 1,
+                  "dev": dev, "tests": {"stsb": dev}, "speed": {"seconds": [.5], "original_seconds": [1.0]}}]
+        return Part("compress", f"m-l{depth}", key, {"model": "m", "corpus": {}, "result": {"candidates": cands}},
+                    runs=[{"started": started}])
+
+    full = {"budget": 1.0, "backends": ["torch"]}
+    one = {**full, "train_pairs": "stsb"}
+    parts = [part(full, 1, "2026-11-26", 70.0), part(full, 2, "2026-11-26", 79.0), part(one, 1, "2026-11-28", 75.0)]
+    [r] = by_model(parts)
+    assert r.protocol == full and {p.key["depth"] for p in r.parts} == {1, 2}
+    assert [p for p, _ in other_protocols(parts, r)] == [one]
+    [r] = by_model([*parts, part(one, 2, "2026-11-28", 80.0)])  # as many depths: the newer one is the model's own
+    assert r.protocol == one

@@ -1,5 +1,5 @@
 """The ``compress`` page's report, read from the store alone (:mod:`.stored`): every model's candidates under its
-newest protocol, the choice, issue 25's goals with their figures (:mod:`.goals`), the runs the timings come from, the
+main protocol (:func:`~.stored.by_model`: the one stored at the most depths), the choice, issue 25's goals with their figures (:mod:`.goals`), the runs the timings come from, the
 table, the frontier plot.
 
 A depth part may carry over candidates an earlier run timed (:meth:`~layerwise.Compressor.adopt`): they are marked
@@ -306,8 +306,8 @@ def _status_line(r: ModelResults, stop: Part | None, results: list[ModelResults]
 
 
 def write_page(ctx: PageContext) -> list[Path]:
-    """Write ``compress.md`` and one frontier plot per model from the store alone (each model under the protocol
-    it was last run with)."""
+    """Write ``compress.md`` and one frontier plot per model from the store alone (each model under its main
+    protocol: the one stored at the most depths, the newest among equals)."""
     parts = ctx.store.parts(NAME)  # read once: the depth parts and the stop parts
     results = by_model(parts)
     if not results:

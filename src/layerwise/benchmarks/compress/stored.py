@@ -1,4 +1,4 @@
-"""The ``compress`` page's stored parts read back: per model, the depth parts of its newest protocol, every candidate
+"""The ``compress`` page's stored parts read back: per model, the depth parts of its main protocol, every candidate
 once, the original and the choice under the protocol's budget (:class:`ModelResults`), and the earlier run a depth
 part carried candidates over from (:func:`donor_part`, :meth:`~layerwise.Compressor.adopt`)."""
 
@@ -95,7 +95,7 @@ def tests_average(tests: dict[str, float]) -> float | None:
 
 @dataclass(frozen=True)
 class ModelResults:
-    """One model's stored depth parts under its newest protocol, read back: every candidate, the original, the
+    """One model's stored depth parts under its main protocol (:func:`by_model`), read back: every candidate, the original, the
     choice under that protocol's budget."""
 
     model: str
@@ -122,12 +122,19 @@ class ModelResults:
 
 
 def by_model(parts: list[Part]) -> list[ModelResults]:
-    """Per model (in MODELS order, then others), the depth parts of its most recently run protocol."""
+    """Per model (in MODELS order, then others), the depth parts of its main protocol: the one stored at the most
+    depths, the most recently run among equals. A protocol run at one depth beside a complete one (to read one
+    student under another recipe) stands in the earlier-protocols table, not in the complete one's place, until it
+    has as many depths."""
     depth_parts = [p for p in parts if "depth" in p.key]
     out = []
     for model in dict.fromkeys(p.payload["model"] for p in depth_parts):
         mine = [p for p in depth_parts if p.payload["model"] == model]
-        newest = max(mine, key=started)
+        groups: dict[str, list[Part]] = {}
+        for part in mine:
+            groups.setdefault(json.dumps(_depthless(part), sort_keys=True), []).append(part)
+        main = max(groups.values(), key=lambda g: (len({p.key["depth"] for p in g}), max(map(started, g))))
+        newest = max(main, key=started)
         key = _depthless(newest)
         protocol = key["protocol"]
         candidates, original, chosen = model_candidates(mine, key, float(protocol["budget"]))
