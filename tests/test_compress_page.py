@@ -786,3 +786,32 @@ def test_a_protocol_run_at_fewer_depths_stands_beside_the_complete_one_not_in_it
     assert [p for p, _ in other_protocols(parts, r)] == [one]
     [r] = by_model([*parts, part(one, 2, "2026-11-28", 80.0)])  # as many depths: the newer one is the model's own
     assert r.protocol == one
+
+
+def test_students_that_learnt_from_pairs_under_another_protocol_are_read_against_tmft_too():
+    """The like-for-like reading: where the model's main protocol trains its students on the corpus' MSE alone, the
+    students of a stored protocol with ``train_pairs`` meet TMFT on the goal's STS average in a line of their own."""
+    from layerwise.benchmarks.compress.goals import goal_lines
+    from layerwise.benchmarks.compress.stored import by_model, other_protocols
+
+    def part(protocol, depth, dev):
+        key = {"model": {"name": "m"}, "data": {"stsb": "x"}, "protocol": protocol, "depth": depth}
+        cands = [{"recipe": "original", "depth": 2, "layers": [2], "backend": "torch", "parameters": 1, "dev": 80.0,
+                  "tests": {"stsb": 82.0, "sickr": 78.0}, "speed": {"seconds": [1.0], "original_seconds": [1.0]}},
+                 {"recipe": "distilled", "depth": depth, "layers": [depth], "backend": "torch", "parameters": 1,
+                  "dev": dev, "tests": {"stsb": dev, "sickr": dev - 4}, "speed": {"seconds": [.5],
+                                                                                  "original_seconds": [1.0]}}]
+        return Part("compress", f"m-l{depth}", key, {"model": "m", "corpus": {}, "result": {"candidates": cands}},
+                    runs=[{"started": "2026-11-28"}])
+
+    mse = {"budget": 1.0, "backends": ["torch"]}
+    pairs = {**mse, "train_pairs": "stsb"}
+    parts = [part(mse, 1, 70.0), part(mse, 2, 79.0), part(pairs, 1, 76.0)]
+    [r] = by_model(parts)
+    here = {1: {"tests": {"stsb": 74.0, "sickr": 70.0}, "config": {"epochs": 1}}}
+    lines = goal_lines(r, {}, here, other_protocols(parts, r))
+    main = [line for line in lines if line.startswith("- distilled against TMFT")]
+    other = [line for line in lines if line.startswith("- distilled under the protocol with train_pairs stsb")]
+    assert len(main) == 1 and "(**not met**; 1: 68.00 vs 72.00)" in main[0] and "never see" in main[0]
+    assert len(other) == 1 and "(**met**; 1: 74.00 vs 72.00)" in other[0] and "both learn from labelled pairs" in other[0]
+    assert not any("under the protocol" in line for line in goal_lines(r, {}, here))  # no others given: none

@@ -27,9 +27,12 @@ def ratio_note(r: ModelResults, c: Candidate) -> str:
                      "carried over)")
 
 
-def goal_lines(r: ModelResults, tmft: dict[int, float], here: dict[int, dict] | None = None) -> list[str]:
+def goal_lines(r: ModelResults, tmft: dict[int, float], here: dict[int, dict] | None = None,
+               others: list[tuple[dict, list[Candidate]]] = ()) -> list[str]:
     """The choice, then each goal of issue 25 with its measured figure and whether it is met; ``tmft``: the tmft
-    page's STS-B test per depth; ``here``: TMFT trained by this page per depth (:mod:`.tmft_check`)."""
+    page's STS-B test per depth; ``here``: TMFT trained by this page per depth (:mod:`.tmft_check`); ``others``: the
+    model's other stored protocols (:func:`~.stored.other_protocols`), whose students learnt from labelled pairs
+    where this protocol's did not are read against TMFT too (the like-for-like reading)."""
     candidates, original, chosen = r.candidates, r.original, r.chosen
     ok = [c for c in candidates if "stsb" in c.tests and c.tests["stsb"] >= original.tests["stsb"] - 1.0
           and (sts_average(c) or 0) >= (sts_average(original) or 0) - 1.0]
@@ -47,6 +50,11 @@ def goal_lines(r: ModelResults, tmft: dict[int, float], here: dict[int, dict] | 
     lines += _student_lines(candidates, tmft, pairs=r.protocol.get("train_pairs"),
                             epochs=tmft_config(r.model, 1).epochs)
     lines += tmft_here_lines(candidates, here or {}, pairs=r.protocol.get("train_pairs"))
+    for protocol, students in others:
+        if protocol.get("train_pairs") and not r.protocol.get("train_pairs"):
+            lines += tmft_here_lines(students, here or {}, pairs=protocol["train_pairs"],
+                                     under=f"under the protocol with train_pairs {protocol['train_pairs']} (this "
+                                           "model's students of that protocol, in the table of protocols below)")
     for int8, fp32 in INT8_PAIRS:
         drift = {c.name: c.dev - o.dev for c in candidates if c.backend == int8
                  for o in candidates if o.backend == fp32 and (o.recipe, o.layers) == (c.recipe, c.layers)}
@@ -112,10 +120,12 @@ def _speed_why(r: ModelResults, best: Candidate) -> str:
             f"average against the original, so the speed-up rests on the backend at {best.depth} layers")
 
 
-def tmft_here_lines(candidates: list[Candidate], here: dict[int, dict], *, pairs: str | None = None) -> list[str]:
+def tmft_here_lines(candidates: list[Candidate], here: dict[int, dict], *, pairs: str | None = None,
+                    under: str = "") -> list[str]:
     """Each student recipe (torch) against TMFT trained by this page at the same depth (:mod:`.tmft_check`), on the
     STS average (the goal's reading) and on STS-B test; ``pairs``: the labelled pairs the protocol's students also
-    learnt from (None: the corpus' MSE alone, which the line says where TMFT is not beaten)."""
+    learnt from (None: the corpus' MSE alone, which the line says where TMFT is not beaten); ``under``: which
+    protocol the students are of, where not the model's main one."""
     lines = []
     for recipe in STUDENTS:
         rows = sorted((c.depth, sts_average(c), tests_average(here[c.depth]["tests"]), c.tests.get("stsb"),
@@ -126,7 +136,8 @@ def tmft_here_lines(candidates: list[Candidate], here: dict[int, dict], *, pairs
         wins = sum(s > t for _, s, t, _, _ in rows)
         stsb = [(d, s, t) for d, _, _, s, t in rows if s is not None and t is not None]
         epochs = {here[d]["config"]["epochs"] for d, *_ in rows}
-        lines.append(f"- {recipe} against TMFT at the same depth, trained here (the tmft page's settings: seed 0, "
+        lines.append(f"- {recipe}{' ' + under if under else ''} against TMFT at the same depth, trained here (the "
+                     "tmft page's settings: seed 0, "
                      f"{'/'.join(map(str, sorted(epochs)))} epoch(s), no pre-step; scored on this page's test sets), "
                      f"STS average (goal: higher): higher at {wins} of {len(rows)} depths (**"
                      f"{'met' if wins == len(rows) else 'not met'}**; "

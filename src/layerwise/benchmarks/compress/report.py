@@ -334,10 +334,10 @@ def write_page(ctx: PageContext) -> list[Path]:
         png = plot_frontier(r.candidates, ctx.output / f"compress-{name}.png", title=name, chosen=r.chosen)
         paths.append(png)
         status = _status_line(r, _stop_part(parts, r), results)
-        tmft, here = _tmft_by_depth(ctx, r.model), stored_tmft(parts, r.model)
+        tmft, here, others = _tmft_by_depth(ctx, r.model), stored_tmft(parts, r.model), other_protocols(parts, r)
         lines += [f"## {name}", "", _data_line(r), "", status, "", *_quantization_line(r), *_mixed_line(r),
                   *_graph_scores_line(r),
-                  *goal_lines(r, tmft, here), "", *_protocol_lines(r, other_protocols(parts, r)), *_training_lines(r),
+                  *goal_lines(r, tmft, here, others), "", *_protocol_lines(r, others), *_training_lines(r),
                   *_tmft_lines(here, tmft), *_reference_lines(r), "",
                   *_table(r, tmft), "", f"![frontier]({png.name})", ""]
     limit = results[0].parts[0].key["protocol"].get("corpus_limit")  # the protocol of the models shown
