@@ -799,19 +799,23 @@ def test_students_that_learnt_from_pairs_under_another_protocol_are_read_against
         cands = [{"recipe": "original", "depth": 2, "layers": [2], "backend": "torch", "parameters": 1, "dev": 80.0,
                   "tests": {"stsb": 82.0, "sickr": 78.0}, "speed": {"seconds": [1.0], "original_seconds": [1.0]}},
                  {"recipe": "distilled", "depth": depth, "layers": [depth], "backend": "torch", "parameters": 1,
-                  "dev": dev, "tests": {"stsb": dev, "sickr": dev - 4}, "speed": {"seconds": [.5],
-                                                                                  "original_seconds": [1.0]}}]
+                  "dev": dev, "tests": {"stsb": dev, "sickr": dev - 4}, "extra": {"steps": 100},
+                  "speed": {"seconds": [.5], "original_seconds": [1.0]}}]
         return Part("compress", f"m-l{depth}", key, {"model": "m", "corpus": {}, "result": {"candidates": cands}},
                     runs=[{"started": "2026-11-28"}])
 
-    mse = {"budget": 1.0, "backends": ["torch"]}
+    mse = {"budget": 1.0, "backends": ["torch"], "batch_size": 64}
     pairs = {**mse, "train_pairs": "stsb"}
     parts = [part(mse, 1, 70.0), part(mse, 2, 79.0), part(pairs, 1, 76.0)]
     [r] = by_model(parts)
-    here = {1: {"tests": {"stsb": 74.0, "sickr": 70.0}, "config": {"epochs": 1}}}
+    here = {1: {"tests": {"stsb": 74.0, "sickr": 70.0}, "config": {"epochs": 1, "batch_size": 32}, "steps": 50}}
     lines = goal_lines(r, {}, here, other_protocols(parts, r))
     main = [line for line in lines if line.startswith("- distilled against TMFT")]
     other = [line for line in lines if line.startswith("- distilled under the protocol with train_pairs stsb")]
     assert len(main) == 1 and "(**not met**; 1: 68.00 vs 72.00)" in main[0] and "never see" in main[0]
     assert len(other) == 1 and "(**met**; 1: 74.00 vs 72.00)" in other[0] and "both learn from labelled pairs" in other[0]
+    # what each side drew of the pairs, from the records: 100 steps x 64 against TMFT's 50 steps x 32
+    assert other[0].endswith("labelled pairs drawn in training: the students 6,400 (a batch of 64 at each step), "
+                             "TMFT 1,600")
+    assert "drawn" not in main[0]  # the main protocol's students drew none
     assert not any("under the protocol" in line for line in goal_lines(r, {}, here))  # no others given: none

@@ -49,10 +49,12 @@ def goal_lines(r: ModelResults, tmft: dict[int, float], here: dict[int, dict] | 
     lines += _every_test_line(r)
     lines += _student_lines(candidates, tmft, pairs=r.protocol.get("train_pairs"),
                             epochs=tmft_config(r.model, 1).epochs)
-    lines += tmft_here_lines(candidates, here or {}, pairs=r.protocol.get("train_pairs"))
+    lines += tmft_here_lines(candidates, here or {}, pairs=r.protocol.get("train_pairs"),
+                             batch_size=r.protocol.get("batch_size"))
     for protocol, students in others:
         if protocol.get("train_pairs") and not r.protocol.get("train_pairs"):
             lines += tmft_here_lines(students, here or {}, pairs=protocol["train_pairs"],
+                                     batch_size=protocol.get("batch_size"),
                                      under=f"under the protocol with train_pairs {protocol['train_pairs']} (this "
                                            "model's students of that protocol, in the table of protocols below)")
     for int8, fp32 in INT8_PAIRS:
@@ -121,11 +123,12 @@ def _speed_why(r: ModelResults, best: Candidate) -> str:
 
 
 def tmft_here_lines(candidates: list[Candidate], here: dict[int, dict], *, pairs: str | None = None,
-                    under: str = "") -> list[str]:
+                    under: str = "", batch_size: int | None = None) -> list[str]:
     """Each student recipe (torch) against TMFT trained by this page at the same depth (:mod:`.tmft_check`), on the
     STS average (the goal's reading) and on STS-B test; ``pairs``: the labelled pairs the protocol's students also
     learnt from (None: the corpus' MSE alone, which the line says where TMFT is not beaten); ``under``: which
-    protocol the students are of, where not the model's main one."""
+    protocol the students are of, where not the model's main one; ``batch_size``: the protocol's, with which the
+    students' recorded steps give the labelled pairs they drew (a pair batch each step) beside TMFT's."""
     lines = []
     for recipe in STUDENTS:
         rows = sorted((c.depth, sts_average(c), tests_average(here[c.depth]["tests"]), c.tests.get("stsb"),
@@ -143,8 +146,22 @@ def tmft_here_lines(candidates: list[Candidate], here: dict[int, dict], *, pairs
                      f"{'met' if wins == len(rows) else 'not met'}**; "
                      + ", ".join(f"{d}: {s:.2f} vs {t:.2f}" for d, s, t, _, _ in rows) + "); STS-B test: higher at "
                      f"{sum(s > t for _, s, t in stsb)} of {len(stsb)}"
-                     + (_labels(pairs, epochs) if wins < len(rows) or pairs else ""))
+                     + (_labels(pairs, epochs) if wins < len(rows) or pairs else "")
+                     + (_drawn(candidates, recipe, here, [d for d, *_ in rows], batch_size) if pairs else ""))
     return lines
+
+
+def _drawn(candidates: list[Candidate], recipe: str, here: dict[int, dict], depths: list[int],
+           batch_size: int | None) -> str:
+    """How many labelled pairs each side drew in training (steps x batch, as recorded): the students take a batch of
+    pairs at every corpus step, TMFT one pass over the pairs per epoch, so the two can differ several times over."""
+    students = sorted({c.extra["steps"] * batch_size for c in candidates if c.recipe == recipe and c.backend == "torch"
+                       and c.depth in depths and "steps" in c.extra} if batch_size else set())
+    tmft = sorted({here[d]["steps"] * here[d]["config"]["batch_size"] for d in depths if "steps" in here[d]})
+    if not students or not tmft:
+        return ""
+    return (f"; labelled pairs drawn in training: the students {'/'.join(f'{n:,}' for n in students)} (a batch of "
+            f"{batch_size} at each step), TMFT {'/'.join(f'{n:,}' for n in tmft)}")
 
 
 def _labels(pairs: str | None, epochs) -> str:
