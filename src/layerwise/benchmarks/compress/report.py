@@ -1,6 +1,6 @@
 """The ``compress`` page's report, read from the store alone (:mod:`.stored`): every model's candidates under its
-main protocol (:func:`~.stored.by_model`: the one stored at the most depths), the choice, issue 25's goals with their figures (:mod:`.goals`), the runs the timings come from, the
-table, the frontier plot.
+main protocol (:func:`~.stored.by_model`: the one stored at the most depths), the choice, issue 25's goals with their
+figures (:mod:`.goals`), the runs the timings come from, the table, the frontier plot.
 
 A depth part may carry over candidates an earlier run timed (:meth:`~layerwise.Compressor.adopt`): they are marked
 :data:`CARRIED_MARK` and that run's original is listed beside the part's own (:func:`~.stored.donor_part` finds the run).
