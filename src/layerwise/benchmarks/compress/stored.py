@@ -95,8 +95,8 @@ def tests_average(tests: dict[str, float]) -> float | None:
 
 @dataclass(frozen=True)
 class ModelResults:
-    """One model's stored depth parts under its main protocol (:func:`by_model`), read back: every candidate, the
-    original, the choice under that protocol's budget."""
+    """One model's stored depth parts under its main protocol (:func:`by_model`), read back: every candidate, the original, the
+    choice under that protocol's budget."""
 
     model: str
     protocol: dict
