@@ -10,7 +10,7 @@ import pytest
 
 from layerwise.benchmarks import Part, ResultsStore
 from layerwise.benchmarks.catalog import get_page
-from layerwise.benchmarks.page_parts import freshness, part_source
+from layerwise.benchmarks.page_parts import freshness, part_source, parts_by_commit
 from layerwise.benchmarks.registry import PageContext
 from layerwise.benchmarks.speed.pages import SpeedPage, option_argv
 from layerwise.reports import changed_files, changed_since
@@ -164,3 +164,41 @@ def test_results_list_shows_each_pages_commit_and_status(tmp_path, capsys):
     assert out[0].split()[:4] == ["page", "method", "commit", "status"]
     rows = {line.split()[0]: line for line in out[1:]}
     assert "search-speed" in rows and "not run" in rows["search-speed"]
+
+
+@needs_git
+def test_parts_by_commit_says_which_parts_a_change_made_stale(repo):
+    """A page whose parts ran on two commits, code measured changed after the first only: those parts are named
+    stale with the file, the second commit's current; the newest part of a name counts, a part without a commit
+    is grouped apart."""
+    first = _git(repo, "rev-parse", "HEAD")
+    (repo / "src" / "pkg" / "search.py").write_text("x = 2\n")
+    _git(repo, "commit", "-qam", "search")
+    second = _git(repo, "rev-parse", "HEAD")
+    parts = [_part("b", {"commit": first, "dirty": False}), _part("a", {"commit": first, "dirty": False}),
+             _part("c", {"commit": first, "dirty": False}, started="2026-01-01 00:00:00 UTC"),
+             _part("c", {"commit": second, "dirty": False}, started="2026-01-02 00:00:00 UTC"),  # c run again
+             _part("d", None)]
+    groups = {g.commit: g for g in parts_by_commit(parts, ["src/pkg"], repo)}
+    assert groups[first].parts == ("a", "b") and groups[first].changed == ("src/pkg/search.py",)
+    assert groups[second].parts == ("c",) and groups[second].changed == ()
+    assert groups[None].parts == ("d",) and groups[None].changed is None
+    assert list(groups)[-1] is None  # the parts without a commit last
+    assert all(g.changed is None for g in parts_by_commit(parts, ["src/pkg"], None))  # no checkout: cannot tell
+    # freshness reads the same groups: stale, named by the first commit's change
+    got = freshness(parts, ["src/pkg"], repo)
+    assert got.status == "stale" and got.commits == tuple(sorted((first, second)))
+
+
+def test_results_list_of_one_page_names_its_parts_by_commit(tmp_path, capsys):
+    from layerwise.cli import main
+
+    store = ResultsStore(tmp_path / "store")
+    store.save(Part("search-speed", "run", {"k": 1}, {"v": 1}, True,
+                    [{"started": "2026-01-01 00:00:00 UTC", "environment": {"source": {"commit": "0" * 40}}}]))
+    assert main(["results", "list", "search-speed", "--store", str(tmp_path / "store")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "search-speed: unknown"  # a commit this checkout does not hold
+    assert out[1].split()[:3] == ["000000000000", "1", "part(s)"] and "unknown" in out[1]
+    assert out[2].strip() == "parts: run"
+

@@ -21,7 +21,8 @@ from layerwise.reports import changed_files, environment, save_figure
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["BUSY", "SUPERSEDED", "Freshness", "RunTimer", "freshness", "latest_by_name", "part_source", "provenance_lines",
+__all__ = ["BUSY", "SUPERSEDED", "CommitParts", "Freshness", "RunTimer", "freshness", "latest_by_name", "part_source",
+           "parts_by_commit", "provenance_lines",
            "prune_superseded", "run_record", "run_time_row", "run_time_table", "save_png", "sts_checksum"]
 
 
@@ -206,29 +207,57 @@ def part_source(part: Part) -> dict | None:
     return None
 
 
+@dataclass(frozen=True)
+class CommitParts:
+    """The parts of a page (the newest of each name) that one commit computed, and what changed since under the
+    page's sources: which of them ``layerwise results run NAME --redo PATTERN`` would compute again."""
+
+    commit: str | None  # None: parts that recorded no commit
+    parts: tuple[str, ...]  # their names, sorted
+    changed: tuple[str, ...] | None  # measured files that differ now from the commit; None: cannot be told
+    dirty: bool  # a run of one of them had uncommitted changes
+
+
+def parts_by_commit(parts: Iterable[Part], sources: Sequence[str], root: str | os.PathLike | None
+                    ) -> list[CommitParts]:
+    """The newest part of each name grouped by the commit it was computed on (the newest commit first in git's
+    sense is not known here: sorted by commit, the parts without one last), each with the files under ``sources``
+    changed since (``git diff`` in the checkout ``root``; None without git or for an unknown commit)."""
+    groups: dict[str | None, list[tuple[str, bool]]] = {}
+    for part in latest_by_name(parts, quiet=True).values():
+        found = part_source(part)
+        groups.setdefault(found and found["commit"], []).append((part.name, bool(found and found["dirty"])))
+    out = []
+    for commit in sorted(groups, key=lambda c: (c is None, c or "")):
+        changed = None if commit is None or root is None else changed_files(commit, sources, root)
+        out.append(CommitParts(commit, tuple(sorted(n for n, _ in groups[commit])),
+                               None if changed is None else tuple(changed), any(d for _, d in groups[commit])))
+    return out
+
+
 def freshness(parts: Iterable[Part], sources: Sequence[str], root: str | os.PathLike | None) -> Freshness:
     """Stale when code under ``sources`` changed after a commit a part was computed on (``git diff``, in the checkout
     ``root``); current when none did and every part recorded a clean commit; unknown otherwise (no git, a part
     without a commit, a run with uncommitted changes). Never raises for want of git."""
-    kept = list(latest_by_name(parts, quiet=True).values())
-    if not kept:
+    groups = parts_by_commit(parts, sources, root)
+    if not groups:
         return Freshness("not run", (), "no stored part")
-    found = [part_source(p) for p in kept]
-    commits = tuple(sorted({f["commit"] for f in found if f}))
+    commits = tuple(g.commit for g in groups if g.commit is not None)
     if root is None:
         return Freshness("unknown", commits, "not a git checkout")
-    changed = {c: changed_files(c, sources, root) for c in commits}
+    changed = {g.commit: None if g.changed is None else list(g.changed) for g in groups if g.commit is not None}
     stale = [c for c, v in changed.items() if v]
     if stale:  # named by the newest stale commit (the fewest files changed since): even its parts are stale
         newest = min(stale, key=lambda c: len(changed[c]))
         files = sorted(f.removeprefix("src/layerwise/") for f in changed[newest])
         named = ", ".join(files[:4]) + (f" and {len(files) - 4} more" if len(files) > 4 else "")
         return Freshness("stale", commits, f"code it measures changed since {newest[:12]}: {named}")
-    missing = sum(f is None for f in found)
+    missing = sum(len(g.parts) for g in groups if g.commit is None)
     if missing:
-        return Freshness("unknown", commits, f"{missing} of {len(kept)} part(s) recorded no commit")
+        return Freshness("unknown", commits, f"{missing} of {sum(len(g.parts) for g in groups)} part(s) recorded no "
+                                             "commit")
     if any(v is None for v in changed.values()):
         return Freshness("unknown", commits, "a commit this checkout does not hold, or no git")
-    if any(f["dirty"] for f in found):
+    if any(g.dirty for g in groups):
         return Freshness("unknown", commits, "computed with uncommitted changes")
     return Freshness("current", commits, "no change since")

@@ -14,7 +14,9 @@ def add_parsers(sub) -> None:
                    help="list: the declared pages; run: compute the missing parts, then render; render: write the "
                         "page from the store only; prune: move the parts a newer part of the same name supersedes "
                         "to <store>/<page>/superseded/ (nothing is deleted)")
-    p.add_argument("name", nargs="?", default=None, help="page name (see `layerwise results list`)")
+    p.add_argument("name", nargs="?", default=None,
+                   help="page name (see `layerwise results list`); with list: that page's parts by the commit they "
+                        "ran on, and which are stale")
     p.add_argument("--all", action="store_true", help="render or prune: every page (nothing is computed)")
     p.add_argument("--data-dir", default=None, help="data folder (default: $LAYERWISE_DATA)")
     p.add_argument("--store", default="docs/results/state", help="results store folder (default: docs/results/state)")
@@ -50,7 +52,10 @@ def run(args, command) -> int:
     from layerwise.benchmarks.registry import render_page
 
     if args.action == "list":
-        _list(all_pages(), ResultsStore(args.store))
+        if args.name is not None:
+            _list_parts(get_page(args.name), ResultsStore(args.store))
+        else:
+            _list(all_pages(), ResultsStore(args.store))
         return 0
     if args.redo and args.action != "run":
         raise ValueError("--redo goes with `run` only (render never computes); e.g. layerwise results run tmft "
@@ -87,3 +92,26 @@ def _list(pages, store) -> None:
         f = freshness(store.parts(page.name), page.sources(), root)
         commit = f.commits[0][:12] + (f" +{len(f.commits) - 1}" if len(f.commits) > 1 else "") if f.commits else "unknown"
         print(f"{page.name:20s} {page.method:16s} {commit:13s} {f.status:8s} {page.title} ({f.detail})")
+
+
+def _list_parts(page, store) -> None:
+    """The page's parts (the newest of each name) by the commit they ran on: per commit, current or stale with the
+    measured files changed since, and the part names, which ``--redo`` takes to compute them again."""
+    from layerwise.benchmarks.page_parts import freshness, parts_by_commit
+    from layerwise.reports import source_root
+
+    root = source_root()
+    parts = list(store.parts(page.name))
+    print(f"{page.name}: {freshness(parts, page.sources(), root).status}")
+    for group in parts_by_commit(parts, page.sources(), root):
+        if group.commit is None:
+            state = "no commit recorded"
+        elif group.changed is None:
+            state = "unknown (a commit this checkout does not hold, or no git)"
+        elif group.changed:
+            files = sorted(f.removeprefix("src/layerwise/") for f in group.changed)
+            state = f"stale: {len(files)} measured file(s) changed since: {', '.join(files)}"
+        else:
+            state = "current" + (" (computed with uncommitted changes)" if group.dirty else "")
+        print(f"  {(group.commit or '-')[:12]:12s}  {len(group.parts)} part(s)  {state}")
+        print(f"    parts: {', '.join(group.parts)}")
