@@ -21,9 +21,9 @@ from layerwise.reports import changed_files, environment, save_figure
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["BUSY", "SUPERSEDED", "CommitParts", "Freshness", "RunTimer", "freshness", "latest_by_name", "part_source",
-           "parts_by_commit", "provenance_lines",
-           "prune_superseded", "run_record", "run_time_row", "run_time_table", "save_png", "sts_checksum"]
+__all__ = ["BUSY", "SUPERSEDED", "CommitParts", "Freshness", "RunTimer", "freshness", "freshness_of", "latest_by_name",
+           "part_source", "parts_by_commit", "provenance_lines", "prune_superseded", "run_record", "run_time_row",
+           "run_time_table", "save_png", "sts_checksum"]
 
 
 def run_record(command: Sequence[str] = ()) -> dict:
@@ -220,9 +220,9 @@ class CommitParts:
 
 def parts_by_commit(parts: Iterable[Part], sources: Sequence[str], root: str | os.PathLike | None
                     ) -> list[CommitParts]:
-    """The newest part of each name grouped by the commit it was computed on (the newest commit first in git's
-    sense is not known here: sorted by commit, the parts without one last), each with the files under ``sources``
-    changed since (``git diff`` in the checkout ``root``; None without git or for an unknown commit)."""
+    """The newest part of each name grouped by the commit it was computed on (sorted by commit hash, the parts
+    without one last), each with the files under ``sources`` changed since (``git diff`` in the checkout ``root``;
+    None without git or for an unknown commit)."""
     groups: dict[str | None, list[tuple[str, bool]]] = {}
     for part in latest_by_name(parts, quiet=True).values():
         found = part_source(part)
@@ -239,13 +239,18 @@ def freshness(parts: Iterable[Part], sources: Sequence[str], root: str | os.Path
     """Stale when code under ``sources`` changed after a commit a part was computed on (``git diff``, in the checkout
     ``root``); current when none did and every part recorded a clean commit; unknown otherwise (no git, a part
     without a commit, a run with uncommitted changes). Never raises for want of git."""
-    groups = parts_by_commit(parts, sources, root)
+    return freshness_of(parts_by_commit(parts, sources, root), git=root is not None)
+
+
+def freshness_of(groups: Sequence[CommitParts], *, git: bool) -> Freshness:
+    """:func:`freshness` of parts already grouped by :func:`parts_by_commit` (``git``: they were read in a git
+    checkout), for a caller that shows the groups too and must not run ``git diff`` twice."""
     if not groups:
         return Freshness("not run", (), "no stored part")
     commits = tuple(g.commit for g in groups if g.commit is not None)
-    if root is None:
+    if not git:
         return Freshness("unknown", commits, "not a git checkout")
-    changed = {g.commit: None if g.changed is None else list(g.changed) for g in groups if g.commit is not None}
+    changed = {g.commit: g.changed for g in groups if g.commit is not None}
     stale = [c for c, v in changed.items() if v]
     if stale:  # named by the newest stale commit (the fewest files changed since): even its parts are stale
         newest = min(stale, key=lambda c: len(changed[c]))

@@ -97,13 +97,13 @@ def _list(pages, store) -> None:
 def _list_parts(page, store) -> None:
     """The page's parts (the newest of each name) by the commit they ran on: per commit, current or stale with the
     measured files changed since, and the part names, which ``--redo`` takes to compute them again."""
-    from layerwise.benchmarks.page_parts import freshness, parts_by_commit
+    from layerwise.benchmarks.page_parts import freshness_of, parts_by_commit
     from layerwise.reports import source_root
 
     root = source_root()
-    parts = list(store.parts(page.name))
-    print(f"{page.name}: {freshness(parts, page.sources(), root).status}")
-    for group in parts_by_commit(parts, page.sources(), root):
+    groups = parts_by_commit(store.parts(page.name), page.sources(), root)  # one git diff per commit, read once
+    print(f"{page.name}: {freshness_of(groups, git=root is not None).status}")
+    for group in groups:
         if group.commit is None:
             state = "no commit recorded"
         elif group.changed is None:
