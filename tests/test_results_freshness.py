@@ -10,7 +10,7 @@ import pytest
 
 from layerwise.benchmarks import Part, ResultsStore
 from layerwise.benchmarks.catalog import get_page
-from layerwise.benchmarks.page_parts import freshness, part_source, parts_by_commit
+from layerwise.benchmarks.page_parts import freshness, part_source, parts_by_commit, stale_parts
 from layerwise.benchmarks.registry import PageContext
 from layerwise.benchmarks.speed.pages import SpeedPage, option_argv
 from layerwise.reports import changed_files, changed_since
@@ -184,6 +184,7 @@ def test_parts_by_commit_says_which_parts_a_change_made_stale(repo):
     assert groups[second].parts == ("c",) and groups[second].changed == ()
     assert groups[None].parts == ("d",) and groups[None].changed is None
     assert list(groups)[-1] is None  # the parts without a commit last
+    assert stale_parts(list(groups.values())) == ("a", "b")  # c ran again after the change; d cannot be told
     assert all(g.changed is None for g in parts_by_commit(parts, ["src/pkg"], None))  # no checkout: cannot tell
     # freshness reads the same groups: stale, named by the first commit's change
     got = freshness(parts, ["src/pkg"], repo)
@@ -202,3 +203,39 @@ def test_results_list_of_one_page_names_its_parts_by_commit(tmp_path, capsys):
     assert out[1].split()[:3] == ["000000000000", "1", "part(s)"] and "unknown" in out[1]
     assert out[2].strip() == "parts: run"
 
+
+
+@needs_git
+def test_run_stale_redoes_exactly_the_stale_parts_once(repo, tmp_path, monkeypatch, capsys):
+    """``results run NAME --stale``: the parts computed before a change to measured code are computed again (each
+    name matched as itself, not as a pattern), the current ones and the ones without a commit are not; once a redone
+    part is saved under the new commit, a second ``--stale`` run leaves it alone."""
+    from layerwise.cli import results as cli_results
+
+    first = _git(repo, "rev-parse", "HEAD")
+    (repo / "src" / "pkg" / "search.py").write_text("x = 2\n")
+    _git(repo, "commit", "-qam", "search")
+    second = _git(repo, "rev-parse", "HEAD")
+    store = ResultsStore(tmp_path / "store")
+    for name, commit in (("a[1]", first), ("a1", second), ("b", first), ("c", None)):
+        part = _part(name, {"commit": commit, "dirty": False} if commit else None)
+        store.save(Part("p", name, part.key, part.payload, True, part.runs))
+    page = SimpleNamespace(name="p", sources=lambda: ("src/pkg",))
+    monkeypatch.setattr("layerwise.reports.source_root", lambda: repo)
+    patterns = cli_results.stale_patterns(page, store)
+    assert capsys.readouterr().out.strip() == "p: 2 stale part(s) to compute again: a[1], b"
+    redo = ResultsStore(tmp_path / "store", redo=patterns)
+    assert [name for name in ("a[1]", "a1", "b", "c") if redo._redoing("p", name)] == ["a[1]", "b"]
+    redone = _part("b", {"commit": second, "dirty": False}, started="2026-01-02 00:00:00 UTC")
+    store.save(Part("p", "b", redone.key, redone.payload, True, redone.runs))
+    assert cli_results.stale_patterns(page, store) == ("a[[]1]",)  # only a[1] is left, escaped
+    monkeypatch.setattr("layerwise.reports.source_root", lambda: None)
+    with pytest.raises(ValueError, match="--stale needs the layerwise git checkout"):
+        cli_results.stale_patterns(page, store)
+
+
+def test_stale_goes_with_run_of_one_page(tmp_path, capsys):
+    from layerwise.cli import EXIT_USAGE, main
+
+    assert main(["results", "render", "tmft", "--stale", "--store", str(tmp_path)]) == EXIT_USAGE
+    assert "--stale goes with `run NAME` only" in capsys.readouterr().err

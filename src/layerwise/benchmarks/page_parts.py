@@ -23,7 +23,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["BUSY", "SUPERSEDED", "CommitParts", "Freshness", "RunTimer", "freshness", "freshness_of", "latest_by_name",
            "part_source", "parts_by_commit", "provenance_lines", "prune_superseded", "run_record", "run_time_row",
-           "run_time_table", "save_png", "sts_checksum"]
+           "run_time_table", "save_png", "stale_parts", "sts_checksum"]
 
 
 def run_record(command: Sequence[str] = ()) -> dict:
@@ -233,6 +233,13 @@ def parts_by_commit(parts: Iterable[Part], sources: Sequence[str], root: str | o
         out.append(CommitParts(commit, tuple(sorted(n for n, _ in groups[commit])),
                                None if changed is None else tuple(changed), any(d for _, d in groups[commit])))
     return out
+
+
+def stale_parts(groups: Sequence[CommitParts]) -> tuple[str, ...]:
+    """The names of the parts in ``groups`` (:func:`parts_by_commit`) computed at a commit whose measured files
+    changed since, sorted: what ``layerwise results run NAME --stale`` computes again. Parts whose staleness cannot
+    be told (no commit recorded, a commit the checkout does not hold) are not among them."""
+    return tuple(sorted(name for g in groups if g.changed for name in g.parts))
 
 
 def freshness(parts: Iterable[Part], sources: Sequence[str], root: str | os.PathLike | None) -> Freshness:

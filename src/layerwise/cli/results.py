@@ -27,6 +27,10 @@ def add_parsers(sub) -> None:
     p.add_argument("--redo", action="append", default=[], metavar="PATTERN",
                    help="run: compute the stored parts whose names match this shell pattern again and replace them "
                         "(repeatable; e.g. --redo 'throughput-*' to re-time on a quiet machine)")
+    p.add_argument("--stale", action="store_true",
+                   help="run: also compute again the stored parts that `layerwise results list NAME` marks stale "
+                        "(computed at a commit whose measured code changed since); a run stopped midway and started "
+                        "again with --stale goes on with the parts still stale, not the ones it already redid")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(handler=run)
 
@@ -60,12 +64,16 @@ def run(args, command) -> int:
     if args.redo and args.action != "run":
         raise ValueError("--redo goes with `run` only (render never computes); e.g. layerwise results run tmft "
                          "--redo 'throughput-*'")
+    if args.stale and (args.action != "run" or args.all):
+        raise ValueError("--stale goes with `run NAME` only (render never computes); e.g. layerwise results run "
+                         "compress --stale")
     if args.all and args.action == "run":
         raise ValueError("--all goes with `render` or `prune` only (a run of every page takes many hours); name one page to run")
     if args.name is None and not args.all:
         raise ValueError(f"`layerwise results {args.action}` needs a page name or --all; see `layerwise results list`")
     pages = all_pages() if args.all else [get_page(args.name)]
-    store = ResultsStore(args.store, redo=tuple(args.redo))
+    redo = tuple(args.redo) + (stale_patterns(pages[0], ResultsStore(args.store)) if args.stale else ())
+    store = ResultsStore(args.store, redo=redo)
     if args.action == "prune":
         for page in pages:
             moved = prune_superseded(store, page.name)
@@ -79,6 +87,23 @@ def run(args, command) -> int:
         for path in render_page(page, ctx):
             print(f"wrote {path}")
     return 0
+
+
+def stale_patterns(page, store) -> tuple[str, ...]:
+    """``--redo`` patterns that match exactly the page's stale parts (:func:`~layerwise.benchmarks.page_parts.
+    stale_parts`), said on stdout; refused outside a git checkout, where staleness cannot be told."""
+    from glob import escape
+
+    from layerwise.benchmarks.page_parts import parts_by_commit, stale_parts
+    from layerwise.reports import source_root
+
+    root = source_root()
+    if root is None:
+        raise ValueError("--stale needs the layerwise git checkout (a part is stale by `git diff` against the commit "
+                         "it ran on); run from the checkout, or name the parts with --redo PATTERN")
+    names = stale_parts(parts_by_commit(store.parts(page.name), page.sources(), root))
+    print(f"{page.name}: {len(names)} stale part(s) to compute again" + (f": {', '.join(names)}" if names else ""))
+    return tuple(escape(name) for name in names)  # a part name is matched as itself, never as a pattern
 
 
 def _list(pages, store) -> None:
