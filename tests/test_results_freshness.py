@@ -222,6 +222,9 @@ def test_run_stale_redoes_exactly_the_stale_parts_once(repo, tmp_path, monkeypat
         store.save(Part("p", name, part.key, part.payload, True, part.runs))
     page = SimpleNamespace(name="p", sources=lambda: ("src/pkg",))
     monkeypatch.setattr("layerwise.reports.source_root", lambda: repo)
+    cli_results._list_parts(page, store)
+    assert capsys.readouterr().out.splitlines()[0] == "p: stale (compute the stale parts again: layerwise results " \
+                                                      "run p --stale)"
     patterns = cli_results.stale_patterns(page, store)
     assert capsys.readouterr().out.strip() == "p: 2 stale part(s) to compute again: a[1], b"
     redo = ResultsStore(tmp_path / "store", redo=patterns)

@@ -127,7 +127,9 @@ def _list_parts(page, store) -> None:
 
     root = source_root()
     groups = parts_by_commit(store.parts(page.name), page.sources(), root)  # one git diff per commit, read once
-    print(f"{page.name}: {freshness_of(groups, git=root is not None).status}")
+    status = freshness_of(groups, git=root is not None).status
+    print(f"{page.name}: {status}" + (f" (compute the stale parts again: layerwise results run {page.name} --stale)"
+                                      if status == "stale" else ""))
     for group in groups:
         if group.commit is None:
             state = "no commit recorded"
