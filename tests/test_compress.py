@@ -210,6 +210,8 @@ def test_resume_after_a_kill_in_training_gives_the_straight_run(teacher, env, mo
     a = next(c for c in straight.candidates_ if c.recipe == "distilled")
     b = next(c for c in resumed.candidates_ if c.recipe == "distilled")
     assert abs(a.dev - b.dev) < 1e-6 and a.extra["mse_distilled"] == pytest.approx(b.extra["mse_distilled"], 1e-6)
+    # the time recorded is the last process's: the facts say over how many of the steps
+    assert a.extra["steps_this_run"] == a.extra["steps"] == b.extra["steps"] > b.extra["steps_this_run"] > 0
 
 
 def test_without_torch_backend_the_original_is_still_the_reference(tiny_bert, env):

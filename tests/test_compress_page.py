@@ -819,3 +819,16 @@ def test_students_that_learnt_from_pairs_under_another_protocol_are_read_against
                              "TMFT 1,600")
     assert "drawn" not in main[0]  # the main protocol's students drew none
     assert not any("under the protocol" in line for line in goal_lines(r, {}, here))  # no others given: none
+
+
+def test_the_students_training_time_says_when_it_is_a_resumed_runs_last_process():
+    from layerwise.benchmarks.compress.report import _trained
+
+    def facts(seconds, steps_this_run=None):
+        return {"seconds": seconds, "steps": 10, **({} if steps_this_run is None else {"steps_this_run": steps_this_run})}
+
+    assert _trained({"cpu": [facts(900.0, 10), facts(1000.0, 10)]}) == "cpu: 2 student(s), 900-1000 s each"
+    assert _trained({"cpu": [facts(300.0, 4)]}) == ("cpu: 1 student(s), 300 s (one resumed: 300 s are its last 4 of "
+                                                    "10 steps)")
+    assert _trained({"cuda:0": [facts(30.0)]}) == ("cuda:0: 1 student(s), 30 s (whether resumed not recorded: a "
+                                                   "resumed student's time is its last process's)")

@@ -147,26 +147,50 @@ def _protocol_lines(r: ModelResults, others: list[tuple[dict, list[Candidate]]])
                              + ("–" if avg is None else f"{avg:.2f}"))
             if any(cell != "–" for cell in cells):
                 rows.append(f"| {depth} | {recipe} | " + " | ".join(cells) + " |")
+    trained = [_trained(_where_trained(cands)) or "not recorded" for _, cands in columns]
+    rows.append("| | trained on | " + " | ".join(trained) + " |")
     return ["The students (torch) under this protocol and under the earlier ones still in the store (their parts "
             "are not re-run; each protocol is named by the settings it differs in), STS-B dev / STS-B test / STS "
             "average:", "", "| depth | student | " + " | ".join(label for label, _ in columns) + " |",
             "|---|---|" + "---|" * len(columns), *rows, ""]
 
 
-def _training_lines(r: ModelResults) -> list[str]:
-    """Where and how long the students trained (their candidates' training facts, where recorded): on a machine with
-    a GPU, say, while every candidate is scored and timed on the machine of the runs table."""
-    where: dict[str, dict] = {}  # device -> student -> seconds (the every-depth student once, cut at every depth)
-    for c in r.candidates:
+def _where_trained(candidates: list[Candidate]) -> dict[str, list[dict]]:
+    """device (with its GPU, where recorded) -> the training facts of each student among ``candidates`` (the
+    every-depth student once, cut at every depth), where recorded."""
+    where: dict[str, dict] = {}
+    for c in candidates:
         if c.recipe in STUDENTS and c.backend == "torch" and "device" in c.extra:
             gpu = (c.extra.get("machine") or {}).get("gpu")
             student = (c.recipe, c.depth if c.recipe == "distilled" else None)
-            where.setdefault(c.extra["device"] + (f" ({gpu})" if gpu else ""), {})[student] = c.extra["seconds"]
-    where = {device: list(students.values()) for device, students in where.items()}
+            where.setdefault(c.extra["device"] + (f" ({gpu})" if gpu else ""), {})[student] = c.extra
+    return {device: list(students.values()) for device, students in where.items()}
+
+
+def _trained(where: dict[str, list[dict]]) -> str:
+    """"cpu: 2 student(s), 850-910 s each", with the students a kill interrupted: their time is the last process's
+    (``steps_this_run`` of ``steps``), and a student recorded before that was kept may have resumed unseen."""
+    out = []
+    for device, facts in where.items():
+        seconds = [f["seconds"] for f in facts]
+        resumed = [f for f in facts if f.get("steps_this_run") is not None and f["steps_this_run"] < f["steps"]]
+        unknown = sum(f.get("steps_this_run") is None for f in facts)
+        span = f"{seconds[0]:.0f} s" if len(seconds) == 1 else f"{min(seconds):.0f}-{max(seconds):.0f} s each"
+        out.append(f"{device}: {len(facts)} student(s), {span}"
+                   + "".join(f" (one resumed: {f['seconds']:.0f} s are its last {f['steps_this_run']} of "
+                             f"{f['steps']} steps)" for f in resumed)
+                   + (" (whether resumed not recorded: a resumed student's time is its last process's)"
+                      if unknown else ""))
+    return "; ".join(out)
+
+
+def _training_lines(r: ModelResults) -> list[str]:
+    """Where and how long the students trained (their candidates' training facts, where recorded): on a machine with
+    a GPU, say, while every candidate is scored and timed on the machine of the runs table."""
+    where = _where_trained(r.candidates)
     if not where:
         return []
-    return ["Students trained on " + "; ".join(f"{device}: {len(s)} student(s), {min(s):.0f}-{max(s):.0f} s each"
-                                               for device, s in where.items())
+    return ["Students trained on " + _trained(where)
             + " (each student's `run.json`); every candidate scored and timed on the machine of the runs table.", ""]
 
 

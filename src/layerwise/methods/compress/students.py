@@ -72,6 +72,7 @@ class Students:
         student.eval()
         facts = {"steps": len(run.step), "final_loss": float(np.mean(run.loss[-10:])), "device": str(self.device),
                  "seconds": time.perf_counter() - t0,  # where and how long (a resumed training: the last process)
+                 "steps_this_run": run.steps_this_run,  # the steps of that process: fewer than steps where resumed
                  "machine": _machine(self.device),
                  # which student this is: its candidates carry it, so that a run adopting them (Compression.adopt)
                  # can tell this student from another trained under the same settings (on another machine, say)
