@@ -633,7 +633,8 @@ def test_the_page_says_where_the_students_trained_from_their_facts():
                                     "parameters": 1, "dev": 1.0, "tests": {}, "extra": extra,
                                     "speed": {"seconds": [1.0], "original_seconds": [1.0]}})
 
-    gpu = {"device": "cuda:0", "seconds": 30.2, "machine": {"gpu": "NVIDIA H100 80GB HBM3"}}
+    gpu = {"device": "cuda:0", "seconds": 30.2, "machine": {"gpu": "NVIDIA H100 80GB HBM3"}, "steps": 9,
+           "steps_this_run": 9}
     original = cand("original", 3, "torch", {})
     candidates = [original, cand("distilled", 1, "torch", gpu), cand("distilled", 1, "onnx", gpu),
                   cand("every-depth", 2, "torch", {**gpu, "seconds": 42.8}),
@@ -642,7 +643,8 @@ def test_the_page_says_where_the_students_trained_from_their_facts():
                   cand("distilled", 3, "torch", {"steps": 1})]  # stored before the device was recorded: not counted
     r = ModelResults("m", {"budget": 1.0}, {}, [], candidates, original, original)
     assert _training_lines(r)[0].startswith("Students trained on cuda:0 (NVIDIA H100 80GB HBM3): 2 student(s), 30-43 s "
-                                            "each; cpu: 1 student(s), 400-400 s each (each student's `run.json`)")
+                                            "each; cpu: 1 student(s), 400 s (whether resumed not recorded: a "
+                                            "resumed student's time is its last process's) (each student's `run.json`)")
     assert _training_lines(ModelResults("m", {}, {}, [], [original], original, original)) == []
 
 
