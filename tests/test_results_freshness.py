@@ -1,5 +1,6 @@
 """Results pages that stay current: the commit each part ran on, stale / current / unknown, the speed pages."""
 
+import dataclasses
 import json
 import shutil
 import subprocess
@@ -10,8 +11,15 @@ import pytest
 
 from layerwise.benchmarks import Part, ResultsStore
 from layerwise.benchmarks.catalog import get_page
-from layerwise.benchmarks.page_parts import freshness, part_source, parts_by_commit, stale_parts
-from layerwise.benchmarks.registry import PageContext
+from layerwise.benchmarks.page_parts import (
+    freshness,
+    latest_by_name,
+    part_source,
+    parts_by_commit,
+    prune_superseded,
+    stale_parts,
+)
+from layerwise.benchmarks.registry import PageContext, ResultsPage
 from layerwise.benchmarks.speed.pages import SpeedPage, option_argv
 from layerwise.reports import changed_files, changed_since
 
@@ -179,15 +187,21 @@ def test_parts_by_commit_says_which_parts_a_change_made_stale(repo):
              _part("c", {"commit": first, "dirty": False}, started="2026-01-01 00:00:00 UTC"),
              _part("c", {"commit": second, "dirty": False}, started="2026-01-02 00:00:00 UTC"),  # c run again
              _part("d", None)]
-    groups = {g.commit: g for g in parts_by_commit(parts, ["src/pkg"], repo)}
+    shown = latest_by_name(parts)  # what a page shows by default: the newest part of each name
+    groups = {g.commit: g for g in parts_by_commit(shown.values(), ["src/pkg"], repo)}
     assert groups[first].parts == ("a", "b") and groups[first].changed == ("src/pkg/search.py",)
+    assert groups[first].files == (f"a--{shown['a'].digest}", f"b--{shown['b'].digest}")
     assert groups[second].parts == ("c",) and groups[second].changed == ()
     assert groups[None].parts == ("d",) and groups[None].changed is None
     assert list(groups)[-1] is None  # the parts without a commit last
-    assert stale_parts(list(groups.values())) == ("a", "b")  # c ran again after the change; d cannot be told
+    # c ran again after the change; d cannot be told
+    assert stale_parts(list(groups.values())) == (f"a--{shown['a'].digest}", f"b--{shown['b'].digest}")
     assert all(g.changed is None for g in parts_by_commit(parts, ["src/pkg"], None))  # no checkout: cannot tell
+    # a page that shows every part (compress's protocols): c's first run is stale too
+    every = [g for g in parts_by_commit(parts, ["src/pkg"], repo) if g.commit == first]
+    assert every[0].parts == ("a", "b", "c") and len(stale_parts(every)) == 3
     # freshness reads the same groups: stale, named by the first commit's change
-    got = freshness(parts, ["src/pkg"], repo)
+    got = freshness(shown.values(), ["src/pkg"], repo)
     assert got.status == "stale" and got.commits == tuple(sorted((first, second)))
 
 
@@ -208,8 +222,9 @@ def test_results_list_of_one_page_names_its_parts_by_commit(tmp_path, capsys):
 @needs_git
 def test_run_stale_redoes_exactly_the_stale_parts_once(repo, tmp_path, monkeypatch, capsys):
     """``results run NAME --stale``: the parts computed before a change to measured code are computed again (each
-    name matched as itself, not as a pattern), the current ones and the ones without a commit are not; once a redone
-    part is saved under the new commit, a second ``--stale`` run leaves it alone."""
+    matched by its file stem, never as a pattern), the current ones and the ones without a commit are not; once a
+    redone part is saved under the new commit, a second ``--stale`` run leaves it alone. A page that shows a name
+    under two keys (compress's protocols) has only the stale key redone."""
     from layerwise.cli import results as cli_results
 
     first = _git(repo, "rev-parse", "HEAD")
@@ -217,21 +232,35 @@ def test_run_stale_redoes_exactly_the_stale_parts_once(repo, tmp_path, monkeypat
     _git(repo, "commit", "-qam", "search")
     second = _git(repo, "rev-parse", "HEAD")
     store = ResultsStore(tmp_path / "store")
-    for name, commit in (("a[1]", first), ("a1", second), ("b", first), ("c", None)):
-        part = _part(name, {"commit": commit, "dirty": False} if commit else None)
-        store.save(Part("p", name, part.key, part.payload, True, part.runs))
-    page = SimpleNamespace(name="p", sources=lambda: ("src/pkg",))
+
+    def save(name, commit, key=None, started="2026-01-01 00:00:00 UTC"):
+        part = _part(name, {"commit": commit, "dirty": False} if commit else None, started=started)
+        store.save(Part("p", name, key or part.key, part.payload, True, part.runs))
+        return Part("p", name, key or part.key, part.payload, True, part.runs).digest
+
+    a1, _, b, _ = (save(name, commit) for name, commit in (("a[1]", first), ("a1", second), ("b", first), ("c", None)))
+    page = ResultsPage(name="p", method="pkg", title="t", models=(), data=(), grid={}, settings={}, run=print,
+                       render=print, measures=("src/pkg",))
     monkeypatch.setattr("layerwise.reports.source_root", lambda: repo)
     cli_results._list_parts(page, store)
     assert capsys.readouterr().out.splitlines()[0] == "p: stale (compute the stale parts again: layerwise results " \
                                                       "run p --stale)"
     patterns = cli_results.stale_patterns(page, store)
-    assert capsys.readouterr().out.strip() == "p: 2 stale part(s) to compute again: a[1], b"
+    assert capsys.readouterr().out.strip() == f"p: 2 stale part(s) to compute again: a[1]--{a1}, b--{b}"
     redo = ResultsStore(tmp_path / "store", redo=patterns)
-    assert [name for name in ("a[1]", "a1", "b", "c") if redo._redoing("p", name)] == ["a[1]", "b"]
-    redone = _part("b", {"commit": second, "dirty": False}, started="2026-01-02 00:00:00 UTC")
-    store.save(Part("p", "b", redone.key, redone.payload, True, redone.runs))
-    assert cli_results.stale_patterns(page, store) == ("a[[]1]",)  # only a[1] is left, escaped
+    got = [n for n in ("a[1]", "a1", "b", "c") if redo._redoing("p", n, {"k": n})]
+    assert got == ["a[1]", "b"] and not redo._redoing("p", "b", {"k": "another key"})
+    save("b", second, started="2026-01-02 00:00:00 UTC")  # b computed again: the same key, the new commit
+    assert cli_results.stale_patterns(page, store) == (f"a[[]1]--{a1}",)  # only a[1] is left, escaped
+    other = save("b", first, key={"k": "b", "protocol": 2})  # b under a second protocol, from before the change
+    assert cli_results.stale_patterns(page, store) == (f"a[[]1]--{a1}",)  # by default the page shows b's newest
+    every = dataclasses.replace(page, shows=list)  # a page showing every key
+    assert cli_results.stale_patterns(every, store) == (f"a[[]1]--{a1}", f"b--{other}")
+    redo = ResultsStore(tmp_path / "store", redo=cli_results.stale_patterns(every, store))
+    assert redo._redoing("p", "b", {"k": "b", "protocol": 2}) and not redo._redoing("p", "b", {"k": "b"})
+    # prune keeps what the page shows: the second protocol's b is superseded only on a page showing the newest
+    assert [t.name for t in prune_superseded(store, "p", dry_run=True, shows=page.shown_parts)] == [f"b--{other}.json"]
+    assert prune_superseded(store, "p", dry_run=True, shows=every.shown_parts) == []
     monkeypatch.setattr("layerwise.reports.source_root", lambda: None)
     with pytest.raises(ValueError, match="--stale needs the layerwise git checkout"):
         cli_results.stale_patterns(page, store)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,12 +107,15 @@ SUPERSEDED = "superseded"
 NEVER_SUPERSEDED = ("gold-scores",)
 
 
-def prune_superseded(store: ResultsStore, page: str, *, dry_run: bool = False) -> list[Path]:
-    """Move every part of ``page`` that a newer part of the same name supersedes (the one :func:`latest_by_name`
-    does not keep; never the :data:`NEVER_SUPERSEDED` ones) into ``<store>/<page>/superseded/``; nothing is deleted, and moving a file back restores it.
-    Returns the files' new paths (where they would go, with ``dry_run``)."""
+def prune_superseded(store: ResultsStore, page: str, *, dry_run: bool = False,
+                     shows: Callable[[list[Part]], list[Part]] | None = None) -> list[Path]:
+    """Move every part of ``page`` that it does not show (``shows``, the page's
+    :meth:`~layerwise.benchmarks.registry.ResultsPage.shown_parts`; by default the newest part of each name, so one
+    that a newer part of the same name supersedes; never the :data:`NEVER_SUPERSEDED` ones) into
+    ``<store>/<page>/superseded/``; nothing is deleted, and moving a file back restores it. Returns the files' new
+    paths (where they would go, with ``dry_run``)."""
     parts = store.parts(page)
-    kept = {id(p) for p in latest_by_name(parts).values()}
+    kept = {id(p) for p in (shows(parts) if shows is not None else latest_by_name(parts).values())}
     moved = []
     for part in parts:
         if id(part) in kept or part.name in NEVER_SUPERSEDED:
@@ -213,33 +216,38 @@ class CommitParts:
     page's sources: which of them ``layerwise results run NAME --redo PATTERN`` would compute again."""
 
     commit: str | None  # None: parts that recorded no commit
-    parts: tuple[str, ...]  # their names, sorted
+    parts: tuple[str, ...]  # their names, sorted (a name once, where the page shows it under several keys)
+    files: tuple[str, ...]  # their file stems, <part>--<digest>: one per stored key
     changed: tuple[str, ...] | None  # measured files that differ now from the commit; None: cannot be told
     dirty: bool  # a run of one of them had uncommitted changes
 
 
 def parts_by_commit(parts: Iterable[Part], sources: Sequence[str], root: str | os.PathLike | None
                     ) -> list[CommitParts]:
-    """The newest part of each name grouped by the commit it was computed on (sorted by commit hash, the parts
-    without one last), each with the files under ``sources`` changed since (``git diff`` in the checkout ``root``;
-    None without git or for an unknown commit)."""
-    groups: dict[str | None, list[tuple[str, bool]]] = {}
-    for part in latest_by_name(parts, quiet=True).values():
+    """``parts`` (the ones a page shows: :meth:`~layerwise.benchmarks.registry.ResultsPage.shown_parts`) grouped by
+    the commit they were computed on (sorted by commit hash, the parts without one last), each group with the files
+    under ``sources`` changed since (``git diff`` in the checkout ``root``; None without git or for an unknown
+    commit)."""
+    groups: dict[str | None, list[tuple[Part, bool]]] = {}
+    for part in parts:
         found = part_source(part)
-        groups.setdefault(found and found["commit"], []).append((part.name, bool(found and found["dirty"])))
+        groups.setdefault(found and found["commit"], []).append((part, bool(found and found["dirty"])))
     out = []
     for commit in sorted(groups, key=lambda c: (c is None, c or "")):
         changed = None if commit is None or root is None else changed_files(commit, sources, root)
-        out.append(CommitParts(commit, tuple(sorted(n for n, _ in groups[commit])),
-                               None if changed is None else tuple(changed), any(d for _, d in groups[commit])))
+        members = sorted(groups[commit], key=lambda m: (m[0].name, m[0].digest))
+        out.append(CommitParts(commit, tuple(dict.fromkeys(p.name for p, _ in members)),
+                               tuple(f"{p.name}--{p.digest}" for p, _ in members),
+                               None if changed is None else tuple(changed), any(d for _, d in members)))
     return out
 
 
 def stale_parts(groups: Sequence[CommitParts]) -> tuple[str, ...]:
-    """The names of the parts in ``groups`` (:func:`parts_by_commit`) computed at a commit whose measured files
-    changed since, sorted: what ``layerwise results run NAME --stale`` computes again. Parts whose staleness cannot
-    be told (no commit recorded, a commit the checkout does not hold) are not among them."""
-    return tuple(sorted(name for g in groups if g.changed for name in g.parts))
+    """The file stems (``<part>--<digest>``: one key of a name) of the parts in ``groups`` (:func:`parts_by_commit`)
+    computed at a commit whose measured files changed since, sorted: what ``layerwise results run NAME --stale``
+    computes again where the run's settings give that key. Parts whose staleness cannot be told (no commit recorded,
+    a commit the checkout does not hold) are not among them."""
+    return tuple(sorted(stem for g in groups if g.changed for stem in g.files))
 
 
 def freshness(parts: Iterable[Part], sources: Sequence[str], root: str | os.PathLike | None) -> Freshness:

@@ -16,7 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from layerwise.benchmarks.store import ResultsStore
+from layerwise.benchmarks.page_parts import latest_by_name
+from layerwise.benchmarks.store import Part, ResultsStore
 from layerwise.reports import write_text
 
 __all__ = ["FOOTER", "PAGES", "SHARED_SOURCES", "PageContext", "ResultsPage", "register", "render_page"]
@@ -64,6 +65,13 @@ class ResultsPage:
     # modules under those paths that only write the page from its store (read by render alone, which every
     # ``results render`` runs again): left out of ``sources`` (git pathspecs ``:(exclude)PATH``)
     renders: tuple[str, ...] = ()
+    # the stored parts the page's render reads, of all its store holds; None: the newest part of each name
+    # (:func:`~layerwise.benchmarks.page_parts.latest_by_name`). Freshness judges these and prune keeps them.
+    shows: Callable[[list[Part]], list[Part]] | None = None
+
+    def shown_parts(self, parts: list[Part]) -> list[Part]:
+        """The parts of ``parts`` (the page's store) that its render reads (:attr:`shows`)."""
+        return list(self.shows(parts)) if self.shows is not None else list(latest_by_name(parts, quiet=True).values())
 
     def sources(self) -> tuple[str, ...]:
         """The paths whose change after a page's run makes it stale (git pathspecs)."""

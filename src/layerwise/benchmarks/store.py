@@ -18,8 +18,8 @@ File layout (format 1)::
 ``complete = false`` marks a part saved mid-way (a transfer task after some of its outer splits, say): the run that
 needs it resumes from its payload.
 
-``redo`` (``layerwise results run NAME --redo 'throughput-*'``) names parts, by shell-style pattern, to compute again
-under the same key: ``load`` ignores their stored file until this store has saved a new one, which then replaces it
+``redo`` (``layerwise results run NAME --redo 'throughput-*'``) names parts, by shell-style pattern on the part's
+name or on its file's stem ``<part>--<digest>`` (one key of the name only), to compute again under the same key: ``load`` ignores their stored file until this store has saved a new one, which then replaces it
 (timings re-measured on a quiet machine, say). Parts that keep their own checkpoints (training runs) resume from
 those, so a redo of a finished training run evaluates its kept model again rather than retraining it.
 """
@@ -71,8 +71,12 @@ class ResultsStore:
         self.redo = tuple(redo)  # part-name patterns to compute again (see the module docstring)
         self._saved: set[tuple[str, str]] = set()  # (page, part) saved by this store: a redo is done once
 
-    def _redoing(self, page: str, name: str) -> bool:
-        return (page, name) not in self._saved and any(fnmatchcase(name, pat) for pat in self.redo)
+    def _redoing(self, page: str, name: str, key: dict) -> bool:
+        """Whether a ``redo`` pattern names this part: its name, or its file's stem ``name--digest`` (one key of a
+        name that a page stores under several, as ``results run --stale`` names them); once per run."""
+        stem = f"{name}--{key_digest(key)}"
+        return (page, name) not in self._saved and any(fnmatchcase(name, pat) or fnmatchcase(stem, pat)
+                                                       for pat in self.redo)
 
     def path(self, page: str, name: str, key: dict) -> Path:
         return self.root / _SAFE.sub("_", page) / f"{_SAFE.sub('_', name)}--{key_digest(key)}.json"
@@ -80,7 +84,7 @@ class ResultsStore:
     def load(self, page: str, name: str, key: dict) -> Part | None:
         """The part stored under exactly this key, or ``None``; other keys for the same part are named in the log."""
         path = self.path(page, name, key)
-        if path.is_file() and self._redoing(page, name):
+        if path.is_file() and self._redoing(page, name, key):
             logger.info("%s/%s: stored, but --redo names it: computing it again", page, name)
             return None
         if not path.is_file():

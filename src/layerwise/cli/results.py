@@ -76,7 +76,7 @@ def run(args, command) -> int:
     store = ResultsStore(args.store, redo=redo)
     if args.action == "prune":
         for page in pages:
-            moved = prune_superseded(store, page.name)
+            moved = prune_superseded(store, page.name, shows=page.shown_parts)
             print(f"{page.name}: moved {len(moved)} superseded part(s) to {store.root / page.name / 'superseded'}")
         return 0
     for page in pages:
@@ -90,8 +90,9 @@ def run(args, command) -> int:
 
 
 def stale_patterns(page, store) -> tuple[str, ...]:
-    """``--redo`` patterns that match exactly the page's stale parts (:func:`~layerwise.benchmarks.page_parts.
-    stale_parts`), said on stdout; refused outside a git checkout, where staleness cannot be told."""
+    """``--redo`` patterns that match exactly the page's stale parts, each by its file stem ``<part>--<digest>`` (one
+    key of a name: :func:`~layerwise.benchmarks.page_parts.stale_parts`), said on stdout; refused outside a git
+    checkout, where staleness cannot be told."""
     from glob import escape
 
     from layerwise.benchmarks.page_parts import parts_by_commit, stale_parts
@@ -101,9 +102,9 @@ def stale_patterns(page, store) -> tuple[str, ...]:
     if root is None:
         raise ValueError("--stale needs the layerwise git checkout (a part is stale by `git diff` against the commit "
                          "it ran on); run from the checkout, or name the parts with --redo PATTERN")
-    names = stale_parts(parts_by_commit(store.parts(page.name), page.sources(), root))
+    names = stale_parts(parts_by_commit(page.shown_parts(store.parts(page.name)), page.sources(), root))
     print(f"{page.name}: {len(names)} stale part(s) to compute again" + (f": {', '.join(names)}" if names else ""))
-    return tuple(escape(name) for name in names)  # a part name is matched as itself, never as a pattern
+    return tuple(escape(stem) for stem in names)  # a part is matched as itself, never as a pattern
 
 
 def _list(pages, store) -> None:
@@ -114,7 +115,7 @@ def _list(pages, store) -> None:
     root = source_root()
     print(f"{'page':20s} {'method':16s} {'commit':13s} {'status':8s} title")
     for page in pages:
-        f = freshness(store.parts(page.name), page.sources(), root)
+        f = freshness(page.shown_parts(store.parts(page.name)), page.sources(), root)
         commit = f.commits[0][:12] + (f" +{len(f.commits) - 1}" if len(f.commits) > 1 else "") if f.commits else "unknown"
         print(f"{page.name:20s} {page.method:16s} {commit:13s} {f.status:8s} {page.title} ({f.detail})")
 
@@ -126,7 +127,7 @@ def _list_parts(page, store) -> None:
     from layerwise.reports import source_root
 
     root = source_root()
-    groups = parts_by_commit(store.parts(page.name), page.sources(), root)  # one git diff per commit, read once
+    groups = parts_by_commit(page.shown_parts(store.parts(page.name)), page.sources(), root)  # one git diff a commit
     status = freshness_of(groups, git=root is not None).status
     print(f"{page.name}: {status}" + (f" (compute the stale parts again: layerwise results run {page.name} --stale)"
                                       if status == "stale" else ""))

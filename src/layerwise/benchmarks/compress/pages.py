@@ -283,4 +283,7 @@ PAGE = register(ResultsPage(
     grid={"models": list(MODELS), "backends": list(CompressPageConfig().backends)},
     settings=CompressPageConfig().protocol(), run=run, render=render,
     # the page's text from the store alone (run imports neither): their changes change no stored number
-    renders=("src/layerwise/benchmarks/compress/report.py", "src/layerwise/benchmarks/compress/goals.py")))
+    renders=("src/layerwise/benchmarks/compress/report.py", "src/layerwise/benchmarks/compress/goals.py"),
+    # every stored key: a key is a protocol (the page shows a model's main one, the others beside it, the run a
+    # part carried candidates from), never an earlier version of one, so none supersedes another
+    shows=list))
