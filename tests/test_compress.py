@@ -286,6 +286,26 @@ def _candidate(name: str, dev: float, seconds: float) -> Candidate:
                      tests={}, speed={"seconds": [seconds], "original_seconds": [1.0]})
 
 
+def test_the_frontier_plot_numbers_the_front_and_names_it_beside_the_plot(tmp_path, monkeypatch):
+    from layerwise.methods.compress import frontier as frontier_module
+
+    cands = [_candidate("original:6:torch", 80.0, 1.0), _candidate("cut:3:onnx-int8", 70.0, 0.5),
+             _candidate("distilled:3:openvino-int8", 79.5, 0.4), _candidate("cut:2:torch", 60.0, 0.6),
+             _candidate("lc-cut:2:some-backend", 65.0, 0.3)]  # a backend without a marker of its own: drawn as X
+    figures = []
+    real_save = frontier_module.save_figure
+    monkeypatch.setattr(frontier_module, "save_figure", lambda fig, path, **kw: figures.append(fig) or real_save(fig, path, **kw))
+    path = frontier_module.plot_frontier(cands, tmp_path / "f.png", title="m", chosen=cands[2])
+    assert path.read_bytes()[:4] == b"\x89PNG"
+    ax = figures[0].axes[0]
+    front = sorted(pareto_front(cands), key=lambda c: c.ratio)
+    assert [t.get_text() for t in ax.texts] == [str(i) for i in range(1, len(front) + 1)]  # numbers only in the plot
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend[-len(front):] == [f"{i} {c.name}" for i, c in enumerate(front, 1)]
+    assert {"original", "cut", "distilled", "torch", "onnx-int8", "openvino-int8", "chosen"} <= set(legend)
+    assert "onnx" not in legend  # only the backends drawn
+
+
 def test_choice_and_front_on_known_numbers():
     cands = [_candidate("original:6:torch", 80.0, 1.0), _candidate("cut:3:torch", 70.0, 0.5),
              _candidate("distilled:3:torch", 79.5, 0.5), _candidate("distilled:2:torch", 78.0, 0.25),

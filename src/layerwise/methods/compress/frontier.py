@@ -19,7 +19,7 @@ from layerwise.reports import save_figure
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["RECIPES", "Candidate", "CompressResult", "choose", "frontier_table", "outside_budget", "pareto_front",
+__all__ = ["BACKEND_MARKERS", "RECIPES", "Candidate", "CompressResult", "choose", "frontier_table", "outside_budget", "pareto_front",
            "plot_frontier", "stop_record"]
 
 #: recipe -> what it is, in words (the report's legend)
@@ -153,29 +153,48 @@ def frontier_table(candidates: list[Candidate], chosen: Candidate | None = None)
     return head + rows
 
 
+#: backend -> its marker in the frontier plot (colour gives the recipe); an unknown backend is drawn as "X"
+BACKEND_MARKERS = {"torch": "o", "onnx": "s", "onnx-int8": "^", "onnx-int8-mixed": "P", "openvino": "D",
+                   "openvino-int8": "v"}
+
+
 def plot_frontier(candidates: list[Candidate], path: str | os.PathLike, *, title: str,
                   chosen: Candidate | None = None) -> Path:
-    """Dev Spearman against throughput ratio, one marker per recipe, the Pareto front as a line; a PNG."""
+    """Dev Spearman against throughput ratio, a colour per recipe and a marker per backend, the Pareto front as a
+    line whose members are numbered and named beside the plot (the others are in the report's table: naming every
+    point in the plot overprints the fp32 cluster near 1x and the front's dense stretch); a PNG."""
     from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
 
-    fig = Figure(figsize=(7, 4), dpi=120)
-    ax = fig.subplots()
-    for recipe in RECIPES:
-        mine = [c for c in candidates if c.recipe == recipe]
-        if mine:
-            ax.scatter([c.ratio for c in mine], [c.dev for c in mine], label=recipe, s=24)
     front = sorted(pareto_front(candidates), key=lambda c: c.ratio)
-    ax.plot([c.ratio for c in front], [c.dev for c in front], "k--", linewidth=0.8, label="Pareto front")
-    if chosen is not None:
-        ax.scatter([chosen.ratio], [chosen.dev], s=120, facecolors="none", edgecolors="red", label="chosen")
+    fig = Figure(figsize=(9, max(4.8, 2.6 + 0.16 * len(front))), dpi=120, layout="constrained")
+    ax = fig.subplots()
+    colours = {recipe: f"C{i}" for i, recipe in enumerate(RECIPES)}
     for c in candidates:
-        ax.annotate(c.name, (c.ratio, c.dev), fontsize=5, alpha=0.7)
+        ax.scatter([c.ratio], [c.dev], s=26, color=colours.get(c.recipe, "grey"),
+                   marker=BACKEND_MARKERS.get(c.backend, "X"), alpha=0.85)
+    ax.plot([c.ratio for c in front], [c.dev for c in front], "k--", linewidth=0.8)
+    for i, c in enumerate(front, 1):  # above and below the line by turns, so that neighbours do not overprint
+        ax.annotate(str(i), (c.ratio, c.dev), xytext=(3, 4 if i % 2 else -10), textcoords="offset points",
+                    fontsize=7, fontweight="bold")
+    if chosen is not None:
+        ax.scatter([chosen.ratio], [chosen.dev], s=140, facecolors="none", edgecolors="red")
+    blank = {"linestyle": "", "marker": ""}
+    handles = [Line2D([], [], color=colours[r], marker="o", linestyle="", label=r)
+               for r in RECIPES if any(c.recipe == r for c in candidates)]
+    handles += [Line2D([], [], color="black", marker=m, linestyle="", fillstyle="none", label=b)
+                for b, m in BACKEND_MARKERS.items() if any(c.backend == b for c in candidates)]
+    if chosen is not None:
+        handles.append(Line2D([], [], color="red", marker="o", fillstyle="none", linestyle="", markersize=10,
+                              label="chosen"))
+    handles.append(Line2D([], [], color="black", linestyle="--", linewidth=0.8, label="Pareto front:"))
+    handles += [Line2D([], [], label=f"{i} {c.name}", **blank) for i, c in enumerate(front, 1)]
     ax.set_xlabel("throughput relative to the original (x)")
     ax.set_ylabel("dev Spearman x100")
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    return save_figure(fig, path)
+    ax.legend(handles=handles, fontsize=6.5, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    return save_figure(fig, path, tight=False)  # the constrained layout keeps room for the legend
 
 
 def report_lines(report: dict, *, title: str) -> list[str]:
