@@ -19,8 +19,9 @@ File layout (format 1)::
 needs it resumes from its payload.
 
 ``redo`` (``layerwise results run NAME --redo 'throughput-*'``) names parts, by shell-style pattern on the part's
-name or on its file's stem ``<part>--<digest>`` (one key of the name only), to compute again under the same key: ``load`` ignores their stored file until this store has saved a new one, which then replaces it
-(timings re-measured on a quiet machine, say). Parts that keep their own checkpoints (training runs) resume from
+name or on its file's stem ``<part>--<digest>`` (one key of the name only), to compute again under the same key:
+``load`` ignores their stored file until this store has saved a new one, which then replaces it (timings
+re-measured on a quiet machine, say). Parts that keep their own checkpoints (training runs) resume from
 those, so a redo of a finished training run evaluates its kept model again rather than retraining it.
 """
 

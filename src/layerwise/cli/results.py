@@ -25,8 +25,9 @@ def add_parsers(sub) -> None:
                    help="page switch, repeatable; VALUE is JSON when it parses, else a string "
                         "(e.g. --option models='[\"all-MiniLM-L6-v2\"]' --option skip_mpnet=true)")
     p.add_argument("--redo", action="append", default=[], metavar="PATTERN",
-                   help="run: compute the stored parts whose names match this shell pattern again and replace them "
-                        "(repeatable; e.g. --redo 'throughput-*' to re-time on a quiet machine)")
+                   help="run: compute the stored parts whose names (or file stems, <part>--<digest>: one key) match "
+                        "this shell pattern again and replace them (repeatable; e.g. --redo 'throughput-*' to re-time "
+                        "on a quiet machine)")
     p.add_argument("--stale", action="store_true",
                    help="run: also compute again the stored parts that `layerwise results list NAME` marks stale "
                         "(computed at a commit whose measured code changed since); a run stopped midway and started "
