@@ -12,8 +12,8 @@ def add_parsers(sub) -> None:
     p = sub.add_parser("results", help="results pages: list them, run what their store lacks, render them")
     p.add_argument("action", choices=["list", "run", "render", "prune"],
                    help="list: the declared pages; run: compute the missing parts, then render; render: write the "
-                        "page from the store only; prune: move the parts a newer part of the same name supersedes "
-                        "to <store>/<page>/superseded/ (nothing is deleted)")
+                        "page from the store only; prune: move the parts the page does not show (by default those a "
+                        "newer part of the same name supersedes) to <store>/<page>/superseded/ (nothing is deleted)")
     p.add_argument("name", nargs="?", default=None,
                    help="page name (see `layerwise results list`); with list: that page's parts by the commit they "
                         "ran on, and which are stale")
