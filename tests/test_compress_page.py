@@ -368,6 +368,25 @@ def test_a_protocol_that_only_adds_candidates_keeps_the_stored_ones(tiny_bert, e
     assert "carried over" in md.read_text() and "every-depth student: yes" in md.read_text()
 
 
+def test_a_donor_named_for_redo_is_not_carried_over(tiny_bert, env):
+    """A protocol that only adds candidates would keep the stored part's; where ``--redo`` (or ``--stale``) names
+    that part, nothing of it is kept: every candidate of the new part is measured in this run."""
+    data = write_unlabeled(write_stsb(env / "data", n_pairs=24))
+    store = ResultsStore(env / "state")
+    old = PageContext(store=store, output=env / "out", data_dir=str(data), command=("test",),
+                      options=_options(tiny_bert, env))
+    get_page("compress").run(old)
+    donors = [p for p in store.parts("compress") if "depth" in p.key]
+    redo = ResultsStore(env / "state", redo=tuple(f"{p.name}--{p.digest}" for p in donors))
+    assert all(redo.named_for_redo(p.name, p.key) for p in donors)
+    assert not redo.named_for_redo(donors[0].name, {**donors[0].key, "depth": -1})  # another key of the name
+    new = PageContext(store=redo, output=env / "out", data_dir=str(data), command=("test",),
+                      options=_options(tiny_bert, env, every_depth=True, folders=str(env / "fresh")))
+    get_page("compress").run(new)
+    parts = [p for p in store.parts("compress") if "depth" in p.key and p.key["protocol"].get("every_depth")]
+    assert len(parts) == n_layers(tiny_bert) and not any("adopted" in p.payload for p in parts)
+
+
 def test_the_int8_settings_line_states_each_setting_once_with_the_alphas_kept_under_it():
     from types import SimpleNamespace
 

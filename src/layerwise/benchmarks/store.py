@@ -72,12 +72,16 @@ class ResultsStore:
         self.redo = tuple(redo)  # part-name patterns to compute again (see the module docstring)
         self._saved: set[tuple[str, str]] = set()  # (page, part) saved by this store: a redo is done once
 
-    def _redoing(self, page: str, name: str, key: dict) -> bool:
+    def named_for_redo(self, name: str, key: dict) -> bool:
         """Whether a ``redo`` pattern names this part: its name, or its file's stem ``name--digest`` (one key of a
-        name that a page stores under several, as ``results run --stale`` names them); once per run."""
+        name that a page stores under several, as ``results run --stale`` names them). A page that builds on an
+        earlier stored part (compress's candidates carried over from a run of fewer backends) asks this too: a part
+        named for redo is not reused, neither as itself nor as the base of another."""
         stem = f"{name}--{key_digest(key)}"
-        return (page, name) not in self._saved and any(fnmatchcase(name, pat) or fnmatchcase(stem, pat)
-                                                       for pat in self.redo)
+        return any(fnmatchcase(name, pat) or fnmatchcase(stem, pat) for pat in self.redo)
+
+    def _redoing(self, page: str, name: str, key: dict) -> bool:
+        return (page, name) not in self._saved and self.named_for_redo(name, key)  # once per run
 
     def path(self, page: str, name: str, key: dict) -> Path:
         return self.root / _SAFE.sub("_", page) / f"{_SAFE.sub('_', name)}--{key_digest(key)}.json"

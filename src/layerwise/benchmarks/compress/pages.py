@@ -171,6 +171,10 @@ as one part (a kill keeps every scored candidate and every stored depth), then t
         earlier = ctx.store.parts(NAME) if missing else []  # read once, not per depth
         for depth in missing:
             donor = donor_part(earlier, f"{name}-l{depth}", key)
+            if donor is not None and ctx.store.named_for_redo(donor.name, donor.key):  # stale, say (--stale)
+                logger.info("compress page: %s: not carrying candidates over from %s--%s: --redo names it",
+                            name, donor.name, donor.digest)
+                donor = None
             if donor is not None:
                 n = compressor(depth).adopt(donor.payload["result"]["candidates"], data.corpus, data.dev,
                                             **data.inputs())
