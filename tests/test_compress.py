@@ -528,7 +528,8 @@ def test_adopted_candidates_of_an_earlier_run_are_read_back_not_measured(teacher
     later.fit(CORPUS, (s1, s2, y))
     assert measured == ["every-depth"]  # every other candidate was the earlier run's
     kept = {c.name: c.to_dict() for c in later.candidates_ if c.recipe != "every-depth"}
-    assert kept == {c.name: c.to_dict() for c in before.candidates_}
+    # the earlier run's, each marked as carried over
+    assert kept == {c.name: {**c.to_dict(), "extra": {**c.extra, "carried_over": True}} for c in before.candidates_}
     with pytest.raises(UsageError, match="adopt\\(\\) keeps candidates in output_dir"):
         _comp(teacher, depths=(1,)).adopt(before.candidates_, CORPUS, (s1, s2, y))
 

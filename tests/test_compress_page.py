@@ -364,6 +364,10 @@ def test_a_protocol_that_only_adds_candidates_keeps_the_stored_ones(tiny_bert, e
     parts = [p for p in store.parts("compress") if "depth" in p.key and p.key["protocol"].get("every_depth")]
     assert len(parts) == n_layers(tiny_bert) and all("adopted" in p.payload for p in parts)
     assert sum(p.payload["adopted"]["candidates"] for p in parts) > 0  # the full depth may add nothing new
+    carried = [c for p in parts for c in p.payload["result"]["candidates"] if c.get("extra", {}).get("carried_over")]
+    # each marked as carried over (the original, in every depth part, is counted in the first only); no student's
+    assert len(carried) >= sum(p.payload["adopted"]["candidates"] for p in parts)
+    assert not any(c["recipe"] in ("distilled", "every-depth") for c in carried)
     md, _ = get_page("compress").render(new)
     assert "carried over" in md.read_text() and "every-depth student: yes" in md.read_text()
 

@@ -201,7 +201,9 @@ class Compression:
             if c.recipe in STUDENTS and not self._student_of(c):
                 continue
             if c.speed and c.backend in (*self.config.backends, "torch") and not path.is_file():
-                self._save(c)
+                # marked, so that whoever reads the folder later (a run resumed, another protocol) can tell it from
+                # a candidate measured here
+                self._save(replace(c, extra={**c.extra, "carried_over": True}))
                 kept += 1
         return kept
 
