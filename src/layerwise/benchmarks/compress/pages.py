@@ -167,18 +167,7 @@ as one part (a kill keeps every scored candidate and every stored depth), then t
         stored = {depth: ctx.store.load(NAME, f"{name}-l{depth}", {**key, "depth": depth})
                   for depth in range(encoder.identity.n_layers, lowest - 1, -1)}
         missing = [depth for depth, part in stored.items() if part is None and config.builds(depth)]
-        adopted = {}  # depth -> the earlier run whose candidates this protocol keeps (it only adds to them)
-        earlier = ctx.store.parts(NAME) if missing else []  # read once, not per depth
-        for depth in missing:
-            donor = donor_part(earlier, f"{name}-l{depth}", key)
-            if donor is not None and ctx.store.named_for_redo(donor.name, donor.key):  # stale, say (--stale)
-                logger.info("compress page: %s: not carrying candidates over from %s--%s: --redo names it",
-                            name, donor.name, donor.digest)
-                donor = None
-            if donor is not None:
-                n = compressor(depth).adopt(donor.payload["result"]["candidates"], data.corpus, data.dev,
-                                            **data.inputs())
-                adopted[depth] = {"candidates": n, "from_run": donor.runs[-1].get("started") if donor.runs else None}
+        adopted = _adopt(ctx, compressor, data, name, key, missing)
         if config.retime and missing:  # the shared work folder: every depth's timings forgotten at once
             n = compressor(missing[0]).retime(data.corpus, data.dev, **data.inputs())
             logger.info("compress page: %s: %d stored timings forgotten, timed again below", name, n)
@@ -208,6 +197,22 @@ as one part (a kill keeps every scored candidate and every stored depth), then t
             measured = [d for d in range(1, encoder.identity.n_layers + 1)
                         if ctx.store.load(NAME, f"{name}-l{d}", {**key, "depth": d}) is not None]
             tmft_parts(ctx, model, encoder.identity, data, measured, root, device=config.device)
+
+
+def _adopt(ctx: PageContext, compressor, data, name: str, key: dict, missing: list[int]) -> dict:
+    """depth -> the earlier run whose candidates this protocol keeps at that depth (it only adds to them), each
+    kept in the work folder (``Compressor.adopt``); never a part that ``--redo`` / ``--stale`` names (stale, say)."""
+    adopted = {}
+    earlier = ctx.store.parts(NAME) if missing else []  # read once, not per depth
+    for depth in missing:
+        donor = donor_part(earlier, f"{name}-l{depth}", key)
+        if donor is not None and ctx.store.named_for_redo(donor.name, donor.key):
+            logger.info("compress page: %s: not carrying candidates over from %s--%s: --redo names it",
+                        name, donor.name, donor.digest)
+        elif donor is not None:
+            n = compressor(depth).adopt(donor.payload["result"]["candidates"], data.corpus, data.dev, **data.inputs())
+            adopted[depth] = {"candidates": n, "from_run": donor.runs[-1].get("started") if donor.runs else None}
+    return adopted
 
 
 def _save_choice(ctx: PageContext, compressor, data, model: str, key: dict, budget: float, root: Path) -> None:

@@ -19,8 +19,8 @@ from layerwise.reports import save_figure
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["BACKEND_MARKERS", "RECIPES", "Candidate", "CompressResult", "choose", "frontier_table", "outside_budget", "pareto_front",
-           "plot_frontier", "stop_record"]
+__all__ = ["BACKEND_MARKERS", "RECIPES", "Candidate", "CompressResult", "choose", "frontier_table", "outside_budget",
+           "pareto_front", "plot_frontier", "stop_record"]
 
 #: recipe -> what it is, in words (the report's legend)
 RECIPES = {
