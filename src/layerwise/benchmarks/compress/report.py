@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from layerwise.benchmarks.compress.goals import goal_lines
+from layerwise.benchmarks.compress.goals import goal_lines, run_ratio
 from layerwise.benchmarks.compress.stored import (
     MODELS,
     NAME,
@@ -85,15 +85,16 @@ def _tmft_lines(here: dict[int, dict], tmft: dict[int, float]) -> list[str]:
 
 def _table(r: ModelResults, tmft: dict[int, float]) -> list[str]:
     tests = [t for t in TESTS if t in r.original.tests]
-    head = ["| depth | recipe | backend | parameters | throughput ratio | STS-B dev | "
+    head = ["| depth | recipe | backend | parameters | throughput ratio | against the run's original | STS-B dev | "
             + " | ".join(tests) + " | STS average | TMFT STS-B test (tmft page) | |",
-            "|---" * (8 + len(tests)) + "|---|"]
+            "|---" * (9 + len(tests)) + "|---|"]
     rows = []
     for c in sorted(r.candidates, key=lambda c: (c.depth, list(RECIPES).index(c.recipe), c.layers, c.backend)):
         avg = sts_average(c)
         mark = "**chosen**" if c.name == r.chosen.name and c.layers == r.chosen.layers else ""
         rows.append(f"| {c.depth} | {c.recipe} ({','.join(map(str, c.layers))}) | {c.backend} | "
-                    f"{c.parameters / 1e6:.1f} M | {c.ratio:.2f}x{CARRIED_MARK if r.carried(c) else ''} | {c.dev:.2f} | "
+                    f"{c.parameters / 1e6:.1f} M | {c.ratio:.2f}x{CARRIED_MARK if r.carried(c) else ''} | "
+                    f"{'' if (pooled := run_ratio(r, c)) is None else f'{pooled[0]:.2f}x'} | {c.dev:.2f} | "
                     + " | ".join(f"{c.tests[t]:.2f}" for t in tests)
                     + f" | {'-' if avg is None else f'{avg:.2f}'} | "
                     f"{f'{tmft[c.depth]:.2f}' if c.recipe in STUDENTS and c.depth in tmft else ''} | {mark} |")
@@ -377,7 +378,12 @@ def write_page(ctx: PageContext) -> list[Path]:
               f"one run ({s['sentences']} corpus sentences, batch {s['batch_size']}, max length {s['max_length']}, "
               f"{len(s['seconds'])} timed passes each, {s['threads']} threads); the original torch row, timed against "
               "itself, shows the timing's noise, and the goal lines give the range of the per-pass ratios (each original "
-              "pass over the candidate pass beside it). ONNX fp32 gives the torch vectors "
+              "pass over the candidate pass beside it). *Against the run's original*: the median of every pass of the "
+              "original in the candidate's run (it is timed beside each candidate of a depth part: dozens of passes) "
+              "over the candidate's median pass. Pairing passes cancels a change of load during the run; pooling "
+              "cancels the original's own pass-to-pass noise, about 10 % per pass here, which moves the paired ratio of "
+              "one candidate by as much (two candidates of one architecture and backend can differ by 20 % on it). "
+              "The choice uses the paired ratio; the goal line gives both readings. ONNX fp32 gives the torch vectors "
               "(difference per candidate in its stored part); int8 is close, not equal.", "",
               *[f"- {k}: {v}" for k, v in RECIPES.items()], "",
               "## Published figures (theirs, their hardware; not measured here)", "", *[f"- {p}" for p in PUBLISHED],
