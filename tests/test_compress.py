@@ -445,6 +445,32 @@ def test_prepare_scores_without_timing_and_fit_then_only_times(teacher, env, mon
         _comp(teacher, depths=(1,)).prepare(CORPUS, (s1, s2, y))
 
 
+def test_each_candidate_records_the_code_that_trained_scored_and_timed_it(teacher, env, monkeypatch):
+    """What a later run reads back from the work folder says which code computed it (not which code read it):
+    the revision of each stage, kept when read back, the timing's dropped when the timing is forgotten."""
+    from layerwise import __version__
+    from layerwise.benchmarks.compress.pages import computed_at
+
+    s1, s2, y = _dev()
+    stamp = {"commit": "a" * 40, "dirty": False}
+    monkeypatch.setattr(build_module, "code_revision", lambda: {"layerwise": __version__, **stamp})
+    monkeypatch.setattr(students_module, "code_revision", lambda: {"layerwise": __version__, **stamp})
+    scored = _comp(teacher, depths=(1,), output_dir=str(env / "r")).prepare(CORPUS, (s1, s2, y))
+    assert all(c.extra["computed"]["scored"] == {"layerwise": __version__, **stamp} for c in scored)
+    assert all("timed" not in c.extra["computed"] for c in scored)
+    student = next(c for c in scored if c.recipe == "distilled")
+    assert student.extra["computed"]["trained"]["commit"] == "a" * 40
+    assert "trained" not in next(c for c in scored if c.recipe == "cut").extra["computed"]
+    stamp["commit"] = "b" * 40  # timed later, by other code: the scores keep their revision
+    est = _comp(teacher, depths=(1,), output_dir=str(env / "r")).fit(CORPUS, (s1, s2, y))
+    assert all(c.extra["computed"]["scored"]["commit"] == "a" * 40 for c in est.candidates_)
+    assert all(c.extra["computed"]["timed"]["commit"] == "b" * 40 for c in est.candidates_)
+    assert computed_at(est.candidates_) == [{"commit": "a" * 40, "dirty": False}, {"commit": "b" * 40, "dirty": False}]
+    assert _comp(teacher, depths=(1,), output_dir=str(env / "r")).retime(CORPUS, (s1, s2, y)) == len(est.candidates_)
+    again = _comp(teacher, depths=(1,), output_dir=str(env / "r")).prepare(CORPUS, (s1, s2, y))
+    assert all(set(c.extra["computed"]) <= {"scored", "trained"} and c.speed == {} for c in again)
+
+
 def test_other_timing_settings_reuse_the_trained_students(teacher, env, monkeypatch):
     s1, s2, y = _dev()
     _comp(teacher, depths=(1,), output_dir=str(env / "w")).prepare(CORPUS, (s1, s2, y))

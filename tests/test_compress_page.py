@@ -84,6 +84,15 @@ def test_a_killed_page_run_keeps_its_finished_depths(tiny_bert, env, monkeypatch
     monkeypatch.setattr(Compressor, "fit", lambda self, *a, **kw: fits.append(self.depths) or real_fit(self, *a, **kw))
     get_page("compress").run(ctx)
     assert fits[0] == (1,) and len(fits) == 2  # the finished depth is not fitted again: the killed one, the choice
+    # each depth part lists the code that measured its candidates (read back or not), beside the run that stored it
+    from layerwise.benchmarks.compress.pages import computed_at
+    from layerwise.methods.compress.frontier import Candidate
+    from layerwise.reports import source_revision
+
+    for part in (p for p in store.parts("compress") if "depth" in p.key):
+        candidates = [Candidate.from_dict(c) for c in part.payload["result"]["candidates"]]
+        assert part.payload["computed_at"] == computed_at(candidates)
+        assert bool(part.payload["computed_at"]) == (source_revision() is not None)  # none outside a checkout
 
 
 def test_min_depth_builds_no_shallower_depth_and_the_page_says_what_is_not_measured(tiny_bert, env, monkeypatch):

@@ -14,6 +14,7 @@ from layerwise.benchmarks.catalog import get_page
 from layerwise.benchmarks.page_parts import (
     freshness,
     latest_by_name,
+    part_revisions,
     part_source,
     parts_by_commit,
     prune_superseded,
@@ -203,6 +204,28 @@ def test_parts_by_commit_says_which_parts_a_change_made_stale(repo):
     # freshness reads the same groups: stale, named by the first commit's change
     got = freshness(shown.values(), ["src/pkg"], repo)
     assert got.status == "stale" and got.commits == tuple(sorted((first, second)))
+
+
+@needs_git
+def test_a_part_stored_now_from_results_an_older_commit_computed_is_as_stale_as_they_are(repo):
+    """The compress page re-stores a depth part from its work folder: the run is new, the numbers were computed
+    earlier (its payload's ``computed_at``). The part stands under both commits and is stale when the older is."""
+    first = _git(repo, "rev-parse", "HEAD")
+    (repo / "src" / "pkg" / "search.py").write_text("x = 2\n")
+    _git(repo, "commit", "-qam", "search")
+    second = _git(repo, "rev-parse", "HEAD")
+    restored = _part("a", {"commit": second, "dirty": False})
+    restored = Part("p", "a", restored.key, {"computed_at": [{"commit": first, "dirty": False},
+                                                              {"commit": second, "dirty": True}]}, True, restored.runs)
+    assert part_revisions(restored) == [{"commit": second, "dirty": True}, {"commit": first, "dirty": False}]
+    groups = {g.commit: g for g in parts_by_commit([restored], ["src/pkg"], repo)}
+    assert groups[first].parts == groups[second].parts == ("a",) and groups[first].changed == ("src/pkg/search.py",)
+    assert stale_parts(list(groups.values())) == (f"a--{restored.digest}",)  # named once
+    assert freshness([restored], ["src/pkg"], repo).status == "stale"
+    # computed at the run's own commit, clean: current
+    fresh = Part("p", "a", restored.key, {"computed_at": [{"commit": second, "dirty": False}]}, True, restored.runs)
+    assert freshness([fresh], ["src/pkg"], repo).status == "current"
+    assert part_revisions(_part("b", None)) == []  # nothing recorded: the group of parts without a commit
 
 
 def test_results_list_of_one_page_names_its_parts_by_commit(tmp_path, capsys):

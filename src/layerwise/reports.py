@@ -18,7 +18,7 @@ from layerwise._version import __version__
 from layerwise.files import write_atomic
 from layerwise.outputs import claim
 
-__all__ = ["changed_files", "changed_since", "command_line", "environment", "fmt", "fmt_git", "git_state", "plot_lines", "plot_per_layer",
+__all__ = ["changed_files", "changed_since", "code_revision", "command_line", "environment", "fmt", "fmt_git", "git_state", "plot_lines", "plot_per_layer",
            "run_section", "sample_std", "save_figure", "source_revision", "source_root", "write_bytes", "write_json",
            "write_text"]
 
@@ -90,6 +90,13 @@ def source_revision() -> dict | None:
         return {"commit": declared, "dirty": False, "declared": SOURCE_COMMIT_ENV} if declared else None
     state = git_state(root)
     return None if state is None else {"commit": state["commit"], "dirty": bool(state["src_changes"])}
+
+
+def code_revision() -> dict:
+    """The code that computes something now, for the record of what it computed: ``{"layerwise": version}`` and,
+    run from a checkout (or a declared copy), the :func:`source_revision` ``commit`` and ``dirty``. A result read
+    back later, from a work folder, says which code computed it, not which code read it."""
+    return {"layerwise": __version__, **(source_revision() or {})}
 
 
 def source_root() -> Path | None:

@@ -22,8 +22,8 @@ from layerwise.reports import changed_files, environment, save_figure
 logger = logging.getLogger(__name__)
 
 __all__ = ["BUSY", "SUPERSEDED", "CommitParts", "Freshness", "RunTimer", "freshness", "freshness_of", "latest_by_name",
-           "part_source", "parts_by_commit", "provenance_lines", "prune_superseded", "run_record", "run_time_row",
-           "run_time_table", "save_png", "stale_parts", "sts_checksum"]
+           "part_revisions", "part_source", "parts_by_commit", "provenance_lines", "prune_superseded", "run_record",
+           "run_time_row", "run_time_table", "save_png", "stale_parts", "sts_checksum"]
 
 
 def run_record(command: Sequence[str] = ()) -> dict:
@@ -210,6 +210,18 @@ def part_source(part: Part) -> dict | None:
     return None
 
 
+def part_revisions(part: Part) -> list[dict]:
+    """Every ``{"commit", "dirty"}`` that computed ``part``'s numbers: the run that stored it (:func:`part_source`)
+    and, where a page re-stores results an earlier process computed (the compress page's work folder: students,
+    scores, timings), the revisions its payload lists under ``computed_at``; empty where none is recorded."""
+    out = {}
+    for rev in (part_source(part), *part.payload.get("computed_at", ())):
+        if rev and rev.get("commit"):
+            key = rev["commit"]
+            out[key] = {"commit": key, "dirty": bool(rev.get("dirty")) or out.get(key, {}).get("dirty", False)}
+    return list(out.values())
+
+
 @dataclass(frozen=True)
 class CommitParts:
     """The parts of a page (the newest of each name) that one commit computed, and what changed since under the
@@ -227,11 +239,12 @@ def parts_by_commit(parts: Iterable[Part], sources: Sequence[str], root: str | o
     """``parts`` (the ones a page shows: :meth:`~layerwise.benchmarks.registry.ResultsPage.shown_parts`) grouped by
     the commit they were computed on (sorted by commit hash, the parts without one last), each group with the files
     under ``sources`` changed since (``git diff`` in the checkout ``root``; None without git or for an unknown
-    commit)."""
+    commit). A part whose numbers several revisions computed (:func:`part_revisions`) stands in each one's group:
+    it is stale when any of them is."""
     groups: dict[str | None, list[tuple[Part, bool]]] = {}
     for part in parts:
-        found = part_source(part)
-        groups.setdefault(found and found["commit"], []).append((part, bool(found and found["dirty"])))
+        for found in part_revisions(part) or [None]:
+            groups.setdefault(found and found["commit"], []).append((part, bool(found and found["dirty"])))
     out = []
     for commit in sorted(groups, key=lambda c: (c is None, c or "")):
         changed = None if commit is None or root is None else changed_files(commit, sources, root)
@@ -247,7 +260,7 @@ def stale_parts(groups: Sequence[CommitParts]) -> tuple[str, ...]:
     computed at a commit whose measured files changed since, sorted: what ``layerwise results run NAME --stale``
     computes again where the run's settings give that key. Parts whose staleness cannot be told (no commit recorded,
     a commit the checkout does not hold) are not among them."""
-    return tuple(sorted(stem for g in groups if g.changed for stem in g.files))
+    return tuple(sorted({stem for g in groups if g.changed for stem in g.files}))
 
 
 def freshness(parts: Iterable[Part], sources: Sequence[str], root: str | os.PathLike | None) -> Freshness:
@@ -274,8 +287,8 @@ def freshness_of(groups: Sequence[CommitParts], *, git: bool) -> Freshness:
         return Freshness("stale", commits, f"code it measures changed since {newest[:12]}: {named}")
     missing = sum(len(g.parts) for g in groups if g.commit is None)
     if missing:
-        return Freshness("unknown", commits, f"{missing} of {sum(len(g.parts) for g in groups)} part(s) recorded no "
-                                             "commit")
+        total = len({name for g in groups for name in g.parts})  # a part several revisions computed counts once
+        return Freshness("unknown", commits, f"{missing} of {total} part(s) recorded no commit")
     if any(v is None for v in changed.values()):
         return Freshness("unknown", commits, "a commit this checkout does not hold, or no git")
     if any(g.dirty for g in groups):

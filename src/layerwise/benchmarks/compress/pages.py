@@ -251,11 +251,26 @@ def _store_depth(ctx: PageContext, compressor, data, model: str, key: dict, dept
     t0 = time.perf_counter()
     est = compressor(depth).fit(data.corpus, data.dev, **data.inputs())
     payload = {"model": model, "depth": depth, "result": est.result_.to_dict(), "corpus": data.counts,
-               "seconds": time.perf_counter() - t0, **({"adopted": adopted[depth]} if depth in adopted else {})}
+               "seconds": time.perf_counter() - t0, **({"adopted": adopted[depth]} if depth in adopted else {}),
+               "computed_at": computed_at(est.result_.candidates)}
     ctx.store.save(Part(NAME, f"{Path(model).name}-l{depth}", {**key, "depth": depth}, payload, True,
                         [run_record(ctx.command)]))
     logger.info("compress page: %s depth %d done in %.0f s", Path(model).name, depth, payload["seconds"])
     return est.candidates_
+
+
+def computed_at(candidates) -> list[dict]:
+    """The distinct revisions (``commit``, ``dirty``) that trained, scored and timed ``candidates``, as each records
+    it (``extra["computed"]``); a candidate measured before that was recorded names none. A depth part read back
+    from the work folder is then as current as the oldest code that measured it, not as the run that stored it
+    (:func:`~layerwise.benchmarks.page_parts.part_revisions`)."""
+    seen: dict[str, dict] = {}
+    for c in candidates:
+        for rev in c.extra.get("computed", {}).values():
+            if rev.get("commit"):
+                dirty = bool(rev.get("dirty")) or seen.get(rev["commit"], {}).get("dirty", False)
+                seen[rev["commit"]] = {"commit": rev["commit"], "dirty": dirty}
+    return [seen[commit] for commit in sorted(seen)]
 
 
 class _Descent:

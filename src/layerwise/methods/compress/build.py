@@ -65,7 +65,7 @@ from layerwise.methods.compress.students import STUDENTS, Students
 from layerwise.methods.lc.search import LayerSubsetSearch, subset_cosine
 from layerwise.methods.truncated.model import TruncatedModel
 from layerwise.methods.truncated.tasks import PairSet
-from layerwise.reports import write_json
+from layerwise.reports import code_revision, write_json
 from layerwise.training.distributed import local_device
 
 logger = logging.getLogger(__name__)
@@ -226,7 +226,9 @@ class Compression:
             stored = json.loads(path.read_text())
             c = Candidate.from_dict(stored["candidate"])
             if c.speed and stored["key"] == self._key(c.recipe, c.layers, c.backend):
-                write_json(path, {"key": stored["key"], "candidate": replace(c, speed={}).to_dict()})
+                computed = {k: v for k, v in c.extra.get("computed", {}).items() if k != "timed"}
+                c = replace(c, speed={}, extra={**c.extra, "computed": computed} if "computed" in c.extra else c.extra)
+                write_json(path, {"key": stored["key"], "candidate": c.to_dict()})
                 forgotten += 1
         return forgotten
 
@@ -293,7 +295,8 @@ class Compression:
         speed = measure_speed(encode, lambda t: self._original.encode(t, batch_size=cfg.speed_batch_size),
                               list(self.data.corpus[:cfg.speed_sentences]), batch_size=cfg.speed_batch_size,
                               repeats=cfg.speed_repeats)
-        c = replace(c, speed={**speed, "max_length": cfg.max_length})
+        c = replace(c, speed={**speed, "max_length": cfg.max_length},
+                    extra={**c.extra, "computed": {**c.extra.get("computed", {}), "timed": code_revision()}})
         self._save(c)
         logger.info("%s: %.2fx the original's throughput", c.name, c.ratio)
         return c
@@ -323,6 +326,7 @@ class Compression:
         if backend == ONNX_INT8_MIXED:
             extra["quantization"] = mixed_int8_facts(graph)
         tests = {k: v for k, v in scores.items() if k != "dev"}
+        extra["computed"] = {**extra.get("computed", {}), "scored": code_revision()}  # (a student's: "trained" too)
         return Candidate(recipe=recipe, depth=max(layers), layers=tuple(layers), backend=backend,
                          parameters=model.n_parameters(), dev=scores["dev"], tests=tests, speed={}, extra=extra)
 

@@ -22,7 +22,7 @@ from layerwise.methods.compress.config import CompressConfig
 from layerwise.methods.compress.distill import distill_student, embedding_mse
 from layerwise.methods.truncated.model import TruncatedModel
 from layerwise.methods.truncated.tasks import PairSet
-from layerwise.reports import write_json
+from layerwise.reports import code_revision, write_json
 from layerwise.training import seed_everything
 from layerwise.training.checkpoint import tensors_sha256
 
@@ -74,6 +74,7 @@ class Students:
                  "seconds": time.perf_counter() - t0,  # where and how long (a resumed training: the last process)
                  "steps_this_run": run.steps_this_run,  # the steps of that process: fewer than steps where resumed
                  "machine": _machine(self.device),
+                 "computed": {"trained": code_revision()},  # the code that trained it (a resumed one: that finished it)
                  # which student this is: its candidates carry it, so that a run adopting them (Compression.adopt)
                  # can tell this student from another trained under the same settings (on another machine, say)
                  "weights_sha256": tensors_sha256(student.encoder.state_dict())}
