@@ -471,6 +471,44 @@ def test_each_candidate_records_the_code_that_trained_scored_and_timed_it(teache
     assert all(set(c.extra["computed"]) <= {"scored", "trained"} and c.speed == {} for c in again)
 
 
+def test_work_that_stale_code_computed_is_forgotten_and_computed_again(teacher, env, monkeypatch):
+    """``forget_computed``: what code of a stale commit trained, scored or timed is deleted from the folder (the
+    student's ``run.json`` too, so it trains again); work recorded before it named its code, and work of a commit
+    not stale, are read back as before."""
+    from layerwise import __version__
+
+    s1, s2, y = _dev()
+    stamp = {"commit": "a" * 40, "dirty": False}
+    for module in (build_module, students_module):
+        monkeypatch.setattr(module, "code_revision", lambda: {"layerwise": __version__, **stamp})
+    folder = env / "f"
+    est = _comp(teacher, depths=(1,), output_dir=str(folder)).fit(CORPUS, (s1, s2, y))
+    files = sorted((folder / "candidates").glob("*.json"))
+    assert _comp(teacher, depths=(1,), output_dir=str(folder)).forget_computed(
+        lambda commit: False, CORPUS, (s1, s2, y)) == 0
+    legacy = next(f for f in files if "cut-l1-torch" in f.name and "lc-cut" not in f.name)
+    stored = json.loads(legacy.read_text())
+    del stored["candidate"]["extra"]["computed"]  # measured before candidates recorded their code
+    write_json(legacy, stored)
+    n = _comp(teacher, depths=(1,), output_dir=str(folder)).forget_computed(
+        lambda commit: commit == "a" * 40, CORPUS, (s1, s2, y))
+    assert n == len(est.candidates_) - 1 + 1  # every candidate but the legacy one, and the student
+    assert sorted((folder / "candidates").glob("*.json")) == [legacy]
+    trained, measured = [], []
+    real_train, real_measure = distill_module.train, build_module.Compression._measure
+    monkeypatch.setattr(distill_module, "train", lambda *a, **kw: trained.append(1) or real_train(*a, **kw))
+    monkeypatch.setattr(build_module.Compression, "_measure",
+                        lambda self, *a: measured.append(a[0]) or real_measure(self, *a))
+    stamp["commit"] = "b" * 40
+    again = _comp(teacher, depths=(1,), output_dir=str(folder)).fit(CORPUS, (s1, s2, y))
+    assert trained and len(measured) == len(est.candidates_) - 1  # the student and all but the legacy candidate
+    by_name = {c.name: c for c in again.candidates_}
+    assert "computed" not in by_name["cut-l1-torch"].extra  # read back, as it was
+    assert by_name["distilled-l1-torch"].extra["computed"]["trained"]["commit"] == "b" * 40
+    with pytest.raises(UsageError, match="output_dir"):
+        _comp(teacher, depths=(1,)).forget_computed(lambda commit: True, CORPUS, (s1, s2, y))
+
+
 def test_other_timing_settings_reuse_the_trained_students(teacher, env, monkeypatch):
     s1, s2, y = _dev()
     _comp(teacher, depths=(1,), output_dir=str(env / "w")).prepare(CORPUS, (s1, s2, y))

@@ -95,6 +95,47 @@ def test_a_killed_page_run_keeps_its_finished_depths(tiny_bert, env, monkeypatch
         assert bool(part.payload["computed_at"]) == (source_revision() is not None)  # none outside a checkout
 
 
+def test_a_redone_depth_is_computed_again_where_code_since_changed_and_re_stored_where_not(tiny_bert, env,
+                                                                                          monkeypatch):
+    """``--redo`` / ``--stale`` of a depth part: what the work folder holds that code of a stale commit computed is
+    forgotten and computed again (the part then names only the new code); work of a commit not stale is read back."""
+    from layerwise import __version__
+    from layerwise.benchmarks.compress import pages as pages_module
+    from layerwise.methods.compress import build as build_module
+
+    data = write_unlabeled(write_stsb(env / "data", n_pairs=24))
+    options = _options(tiny_bert, env, timings="per-depth")
+    stamp = {"commit": "a" * 40, "dirty": False}
+    for module in (build_module, students_module):
+        monkeypatch.setattr(module, "code_revision", lambda: {"layerwise": __version__, **stamp})
+
+    def ctx(redo=()):
+        return PageContext(store=ResultsStore(env / "state", redo=redo), output=env / "out", data_dir=str(data),
+                           command=("test",), options=options)
+
+    get_page("compress").run(ctx())
+    name = f"{tiny_bert.name}-l1"
+    part = next(p for p in ctx().store.parts("compress") if p.name == name)
+    assert part.payload["computed_at"] == [stamp]
+    measured, stale = [], set()
+    real_measure = build_module.Compression._measure
+    monkeypatch.setattr(build_module.Compression, "_measure",
+                        lambda self, *a: measured.append(a[0]) or real_measure(self, *a))
+    monkeypatch.setattr(pages_module, "source_root", lambda: env)
+    monkeypatch.setattr(pages_module, "changed_files", lambda commit, sources, root: ["m.py"] if commit in stale
+                        else [])
+    stamp["commit"] = "b" * 40
+    get_page("compress").run(ctx(redo=(name,)))  # a's code unchanged: re-stored from the work folder
+    again = next(p for p in ctx().store.parts("compress") if p.name == name)
+    assert measured == [] and again.payload["computed_at"] == [{"commit": "a" * 40, "dirty": False}]
+    stale.add("a" * 40)  # now a's measured code changed: depth 1 computed again, its student trained again
+    get_page("compress").run(ctx(redo=(name,)))
+    redone = next(p for p in ctx().store.parts("compress") if p.name == name)
+    assert "distilled" in measured and redone.payload["computed_at"] == [{"commit": "b" * 40, "dirty": False}]
+    student = next(c for c in redone.payload["result"]["candidates"] if c["recipe"] == "distilled")
+    assert student["extra"]["computed"]["trained"]["commit"] == "b" * 40
+
+
 def test_min_depth_builds_no_shallower_depth_and_the_page_says_what_is_not_measured(tiny_bert, env, monkeypatch):
     data = write_unlabeled(write_stsb(env / "data", n_pairs=24))
     top = n_layers(tiny_bert)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import asdict, dataclass
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 
 from layerwise.benchmarks.compress.data import CORPUS_SOURCES, TRAIN_PAIRS, page_data
@@ -40,6 +40,7 @@ from layerwise.encoders.layer_encoder import LayerEncoder
 from layerwise.methods.compress import Compressor, CompressSettings
 from layerwise.methods.compress.config import GRAPH_TEST_SCORES
 from layerwise.methods.compress.frontier import Candidate, stop_record
+from layerwise.reports import changed_files, source_root
 
 logger = logging.getLogger(__name__)
 
@@ -167,6 +168,7 @@ as one part (a kill keeps every scored candidate and every stored depth), then t
         stored = {depth: ctx.store.load(NAME, f"{name}-l{depth}", {**key, "depth": depth})
                   for depth in range(encoder.identity.n_layers, lowest - 1, -1)}
         missing = [depth for depth, part in stored.items() if part is None and config.builds(depth)]
+        _forget_stale(ctx, compressor, data, name, key, missing)
         adopted = _adopt(ctx, compressor, data, name, key, missing)
         if config.retime and missing:  # the shared work folder: every depth's timings forgotten at once
             n = compressor(missing[0]).retime(data.corpus, data.dev, **data.inputs())
@@ -197,6 +199,24 @@ as one part (a kill keeps every scored candidate and every stored depth), then t
             measured = [d for d in range(1, encoder.identity.n_layers + 1)
                         if ctx.store.load(NAME, f"{name}-l{d}", {**key, "depth": d}) is not None]
             tmft_parts(ctx, model, encoder.identity, data, measured, root, device=config.device)
+
+
+def _forget_stale(ctx: PageContext, compressor, data, name: str, key: dict, missing: list[int]) -> None:
+    """Before a depth part that ``--redo`` / ``--stale`` names is computed again: its students, scores and timings in
+    the work folder that code of a commit whose measured files changed since computed (as ``layerwise results list``
+    judges a part) are forgotten (``Compressor.forget_computed``), so that the part is computed again rather than
+    re-stored from older numbers. Outside a git checkout staleness cannot be told: nothing is forgotten."""
+    redo = [depth for depth in missing if ctx.store.named_for_redo(f"{name}-l{depth}", {**key, "depth": depth})]
+    root = source_root()
+    if not redo or root is None:
+        return
+    sources = PAGE.sources()
+    stale = cache(lambda commit: bool(changed_files(commit, sources, root)))  # one git diff per commit
+    for depth in redo:
+        n = compressor(depth).forget_computed(stale, data.corpus, data.dev, **data.inputs())
+        if n:
+            logger.info("compress page: %s depth %d: %d student(s) or candidate(s) computed by code changed since "
+                        "forgotten: computed again", name, depth, n)
 
 
 def _adopt(ctx: PageContext, compressor, data, name: str, key: dict, missing: list[int]) -> dict:

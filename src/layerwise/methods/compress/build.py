@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import logging
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -230,6 +231,31 @@ class Compression:
                 c = replace(c, speed={}, extra={**c.extra, "computed": computed} if "computed" in c.extra else c.extra)
                 write_json(path, {"key": stored["key"], "candidate": c.to_dict()})
                 forgotten += 1
+        return forgotten
+
+    def forget_computed(self, stale: Callable[[str], bool]) -> int:
+        """Delete what this run's folder holds that code of a ``stale`` commit computed, as each records it: the
+        candidates of this model, data and settings (``extra["computed"]``: whichever depth; a later run that needs
+        one measures it again) and the students of this run's depths (``run.json``), which :meth:`run` then trains,
+        scores and times again. Work recorded before it named its code is kept. Returns how many candidates and
+        students were forgotten."""
+        if self.folder is None:
+            raise ValueError("forget_computed() edits the run's folder, which is None")
+        forgotten = 0
+        for path in sorted((self.folder / "candidates").glob("*.json")):
+            stored = json.loads(path.read_text())
+            c = Candidate.from_dict(stored["candidate"])
+            if stored["key"] == self._key(c.recipe, c.layers, c.backend) \
+                    and any(stale(rev["commit"]) for rev in c.extra.get("computed", {}).values() if rev.get("commit")):
+                path.unlink()
+                forgotten += 1
+        for recipe, depth in self.students.planned():
+            root = self.students.root(recipe, depth)
+            if self.students.trained(recipe, depth):
+                trained = json.loads((root / "run.json").read_text()).get("computed", {}).get("trained", {})
+                if trained.get("commit") and stale(trained["commit"]):
+                    (root / "run.json").unlink()  # written last: without it the student is trained again
+                    forgotten += 1
         return forgotten
 
     def specs(self) -> list[tuple[str, tuple[int, ...]]]:

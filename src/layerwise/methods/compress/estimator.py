@@ -216,6 +216,16 @@ class Compressor(SentenceEstimator):
         run, _ = self._compression(corpus, dev, tests, train_pairs)
         return run.forget_timings()
 
+    def forget_computed(self, stale, corpus, dev, *, tests: dict | None = None, train_pairs=None) -> int:
+        """Delete from ``output_dir`` the students, scores and timings of this fit's candidates that code of a commit
+        ``stale(commit)`` calls stale computed (each records its code: ``extra["computed"]``), so that the next
+        :meth:`fit` computes them again rather than reading them back: for a results page whose measured code
+        changed since. Work recorded before it named its code is kept. Returns how many were forgotten."""
+        if self.output_dir is None:
+            raise UsageError("forget_computed() edits output_dir, which is None; pass output_dir=FOLDER")
+        run, _ = self._compression(corpus, dev, tests, train_pairs)
+        return run.forget_computed(stale)
+
     def _compression(self, corpus, dev, tests, train_pairs=None) -> tuple[Compression, float]:
         """The run of these parameters on this data (every argument checked before any work), and the budget."""
         config, budget = self._config()

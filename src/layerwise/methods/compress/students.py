@@ -112,13 +112,18 @@ class Students:
         key["settings"] = {k: v for k, v in key["settings"].items() if not k.startswith("speed_")}
         return self.folder / "students" / keyed_name(f"{recipe}-l{depth}", key)
 
+    def planned(self) -> list[tuple[str, int]]:
+        """(recipe, depth) of every student of the config's depths: the distilled student of each depth below the
+        full one (deepest first), the every-depth student once (at its deepest depth)."""
+        wanted = [("distilled", d) for d in sorted(self.config.depths, reverse=True) if d < self.n_layers]
+        return wanted + ([("every-depth", max(self.config.every_depth))] if self.config.every_depth else [])
+
     def train_all(self) -> list[str]:
         """Train (or find) every student of the config's depths: the distilled student of each depth below the full
         one, the every-depth student once. Returns their folder names."""
         if self.folder is None:
             raise ValueError("train_students() keeps the students in the run's folder, which is None")
-        wanted = [("distilled", d) for d in sorted(self.config.depths, reverse=True) if d < self.n_layers]
-        wanted += [("every-depth", max(self.config.every_depth))] if self.config.every_depth else []
+        wanted = self.planned()
         for recipe, depth in wanted:
             self.get(recipe, depth)
         return [self.root(recipe, depth).name for recipe, depth in wanted]
