@@ -226,6 +226,12 @@ def test_a_part_stored_now_from_results_an_older_commit_computed_is_as_stale_as_
     fresh = Part("p", "a", restored.key, {"computed_at": [{"commit": second, "dirty": False}]}, True, restored.runs)
     assert freshness([fresh], ["src/pkg"], repo).status == "current"
     assert part_revisions(_part("b", None)) == []  # nothing recorded: the group of parts without a commit
+    # a part that several runs computed in turn (a transfer task's outer splits): as stale as its first run's code
+    resumed = Part("p", "c", {"k": "c"}, {}, False, [
+        {"started": "2026-01-01 00:00:00 UTC", "source": {"commit": first, "dirty": False}},
+        {"started": "2026-01-02 00:00:00 UTC", "environment": {"source": {"commit": second, "dirty": False}}}])
+    assert part_revisions(resumed) == [{"commit": second, "dirty": False}, {"commit": first, "dirty": False}]
+    assert freshness([resumed], ["src/pkg"], repo).status == "stale"
 
 
 def test_results_list_of_one_page_names_its_parts_by_commit(tmp_path, capsys):

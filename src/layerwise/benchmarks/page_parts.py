@@ -211,11 +211,14 @@ def part_source(part: Part) -> dict | None:
 
 
 def part_revisions(part: Part) -> list[dict]:
-    """Every ``{"commit", "dirty"}`` that computed ``part``'s numbers: the run that stored it (:func:`part_source`)
-    and, where a page re-stores results an earlier process computed (the compress page's work folder: students,
-    scores, timings), the revisions its payload lists under ``computed_at``; empty where none is recorded."""
+    """Every ``{"commit", "dirty"}`` that computed ``part``'s numbers: the run that stored it (:func:`part_source`),
+    every earlier run of a part that several runs computed in turn (a transfer task's outer splits, each run entry's
+    ``source``) and, where a page re-stores results an earlier process computed (the compress page's work folder:
+    students, scores, timings), the revisions its payload lists under ``computed_at``; empty where none is
+    recorded."""
+    runs = [r.get("source") or (r.get("environment") or {}).get("source") for r in part.runs]
     out = {}
-    for rev in (part_source(part), *part.payload.get("computed_at", ())):
+    for rev in (part_source(part), *runs, *part.payload.get("computed_at", ())):
         if rev and rev.get("commit"):
             key = rev["commit"]
             out[key] = {"commit": key, "dirty": bool(rev.get("dirty")) or out.get(key, {}).get("dirty", False)}
