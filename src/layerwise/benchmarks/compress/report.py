@@ -24,7 +24,7 @@ from layerwise.benchmarks.compress.stored import (
     tests_average,
 )
 from layerwise.benchmarks.compress.tmft_check import stored_tmft, tmft_config
-from layerwise.benchmarks.page_parts import provenance_lines
+from layerwise.benchmarks.page_parts import part_revisions, provenance_lines
 from layerwise.benchmarks.registry import PageContext
 from layerwise.benchmarks.store import Part
 from layerwise.methods.compress.backends import ONNX_INT8_MIXED, OPENVINO_INT8
@@ -196,11 +196,18 @@ def _training_lines(r: ModelResults) -> list[str]:
 
 
 def _run_row(part: Part, label, carried: str) -> tuple:
-    """One row of the runs table: ``part``'s run (date, machine) and its original's ratio on each backend."""
+    """One row of the runs table: ``part``'s run (date, machine), its original's ratio on each backend, and the code
+    that computed it: the run's commit and those its candidates record (read back from the work folder), and how
+    many candidates record none (measured before they did)."""
     ratios = {c.backend: c.ratio for c in (Candidate.from_dict(d) for d in part.payload["result"]["candidates"])
               if c.recipe == "original"}
     env = part.runs[-1].get("environment", {}) if part.runs else {}
-    return label, (started(part) or "?")[:10], env.get("machine", {}).get("platform", "?"), ratios, carried
+    code = ", ".join(rev["commit"][:7] + ("+" if rev["dirty"] else "") for rev in part_revisions(part)) or "?"
+    candidates = part.payload["result"]["candidates"]
+    unrecorded = sum("computed" not in c.get("extra", {}) for c in candidates)
+    if unrecorded:
+        code += f" ({unrecorded} of {len(candidates)} candidates measured before candidates recorded their code)"
+    return label, (started(part) or "?")[:10], env.get("machine", {}).get("platform", "?"), ratios, carried, code
 
 
 def _reference_lines(r: ModelResults) -> list[str]:
@@ -220,14 +227,16 @@ def _reference_lines(r: ModelResults) -> list[str]:
     lines = ["Each depth's candidates were timed in that depth's run, against the original timed in the same run; the "
              "original's own ratios per run show how far ratios from different runs compare. *Carried over*: "
              "candidates of an earlier run of the same settings with fewer backends or no every-depth student, kept "
-             "with that run's numbers and timing (on the date given), not measured again:", "",
+             "with that run's numbers and timing (on the date given), not measured again. *Code*: the commit of the "
+             "run that stored the part and those its candidates record having been trained, scored or timed at (a "
+             "part re-stored from the work folder; + uncommitted changes); the part is stale when any of them is:", "",
              "| depth part | timed on | machine | " + " | ".join(f"original on {b}" for b in backends)
-             + " | carried over |", "|---|---|---|" + "---|" * len(backends) + "---|"]
+             + " | carried over | code |", "|---|---|---|" + "---|" * len(backends) + "---|---|"]
     lines += [f"| {label} | {when} | {machine} | "
-              + " | ".join(f"{ratios[b]:.2f}x" if b in ratios else "–" for b in backends) + f" | {carried} |"
-              for label, when, machine, ratios, carried in rows]
-    shared = [b for b in backends if all(b in ratios for _, _, _, ratios, _ in rows)]  # timed by every run
-    if len({tuple(f"{ratios[b]:.2f}" for b in shared) for _, _, _, ratios, _ in rows}) > 1:
+              + " | ".join(f"{ratios[b]:.2f}x" if b in ratios else "–" for b in backends) + f" | {carried} | {code} |"
+              for label, when, machine, ratios, carried, code in rows]
+    shared = [b for b in backends if all(b in row[3] for row in rows)]  # timed by every run
+    if len({tuple(f"{row[3][b]:.2f}" for b in shared) for row in rows}) > 1:
         lines += ["", "**The runs disagree**: a candidate's ratio is comparable with the others of its own run (and "
                   "with the original's in that run), not across runs."]
     return lines
