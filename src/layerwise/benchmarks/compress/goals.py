@@ -9,10 +9,11 @@ from pathlib import Path
 
 from layerwise.benchmarks.compress.stored import ModelResults, started, sts_average, tests_average
 from layerwise.benchmarks.compress.tmft_check import tmft_config
+from layerwise.benchmarks.store import ResultsStore
 from layerwise.methods.compress.build import STUDENTS
 from layerwise.methods.compress.frontier import Candidate
 
-__all__ = ["GOAL_RATIOS", "INT8_GOAL", "INT8_PAIRS", "goal_lines", "ratio_note", "run_ratio"]
+__all__ = ["GOAL_RATIOS", "INT8_GOAL", "INT8_PAIRS", "goal_lines", "ratio_note", "run_ratio", "tmft_page_scores"]
 
 GOAL_RATIOS = {"all-MiniLM-L6-v2": 3.0, "all-mpnet-base-v2": 4.0}
 INT8_GOAL = 0.5
@@ -55,6 +56,20 @@ def ratio_note(r: ModelResults, c: Candidate) -> str:
     donor = r.carried(c)
     return spread + ("" if donor is None else f" (timed in the earlier run of {(started(donor) or '?')[:10]}, "
                      "carried over)")
+
+
+def tmft_page_scores(store: ResultsStore, model: str) -> dict[int, float]:
+    """STS-B test Spearman of TMFT (no pre-step, the tmft page's epochs for the model: :data:`.tmft_check.
+    TMFT_EPOCHS`, mean over seeds) per depth, read from the tmft page's store parts (its own numbers; nothing is
+    recomputed): the figures the students' STS-B test line compares with."""
+    scores: dict[int, list[float]] = {}
+    epochs = tmft_config(model, 1).epochs
+    for part in store.parts("tmft"):
+        cfg = part.payload.get("config") or {}
+        if cfg.get("model") == model and cfg.get("pre_step") == "none" and cfg.get("epochs") == epochs \
+                and len(cfg.get("layers") or []) == 1:
+            scores.setdefault(int(cfg["layers"][0]), []).append(float(part.payload["test_spearman"]))
+    return {depth: sum(v) / len(v) for depth, v in scores.items()}
 
 
 def goal_lines(r: ModelResults, tmft: dict[int, float], here: dict[int, dict] | None = None,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from layerwise.benchmarks.compress.goals import goal_lines, run_ratio
+from layerwise.benchmarks.compress.goals import goal_lines, run_ratio, tmft_page_scores
 from layerwise.benchmarks.compress.stored import (
     MODELS,
     NAME,
@@ -23,7 +23,7 @@ from layerwise.benchmarks.compress.stored import (
     sts_average,
     tests_average,
 )
-from layerwise.benchmarks.compress.tmft_check import stored_tmft, tmft_config
+from layerwise.benchmarks.compress.tmft_check import stored_tmft
 from layerwise.benchmarks.page_parts import part_revisions, provenance_lines
 from layerwise.benchmarks.registry import PageContext
 from layerwise.benchmarks.store import Part
@@ -47,20 +47,6 @@ PUBLISHED = [
 
 
 CARRIED_MARK = "†"  # a candidate timed in an earlier run (carried over by Compressor.adopt)
-
-
-def _tmft_by_depth(ctx: PageContext, model: str) -> dict[int, float]:
-    """STS-B test Spearman of TMFT (no pre-step, the tmft page's epochs for the model: :data:`.tmft_check.
-    TMFT_EPOCHS`, mean over seeds) per depth, read from the tmft page's store parts (its own numbers; nothing is
-    recomputed)."""
-    scores: dict[int, list[float]] = {}
-    epochs = tmft_config(model, 1).epochs
-    for part in ctx.store.parts("tmft"):
-        cfg = part.payload.get("config") or {}
-        if cfg.get("model") == model and cfg.get("pre_step") == "none" and cfg.get("epochs") == epochs \
-                and len(cfg.get("layers") or []) == 1:
-            scores.setdefault(int(cfg["layers"][0]), []).append(float(part.payload["test_spearman"]))
-    return {depth: sum(v) / len(v) for depth, v in scores.items()}
 
 
 def _tmft_lines(here: dict[int, dict], tmft: dict[int, float]) -> list[str]:
@@ -368,7 +354,7 @@ def write_page(ctx: PageContext) -> list[Path]:
         png = plot_frontier(r.candidates, ctx.output / f"compress-{name}.png", title=name, chosen=r.chosen)
         paths.append(png)
         status = _status_line(r, _stop_part(parts, r), results)
-        tmft, here, others = _tmft_by_depth(ctx, r.model), stored_tmft(parts, r.model), other_protocols(parts, r)
+        tmft, here, others = tmft_page_scores(ctx.store, r.model), stored_tmft(parts, r.model), other_protocols(parts, r)
         lines += [f"## {name}", "", _data_line(r), "", status, "", *_quantization_line(r), *_mixed_line(r),
                   *_graph_scores_line(r),
                   *goal_lines(r, tmft, here, others), "", *_protocol_lines(r, others), *_training_lines(r),
