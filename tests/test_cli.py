@@ -184,6 +184,9 @@ def test_transfer_end_to_end_and_resume(tiny_bert, env, capsys):
     assert again["tasks"]["cr"]["result"]["splits"][0]["seconds"] == cut["payload"]["result"]["splits"][0]["seconds"]
     resumed = json.loads(state.read_text())
     assert resumed["complete"] and [r["splits"] for r in resumed["runs"]] == [[0, 1], [1, 3]]  # who computed which
+    from layerwise.reports import source_revision
+
+    assert resumed["runs"][1]["source"] == source_revision()  # and with which code (page_parts.part_revisions)
     assert main(args) == 0  # nothing left to compute: the history and environment stay as they were
     assert json.loads(state.read_text())["runs"] == resumed["runs"]
     assert json.loads(state.read_text())["payload"]["environment"] == resumed["payload"]["environment"]

@@ -288,6 +288,8 @@ def test_shortcut_check_resumes_per_split_and_compares_with_exhaustive(tiny_bert
                                                                                first.exhaustive_seconds, first.choice)
     assert len(two.splits) == 2
     assert [r["splits"] for r in store.parts("transfer")[0].runs] == [[0, 1], [1, 2]]
+    # each run names the code that computed its splits: the part is as stale as the oldest (page_parts.part_revisions)
+    assert all(r["source"] == environment()["source"] for r in store.parts("transfer")[0].runs)
     for s in two.splits:  # the exhaustive choice has the best inner SAGA accuracy of all the choices
         assert s.inner_saga["7"] == max(s.inner_saga.values())
 

@@ -99,7 +99,7 @@ def run_shortcut_check(check: ShortcutCheck, store: ResultsStore, env: dict) -> 
         if k < len(state.splits):
             continue
         state.splits.append(_one_split(features, td, te, subsets, k, check))
-        run = {"started": env["date"], "command": env["command"],
+        run = {"started": env["date"], "command": env["command"], "source": env.get("source"),
                "load_at_start": env["machine"].get("load_average_1_5_15"),
                "load_at_save": [round(x, 2) for x in os.getloadavg()], "splits": [start, k + 1]}
         store.save(Part(PAGE, name, key, state.to_dict(), k + 1 >= check.n_splits, runs + [run]))

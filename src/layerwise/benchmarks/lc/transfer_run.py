@@ -239,7 +239,7 @@ def _run_task(encoder: LayerEncoder, data: TransferData, config: TransferRunConf
         seconds = time.perf_counter() - t0
         new = len(result.splits) > n_before
         task.result, task.complete, task.protocol_seconds = result, done, prior_seconds + (seconds if new else 0.0)
-        task.runs = history + ([{"started": env["date"], "command": env["command"],
+        task.runs = history + ([{"started": env["date"], "command": env["command"], "source": env.get("source"),
                                  "load_at_start": env["machine"].get("load_average_1_5_15"),
                                  "load_at_save": [round(x, 2) for x in os.getloadavg()],
                                  "splits": [n_before, len(result.splits)], "protocol_seconds": seconds}]
