@@ -155,6 +155,18 @@ def test_the_compress_page_leaves_out_only_its_render_modules():
     assert "from layerwise.benchmarks.compress.report import TITLE, write_page" in pages_code
 
 
+def test_every_page_measures_paths_that_exist():
+    # a measured path that names nothing (the export page once declared methods/export, a package that never
+    # existed) makes the page current whatever its real code does
+    from layerwise.benchmarks.catalog import all_pages
+
+    root = Path(__file__).resolve().parents[1]
+    for page in all_pages():
+        missing = [p for p in page.sources() if not (root / p.removeprefix(":(exclude)")).exists()]
+        assert not missing, (page.name, missing)
+    assert "src/layerwise/export" in get_page("export").sources()
+
+
 def test_speed_benchmarks_are_registered_pages_that_declare_what_they_measure():
     for name in ("search-speed", "encoding", "encoding-mpnet", "encode-engines", "ddp"):
         page = get_page(name)

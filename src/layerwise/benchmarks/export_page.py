@@ -26,7 +26,7 @@ import numpy as np
 
 from layerwise.benchmarks.lc.run import SearchConfig, run_search, subset_from_results, write_search_outputs
 from layerwise.benchmarks.page_parts import provenance_lines, run_record, sts_checksum
-from layerwise.benchmarks.registry import PageContext, ResultsPage, register
+from layerwise.benchmarks.registry import SHARED_SOURCES, PageContext, ResultsPage, register
 from layerwise.benchmarks.store import Part, model_key
 from layerwise.data import load_sts
 from layerwise.encode.embedders import PoolingSpec, SpecEmbedder
@@ -228,4 +228,8 @@ def render(ctx: PageContext) -> list[Path]:
 
 PAGE = register(ResultsPage(
     name=NAME, method="export", title=TITLE, models=MODELS, data=("stsb",),
-    grid={"models": list(MODELS)}, settings=asdict(ExportPageConfig()), run=run, render=render))
+    grid={"models": list(MODELS)}, settings=asdict(ExportPageConfig()), run=run, render=render,
+    # the exporter and what it exports (there is no methods/export package): the subset search of the LC method,
+    # the folder writers, the embedder the exported folder is compared with, and the shared floors
+    measures=("src/layerwise/export", "src/layerwise/methods/lc", "src/layerwise/benchmarks/export_page.py",
+              "src/layerwise/benchmarks/lc/run.py", "src/layerwise/encode/embedders.py", *SHARED_SOURCES)))
