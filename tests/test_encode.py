@@ -320,8 +320,8 @@ def test_outputs_are_never_replaced_unasked_and_parquet_without_pyarrow_says_how
     path = tmp_path / "c.txt"
     path.write_text("a man\n")
     (tmp_path / "out.npy").write_bytes(b"mine")
-    with pytest.raises(UsageError, match="exists: pass --overwrite"):
-        encode_corpus(CorpusSource(str(path)), tmp_path / "out.npy", object())
+    with pytest.raises(UsageError, match="exists and was not written by layerwise"):  # not ours: never replaced
+        encode_corpus(CorpusSource(str(path)), tmp_path / "out.npy", object(), overwrite=True)
     assert (tmp_path / "out.npy").read_bytes() == b"mine"
     with pytest.raises(UsageError, match="must end in .npy or .parquet"):
         encode_corpus(CorpusSource(str(path)), tmp_path / "out.csv", object())
