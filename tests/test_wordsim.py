@@ -79,6 +79,12 @@ def test_wordsim_command_writes_json_markdown_and_plot(tiny_bert, tmp_path, caps
                  "-q"]) == 0
     out = capsys.readouterr().out
     assert "pairs" in out and "best" in out
-    stem = tmp_path / "out" / f"wordsim-{tiny_bert.name}"
+    (found,) = (tmp_path / "out").glob(f"wordsim-{tiny_bert.name}-*.json")  # named by the model and the sets
+    stem = found.with_suffix("")
     for ext in ("json", "md", "png"):
         assert stem.with_suffix(f".{ext}").is_file()
+    f2 = tmp_path / "other.txt"
+    f2.write_text("man woman 1.0\ndog cat 7.0\ncar bike 8.1\nred blue 4.0\nwater food 2.0\n")
+    assert main(["wordsim", "--model", str(tiny_bert), "--sets", str(f2), "--output", str(tmp_path / "out"),
+                 "-q"]) == 0  # other sets: their own files, the first run's kept
+    assert len(list((tmp_path / "out").glob(f"wordsim-{tiny_bert.name}-*.json"))) == 2 and found.is_file()

@@ -9,6 +9,7 @@ from layerwise.cli._checks import (
     DEFAULT_ABLATE_STS,
     DEFAULT_ABLATE_TASKS,
     DEFAULT_TRANSFER_TASKS,
+    check_model_destination,
     user_files,
 )
 from layerwise.cli._common import STS_CHOICES, add_common, add_encoder_options, encoder_options
@@ -168,6 +169,8 @@ def run_sts(args, command) -> int:
     if getattr(args, "save", None) and data is None:
         raise ValueError("--save fits LayerCombination on your own pairs: give --pairs FILE or --dev FILE --test "
                          "FILE (for a built-in data set, export a search's subset with `layerwise export --from`)")
+    if getattr(args, "save", None):
+        check_model_destination(args.save, overwrite=args.overwrite)  # before the search, not after it
     common = dict(model=args.model, dataset=args.dataset or data.name, data_dir=args.data_dir, split=args.split,
                   aggregation=args.aggregation, encoder_options=encoder_options(args))
     if args.command == "search":
@@ -287,6 +290,8 @@ def run_transfer_files(args, command) -> int:
     train, test = files["train"], files.get("test")
     if args.shortlist < 0:
         raise ValueError(f"--shortlist must be 0 (exhaustive) or positive, got {args.shortlist}")
+    if args.save:
+        check_model_destination(args.save, overwrite=args.overwrite)  # before the fit, not after it
     est = _estimator(args, n_inner=args.inner_splits, inner=args.inner, shortlist=args.shortlist or None,
                      ridge_alpha=args.ridge_alpha, seed=args.seed, n_jobs=args.jobs)
     labels = [train.label_names[i] for i in train.labels]

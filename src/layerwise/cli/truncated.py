@@ -2,7 +2,7 @@
 
 ``layerwise tmft --train FILE [--dev FILE] [--test FILE]`` fine-tunes on your pairs through
 :class:`~layerwise.TruncatedFineTuner` (one per layer selection and seed; the pre-steps read ``--word-pairs FILE`` or
-``--mlm-corpus FILE``): every file is read before the model loads, the summary is ``OUTPUT/tmft-<train>.{json,md}``
+``--mlm-corpus FILE``): every file is read before the model loads, the summary is ``OUTPUT/tmft-<train>-<key>.{json,md}``
 and each kept model a sentence-transformers folder ``OUTPUT/runs/<train>/<run>/model`` (a re-run resumes from the
 checkpoints beside it).
 Without ``--train`` it runs the paper's protocol on STS-B and keeps its results in a store under ``OUTPUT/state``
@@ -41,7 +41,7 @@ def add_parsers(sub) -> None:
                    help=f"sets from the data folder ({', '.join(WORDSIM_FILES)}) or files 'word1 word2 score' "
                         f"(default: {' '.join(DEFAULT_WORDSIM)})")
     p.add_argument("--data-dir", default=None, help="data folder holding wordsim/ (default: $LAYERWISE_DATA)")
-    p.add_argument("--output", default="runs", help="folder for wordsim-<model>.{json,md,png} (default: runs)")
+    p.add_argument("--output", default="runs", help="folder for wordsim-<model>-<key>.{json,md,png} (default: runs)")
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--device", default="cpu")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars, only the results")
@@ -129,7 +129,7 @@ def _add_tmft(sub) -> None:
     p.add_argument("--data-dir", default=None,
                    help="data folder holding sts/STSB, wordsim/, nli/, unlabeled/ (default: $LAYERWISE_DATA)")
     p.add_argument("--output", default="runs/tmft",
-                   help="folder for the summary (tmft.{md,json} and tmft-layers.png on STS-B; tmft-TRAIN.{md,json} "
+                   help="folder for the summary (tmft.{md,json} and tmft-layers.png on STS-B; tmft-TRAIN-KEY.{md,json} "
                         "on --train TRAIN), and runs/ with the checkpoints and kept models (default: runs/tmft)")
     add_training_tail(p)
     p.set_defaults(handler=run_tmft_command)
@@ -242,6 +242,7 @@ def _run_on_files(args, command) -> int:
 
     from layerwise.data.readers import data_label
     from layerwise.evaluation.sts import sts_scores
+    from layerwise.keys import keyed_name
     from layerwise.methods.truncated import TruncatedFineTuner
     from layerwise.reports import environment, write_json, write_text
 
@@ -274,8 +275,14 @@ def _run_on_files(args, command) -> int:
     data = {"train": _file_info(args.train, train), "dev": _file_info(args.dev, dev),
             "test": _file_info(args.test, test), "word_pairs": _file_info(args.word_pairs, words),
             "mlm_corpus": _file_info(args.mlm_corpus, corpus)}
-    paths = [write_json(out / f"tmft-{label}.json", {"environment": env, "data": data, "runs": runs}),
-             write_text(out / f"tmft-{label}.md", _files_markdown(label, data, runs, env["command"]))]
+    # named by everything that changes the runs (the files' contents, the settings), so that another run's summary
+    # never replaces this one while this one's models stay in OUTPUT/runs
+    # (each run's model folder is itself named by its settings and data: TruncatedFineTuner's output_dir)
+    key = {"model": args.model, "data": {k: v and v.get("checksum") for k, v in data.items()},
+           "runs": [Path(r["model"]).name for r in runs]}
+    stem = keyed_name(f"tmft-{label}", key)
+    paths = [write_json(out / f"{stem}.json", {"environment": env, "data": data, "runs": runs}),
+             write_text(out / f"{stem}.md", _files_markdown(label, data, runs, env["command"]))]
     print(f"TMFT on {label} ({len(train)} pairs); Spearman x100 on "
           f"{data_label(args.dev) if dev else 'no dev'} / {data_label(args.test) if test else 'no test'}")
     print(f"{'run':32s} {'parameters':>11s} {'dev':>7s} {'test':>7s} {'Pearson':>7s}")
