@@ -38,10 +38,12 @@ def add_parsers(sub) -> None:
     p.add_argument("--model", default=DEFAULT_MODEL,
                    help=f"built-in name ({', '.join(BUILTIN_MODELS)}) or a local Hugging Face folder")
     p.add_argument("--sets", nargs="+", default=list(DEFAULT_WORDSIM),
-                   help=f"sets from the data folder ({', '.join(WORDSIM_FILES)}) or files 'word1 word2 score' "
-                        f"(default: {' '.join(DEFAULT_WORDSIM)})")
+                   help=f"sets from the data folder ({', '.join(WORDSIM_FILES)}), files 'word1 word2 score' (tab or "
+                        "space separated, as those sets), or column files (.csv/.tsv/.jsonl/.parquet: --word1-column, "
+                        f"--word2-column, --score-column, as tmft --word-pairs) (default: {' '.join(DEFAULT_WORDSIM)})")
     p.add_argument("--data-dir", default=None, help="data folder holding wordsim/ (default: $LAYERWISE_DATA)")
     p.add_argument("--output", default="runs", help="folder for wordsim-<model>-<key>.{json,md,png} (default: runs)")
+    add_word_columns(p)
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--device", default="cpu")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars, only the results")
@@ -49,14 +51,31 @@ def add_parsers(sub) -> None:
     _add_tmft(sub)
 
 
+def _word_set(args, name: str):
+    """A built-in set by name, a word-similarity file ('word1 word2 score' lines) or a column file (the reader of
+    ``tmft --word-pairs``), by its suffix; a path that does not exist is said as such."""
+    from pathlib import Path
+
+    from layerwise.data.readers import TABLE_SUFFIXES
+    from layerwise.data.wordsim import load_wordsim
+
+    if str(name).lower() in WORDSIM_FILES:
+        return load_wordsim(name, args.data_dir)
+    path = Path(name).expanduser()
+    if not path.exists():
+        raise UsageError(f"--sets {name}: no such file, and not a built-in set ({', '.join(WORDSIM_FILES)})")
+    if path.suffix.lower() in TABLE_SUFFIXES:
+        return word_pairs_from_args(args, path)
+    return load_wordsim(path)
+
+
 def run(args, command) -> int:
     from layerwise.benchmarks.truncated.wordsim_report import write_wordsim_outputs
-    from layerwise.data.wordsim import load_wordsim
     from layerwise.encoders import LayerEncoder
     from layerwise.methods.truncated.wordsim import per_layer_wordsim
     from layerwise.reports import environment
 
-    datasets = [load_wordsim(name, args.data_dir) for name in args.sets]  # all read before the model loads
+    datasets = [_word_set(args, name) for name in args.sets]  # all read before the model loads
     encoder = LayerEncoder(args.model, batch_size=args.batch_size, device=args.device, cache_dir=False)
     result = per_layer_wordsim(encoder, datasets)
     paths = write_wordsim_outputs(result, args.output, environment(command))
