@@ -356,6 +356,8 @@ def test_search_chooses_on_dev_reports_on_test_and_saves_the_estimator(bert, env
     doc = json.loads(next((env / "runs").glob("search-varied-bert-my_dev-my_test-dev-test-*.json")).read_text())
     (split,) = doc["lc"]["splits"]
     assert split["n_dev"] == 20 and split["n_test"] == 20 and doc["data"]["subsets"] == {"dev": 20, "test": 20}
+    assert "per-layer Spearman x100 on the test file's pairs" in out  # not on all 40
+    assert "saved LayerCombination fitted on my_dev (20 pairs)" in out
     # the saved model is LayerCombination fitted on the dev file: the same choice as the protocol's
     s1, s2, scores = _pairs(20, 1)
     est = LayerCombination(str(bert), max_length=32, cache_dir=False).fit(s1, s2, scores)

@@ -163,6 +163,7 @@ def _own_pairs(args):
 
 def run_sts(args, command) -> int:
     from layerwise.benchmarks.lc import run as experiments
+    from layerwise.data.readers import data_label
     from layerwise.reports import environment
 
     data, dev_test = _own_pairs(args)
@@ -180,7 +181,8 @@ def run_sts(args, command) -> int:
         result.environment = environment(command)
         _print_search(result, experiments.write_search_outputs(result, args.output))
         if args.save:
-            _save_sts(args, data if dev_test is None else data.take(dev_test[0]))
+            _save_sts(args, data if dev_test is None else data.take(dev_test[0]),
+                      data.name if dev_test is None else data_label(args.dev))
         return 0
     result = experiments.run_layers(experiments.SearchConfig(**common), data)
     result.environment = environment(command)
@@ -202,11 +204,12 @@ def _estimator(args, **params):
                             cache_dir=options["cache_dir"], show_progress=not args.quiet, **params)
 
 
-def _save_sts(args, data) -> None:
-    """``search --save``: LayerCombination fitted on ``data`` (all of --pairs, or --dev), saved (encoding: cached)."""
+def _save_sts(args, data, name: str) -> None:
+    """``search --save``: LayerCombination fitted on ``data`` (all of --pairs, or --dev: ``name``), saved (encoding:
+    cached)."""
     est = _estimator(args).fit(data.sentences1, data.sentences2, data.scores)
     out = est.save(args.save, overwrite=args.overwrite)
-    print(f"saved LayerCombination fitted on {data.name} ({len(data)} pairs): hidden states {est.layers_}, "
+    print(f"saved LayerCombination fitted on {name} ({len(data)} pairs): hidden states {est.layers_}, "
           f"Spearman x100 {est.score_:.2f}; load it with SentenceTransformer({str(out)!r})")
 
 
@@ -216,7 +219,9 @@ def _print_search(result, paths: dict) -> None:
     d, lc = result.data, result.lc
     print(f"model {result.model.name} | data {d.name} ({d.split}, {d.n_pairs} pairs) | "
           f"aggregation {d.aggregation}")
-    print("per-layer Spearman x100 (hidden state 0 = embedding output):")
+    # with a dev file and a test file the subset is chosen on dev and every score below is the test file's
+    where = "the test file's pairs" if d.split == "dev-test" else "all pairs"
+    print(f"per-layer Spearman x100 on {where} (hidden state 0 = embedding output):")
     for kind, values in result.per_layer.items():
         print(f"  {kind:5s} " + " ".join(f"{i}:{v:.2f}" for i, v in enumerate(values)))
     print(f"splits (dev {lc.dev_size} pairs, subsets up to {lc.max_layers} states):")
