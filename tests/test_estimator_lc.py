@@ -358,6 +358,7 @@ def test_search_chooses_on_dev_reports_on_test_and_saves_the_estimator(bert, env
     assert split["n_dev"] == 20 and split["n_test"] == 20 and doc["data"]["subsets"] == {"dev": 20, "test": 20}
     assert "per-layer Spearman x100 on the test file's pairs" in out  # not on all 40
     assert "saved LayerCombination fitted on my_dev (20 pairs)" in out
+    assert "±" not in out.split("test Spearman x100")[1]  # one split: no spread to show
     # the saved model is LayerCombination fitted on the dev file: the same choice as the protocol's
     s1, s2, scores = _pairs(20, 1)
     est = LayerCombination(str(bert), max_length=32, cache_dir=False).fit(s1, s2, scores)

@@ -228,9 +228,10 @@ def _print_search(result, paths: dict) -> None:
     for s in lc.splits:
         print(f"  seed {s.seed}: chose {tuple(s.layers)} dev {s.dev_spearman:.2f} "
               f"test {s.test['lc']['spearman']:.2f} ({s.n_subsets} subsets in {s.search_seconds:.2f}s)")
-    print("test Spearman x100, mean ± std over splits:")
+    one = len(lc.splits) == 1  # a single split has no spread (the pages' convention): no "± 0.00"
+    print("test Spearman x100" + ("" if one else ", mean ± std over splits") + ":")
     for method, v in lc.summary("spearman").items():
-        print(f"  {method:12s} {fmt(v['mean'], v['std'])}")
+        print(f"  {method:12s} {fmt(v['mean'], None if one else v['std'])}")
     print(f"time: encode {result.seconds['encode']:.1f}s, protocol {result.seconds['protocol']:.1f}s")
     for kind, path in paths.items():
         print(f"wrote {kind}: {path}")
@@ -256,9 +257,11 @@ def run_transfer(args, command) -> int:
                                n_jobs=args.jobs, data_dir=args.data_dir, encoder_options=encoder_options(args))
     run = run_transfer_tasks(config, ResultsStore(args.output), command=command)
     paths = write_transfer_outputs(run, args.output)
-    print(f"model {run.model.name} | test accuracy x100, mean ± std over {args.outer_splits} outer splits")
+    one = args.outer_splits == 1  # a single split has no spread: no "± 0.00"
+    print(f"model {run.model.name} | test accuracy x100" + ("" if one else
+                                                            f", mean ± std over {args.outer_splits} outer splits"))
     for task, t in run.tasks.items():
-        cells = "  ".join(f"{m} {fmt(v['mean'], v['std'])}" for m, v in t.result.summary().items())
+        cells = "  ".join(f"{m} {fmt(v['mean'], None if one else v['std'])}" for m, v in t.result.summary().items())
         print(f"  {task:5s} {cells}  ({t.encode_seconds:.0f}s encode, {t.protocol_seconds:.0f}s protocol)")
     for kind, path in paths.items():
         print(f"wrote {kind}: {path}")
