@@ -343,6 +343,9 @@ def test_search_layers_and_ablate_on_the_users_pairs_in_each_format(bert, env, c
         assert code == 0, err
         doc = json.loads(next((env / "runs").glob("ablations-varied-bert-my_pairs.json")).read_text())
         assert list(doc["sts"]) == ["my_pairs"] and not doc["transfer"] and not doc["limited"]
+        for flag in ("--limited-seeds", "--max-denominator", "--outer-splits"):  # parts that do not run here
+            code, out, err = _run(["ablate", "--pairs", pairs, "--dev-size", "20", flag, "4", *common], capsys)
+            assert code == 2 and f"{flag} sets the ablation parts on SentEval tasks, and none runs here" in err
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

@@ -119,13 +119,15 @@ def _add_ablate_parser(sub) -> None:
                    help=f"transfer tasks for (c) limited data (default: {' '.join(DEFAULT_ABLATE_LIMITED)}; none "
                         "with your own pairs)")
     _add_pair_files(p)
-    p.add_argument("--max-denominator", type=positive_int, default=256,
+    p.add_argument("--max-denominator", type=positive_int, default=None,
                    help="(c) keeps 1/2, 1/4 ... 1/max-denominator of train-dev (default 256)")
-    p.add_argument("--limited-seeds", type=positive_int, default=10)
+    p.add_argument("--limited-seeds", type=positive_int, default=None, help="(c) seeds per fraction (default 10)")
     p.add_argument("--splits", type=positive_int, default=5, help="STS dev/test splits (default 5)")
     p.add_argument("--dev-size", type=positive_int, default=350, help="STS dev pairs per split (default 350)")
-    p.add_argument("--outer-splits", type=positive_int, default=10)
-    p.add_argument("--inner-splits", type=positive_int, default=10)
+    p.add_argument("--outer-splits", type=positive_int, default=None,
+                   help="transfer and limited-data parts: outer splits (default 10)")
+    p.add_argument("--inner-splits", type=positive_int, default=None,
+                   help="transfer and limited-data parts: inner splits (default 10)")
     p.add_argument("--seed", type=seed, default=0)
     p.add_argument("--jobs", type=positive_int, default=2)
 
