@@ -110,13 +110,32 @@ def _estimator_params(args) -> dict:
                 encode_batch_size=args.batch_size, device=args.device, show_progress=False if args.quiet else None)
 
 
+def _planned_outputs(args, corpus, pairs, train_label: str) -> tuple[str, dict]:
+    """The results' file stem and the folder of each model to save ((kind, seed) -> folder), checked before any
+    training. Both are named by everything that changes them (settings, kinds, seeds, the files' contents): a run
+    under other settings writes beside this one's files, never over them."""
+    from layerwise.data.checksum import content_checksum
+    from layerwise.keys import keyed_name
+
+    settings = {k: v for k, v in _estimator_params(args).items() if k not in ("device", "show_progress")}
+    stem = keyed_name(f"lattemix-{train_label}", {
+        "settings": settings, "kinds": list(args.kinds), "seeds": [int(x) for x in args.seeds],
+        "train": content_checksum(list(corpus)), "pairs": [content_checksum(d) for d in pairs]})
+    folders = {(kind, int(s)): f"{args.output}/models/{stem}-{kind}-seed{s}" for kind in args.kinds
+               for s in args.seeds if args.save_models and kind != "normal"}
+    if args.save_models and not folders:
+        print("--save-models: the normal kind has no saved form (LatteMix.save needs categorical or ae); nothing "
+              "will be saved", file=sys.stderr)
+    for folder in folders.values():  # same key: this run's own models again (replaced); a user's folder: refused
+        check_model_destination(folder, overwrite=True)
+    return stem, folders
+
+
 def run_files(args, command) -> int:
     """Your files: fit LatteMix on the --train corpus (per kind and seed), Spearman of every measure on each --pairs."""
     import time
 
-    from layerwise.data.checksum import content_checksum
     from layerwise.data.readers import data_label
-    from layerwise.keys import keyed_name
     from layerwise.methods.lattemix import LatteMix
     from layerwise.reports import environment, write_json
 
@@ -129,19 +148,7 @@ def run_files(args, command) -> int:
     for path in args.pairs:
         label = data_label(path)
         labels.append(label if label not in labels else f"{label}-{len(labels) + 1}")
-    # the results and the models are named by everything that changes them (settings, kinds, seeds, the files'
-    # contents): a run under other settings writes beside this one's files, never over them
-    settings = {k: v for k, v in _estimator_params(args).items() if k not in ("device", "show_progress")}
-    stem = keyed_name(f"lattemix-{train_label}", {
-        "settings": settings, "kinds": list(args.kinds), "seeds": [int(x) for x in args.seeds],
-        "train": content_checksum(list(corpus)), "pairs": [content_checksum(d) for d in pairs]})
-    folders = {(kind, int(s)): f"{args.output}/models/{stem}-{kind}-seed{s}" for kind in args.kinds
-               for s in args.seeds if args.save_models and kind != "normal"}
-    if args.save_models and not folders:
-        print("--save-models: the normal kind has no saved form (LatteMix.save needs categorical or ae); nothing "
-              "will be saved", file=sys.stderr)
-    for folder in folders.values():  # same key: this run's own models again (replaced); a user's folder: refused
-        check_model_destination(folder, overwrite=True)
+    stem, folders = _planned_outputs(args, corpus, pairs, train_label)
     t0 = time.perf_counter()
     scores: dict[str, dict[str, list[float]]] = {}
     baseline: dict[str, float] = {}
