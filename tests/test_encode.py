@@ -320,8 +320,8 @@ def test_outputs_are_never_replaced_unasked_and_parquet_without_pyarrow_says_how
     path = tmp_path / "c.txt"
     path.write_text("a man\n")
     (tmp_path / "out.npy").write_bytes(b"mine")
-    with pytest.raises(UsageError, match="exists: pass --overwrite"):
-        encode_corpus(CorpusSource(str(path)), tmp_path / "out.npy", object())
+    with pytest.raises(UsageError, match="exists and was not written by layerwise"):  # not ours: never replaced
+        encode_corpus(CorpusSource(str(path)), tmp_path / "out.npy", object(), overwrite=True)
     assert (tmp_path / "out.npy").read_bytes() == b"mine"
     with pytest.raises(UsageError, match="must end in .npy or .parquet"):
         encode_corpus(CorpusSource(str(path)), tmp_path / "out.csv", object())
@@ -364,3 +364,26 @@ def test_export_command_for_a_subset_and_its_refusals(tmp_path, tiny_bert, home,
     assert main(["export", str(tiny_bert), str(tmp_path / "exp2")]) == 2
     assert "--layers" in capsys.readouterr().err
     assert main(["export", str(tmp_path / "exp"), str(tmp_path / "exp3"), "--layers", "1"]) == 0  # an export is a model
+
+
+def test_export_of_a_folder_without_a_model_names_what_to_pass(tmp_path, tiny_bert, capsys):
+    import shutil
+
+    from layerwise.cli import main
+
+    run = tmp_path / "run"  # a run's output folder: the model is a folder inside it (train's best/, tmft's runs/...)
+    (run / "runs" / "mine").mkdir(parents=True)
+    shutil.copytree(tiny_bert, run / "runs" / "mine" / "model")
+    (run / "summary.json").write_text("{}")
+    st = tmp_path / "st"  # a sentence-transformers folder: nothing to export
+    st.mkdir()
+    (st / "modules.json").write_text("[]")
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "a.txt").write_text("mine")
+    for source, says in ((run, f"export one of the model folders in it: {run / 'runs' / 'mine' / 'model'}"),
+                         (st, "is a sentence-transformers folder already"), (notes, "is not a model folder")):
+        for extra in ([], ["--layers", "0,1"]):
+            assert main(["export", str(source), str(tmp_path / "out"), *extra]) == 2
+            assert says in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

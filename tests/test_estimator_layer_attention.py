@@ -303,6 +303,32 @@ def test_retrieval_command_on_a_beir_folder(tmp_path, tiny_bert, env, capsys):
     assert result.data.name == "my_beir" and result.data.queries == 4
 
 
+def test_retrieval_command_with_any_sentence_transformers_folder(tmp_path, tiny_bert, env, capsys):
+    pytest.importorskip("faiss")
+    from sentence_transformers import SentenceTransformer
+
+    from layerwise.benchmarks.layer_attention.results import RetrievalResult
+    from layerwise.data.readers import read_beir
+    from layerwise.evaluation.retrieval import beir_retrieval, evaluate_retrieval
+    from layerwise.methods.lc.export import SubsetExport, export_layer_subset
+
+    folder = export_layer_subset(SubsetExport(model=str(tiny_bert), layers=(0, 2), max_length=16), tmp_path / "lc")
+    beir = _write_beir(tmp_path / "my beir")
+    code, printed, err = _cli(["retrieval", str(folder), "--beir", str(beir), "--index", "exact", "flat",
+                               "--output", str(tmp_path / "out"), "-q"], capsys)
+    assert code == 0, err
+    result = RetrievalResult.from_dict(json.loads((tmp_path / "out" / "retrieval-my_beir-test.json").read_text()))
+    assert result.pooler.startswith("the folder's own")
+    st = SentenceTransformer(str(folder), device="cpu")  # the twin: the folder's own encode, searched directly
+    want = evaluate_retrieval(lambda texts: st.encode(list(texts), convert_to_numpy=True),
+                              beir_retrieval(read_beir(beir)), indexes=("exact",))
+    assert result.results[0].mrr_at_10 == pytest.approx(want[0]["mrr@10"], abs=1e-9)
+    capsys.readouterr()
+    code, _, err = _cli(["retrieval", str(folder), "--beir", str(beir), "--without-pooler", "--index", "exact", "--output",
+                         str(tmp_path / "out2"), "-q"], capsys)
+    _one_line_error(code, err, "holds no trained pooler to leave out")
+
+
 def _one_line_error(code, err, *words):
     assert code == 2
     lines = err.strip().splitlines()

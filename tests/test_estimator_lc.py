@@ -343,6 +343,9 @@ def test_search_layers_and_ablate_on_the_users_pairs_in_each_format(bert, env, c
         assert code == 0, err
         doc = json.loads(next((env / "runs").glob("ablations-varied-bert-my_pairs.json")).read_text())
         assert list(doc["sts"]) == ["my_pairs"] and not doc["transfer"] and not doc["limited"]
+        for flag in ("--limited-seeds", "--max-denominator", "--outer-splits"):  # parts that do not run here
+            code, out, err = _run(["ablate", "--pairs", pairs, "--dev-size", "20", flag, "4", *common], capsys)
+            assert code == 2 and f"{flag} sets the ablation parts on SentEval tasks, and none runs here" in err
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -356,6 +359,9 @@ def test_search_chooses_on_dev_reports_on_test_and_saves_the_estimator(bert, env
     doc = json.loads(next((env / "runs").glob("search-varied-bert-my_dev-my_test-dev-test-*.json")).read_text())
     (split,) = doc["lc"]["splits"]
     assert split["n_dev"] == 20 and split["n_test"] == 20 and doc["data"]["subsets"] == {"dev": 20, "test": 20}
+    assert "per-layer Spearman x100 on the test file's pairs" in out  # not on all 40
+    assert "saved LayerCombination fitted on my_dev (20 pairs)" in out
+    assert "±" not in out.split("test Spearman x100")[1]  # one split: no spread to show
     # the saved model is LayerCombination fitted on the dev file: the same choice as the protocol's
     s1, s2, scores = _pairs(20, 1)
     est = LayerCombination(str(bert), max_length=32, cache_dir=False).fit(s1, s2, scores)

@@ -180,12 +180,13 @@ def test_cli_end_to_end_every_format(tiny_bert, env, capsys, fmt):
                  "4", "--max-length", "12", "--lr", "1e-3", "--output", str(out), "-q"])
     printed = capsys.readouterr().out
     assert code == 0
-    report = json.loads((out / "multitask-my-tasks.json").read_text())
+    (report_file,) = out.glob("multitask-my-tasks-*.json")  # named by the settings and the task file
+    report = json.loads(report_file.read_text())
     assert [(t["name"], t["source"], t["dev_source"]) for t in report["tasks"]] == [
         ("sentiment", "sentiment", "sentiment-dev"), ("similar", "similar", "similar-dev")]
     acc = report["tasks"][0]["dev_scores"]["accuracy"]
     assert f"accuracy {acc:.4f}" in printed and "sentiment-dev" in printed
-    back = MultitaskModel.load(out / "multitask-my-tasks-model")
+    back = MultitaskModel.load(report_file.with_name(report_file.stem + "-model"))
     assert back.predict("sentiment", ["a dog ."])[0] in ("low", "high")
 
 

@@ -284,3 +284,60 @@ def test_a_link_of_an_output_name_is_never_followed_or_replaced(env):
     with guarded(env / "out"), pytest.raises(ForeignFileError):
         write_json(env / "out" / "train.json", {"a": 1})
     assert (env / "out" / "train.json").is_symlink() and target.read_bytes() == MINE
+
+
+def _pairs_csv(path, n=24):
+    from conftest import SENTENCES
+
+    rows = [f"{SENTENCES[i % len(SENTENCES)]},{SENTENCES[(i * 7 + 3) % len(SENTENCES)]},{i % 5}" for i in range(n)]
+    path.write_text("sentence1,sentence2,score\n" + "\n".join(rows) + "\n")
+    return path
+
+
+def _labels_csv(path, n=24):
+    from conftest import SENTENCES
+
+    path.write_text("text,label\n" + "\n".join(f"{SENTENCES[i % len(SENTENCES)]},{'ab'[i % 2]}" for i in range(n))
+                    + "\n")
+    return path
+
+
+@pytest.mark.reliability("Data loss")
+@pytest.mark.parametrize("command", ["search", "transfer"])
+def test_a_save_folder_of_the_users_is_refused_before_the_work(command, tiny_bert, env, case, capsys, monkeypatch):
+    # was: the whole search (or fit) ran and wrote its results, then the save refused the folder
+    _no_model_load(monkeypatch)
+    mine = env / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_bytes(MINE)
+    data = (["--pairs", str(_pairs_csv(env / "pairs.csv")), "--dev-size", "8"] if command == "search"
+            else ["--train", str(_labels_csv(env / "labels.csv"))])
+    argv = [command, "--model", str(tiny_bert), *data, "--save", str(mine), "--output", str(env / "out"), "-q"]
+    case.cli_error(argv, capsys, outcome="refusal", match=("mine exists and was not written by layerwise",),
+                   what=f"{command} --save into a folder of the user's (was: refused only after the work)")
+    assert (mine / "notes.txt").read_bytes() == MINE and [p.name for p in mine.iterdir()] == ["notes.txt"]
+    assert not (env / "out").exists() or not any((env / "out").iterdir())  # nothing computed, nothing written
+
+
+@pytest.mark.reliability("Data loss")
+def test_a_lattemix_model_folder_of_the_users_is_refused_before_training(tiny_bert, env, case, capsys, monkeypatch):
+    import shutil
+
+    from layerwise.cli import main
+
+    corpus = env / "corpus.txt"
+    corpus.write_text("\n".join(f"sentence number {i} about a dog ." for i in range(40)) + "\n")
+    pairs = _pairs_csv(env / "pairs.csv")
+    argv = ["lattemix", "--model", str(tiny_bert), "--train", str(corpus), "--pairs", str(pairs), "--kinds",
+            "categorical", "--seeds", "0", "--n-groups", "2", "--n-classes", "2", "--latent-dim", "4", "--epochs", "1", "--max-length", "16", "--save-models", "--output", str(env / "out"), "-q"]
+    assert main(argv) == 0
+    (folder,) = (env / "out" / "models").iterdir()
+    assert main(argv) == 0  # the same settings again: its own model replaced
+    shutil.rmtree(folder)  # now a folder of the user's at that name
+    folder.mkdir()
+    (folder / "notes.txt").write_bytes(MINE)
+    _no_model_load(monkeypatch)
+    capsys.readouterr()
+    case.cli_error(argv, capsys, outcome="refusal", match=(folder.name, "not written by layerwise"),
+                   what="lattemix --save-models onto a folder of the user's (was: refused only after training)")
+    assert [p.name for p in folder.iterdir()] == ["notes.txt"]

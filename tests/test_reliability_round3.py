@@ -112,17 +112,42 @@ def test_encode_overwrite_refuses_a_file_it_did_not_write(tiny_bert, corpus, env
     before = mine.read_bytes()
     case.cli_error(["encode", corpus, mine, "--model", tiny_bert, "--overwrite", "-q"], capsys, outcome="refusal",
                    what="encode --overwrite onto a .npy that encode did not write (no ids file, int64)",
-                   match=("not written by `layerwise encode`", "results.ids.txt"))
+                   match=("results.npy exists and was not written by layerwise", "move it away"))
     assert mine.read_bytes() == before
 
 
-def test_encode_overwrite_replaces_its_own_output(tiny_bert, corpus, env, capsys):
+@pytest.mark.reliability("Data loss")
+def test_encode_overwrite_refuses_a_user_file_shaped_like_its_own(tiny_bert, corpus, env, case, capsys, monkeypatch):
+    # a float32 (n, d) array with NAME.ids.txt beside it is what encode writes, but encode did not write these:
+    # only the folder's manifest (the sha256 of what the tool put there) tells, never the files' shape
+    _no_model_load(monkeypatch)
+    mine, ids = env / "user.npy", env / "user.ids.txt"
+    np.save(mine, np.ones((3, 5), dtype=np.float32))
+    ids.write_text("a\nb\nc\n")
+    before = mine.read_bytes(), ids.read_bytes()
+    for argv in (["encode", corpus, mine, "--model", tiny_bert, "-q"],
+                 ["encode", corpus, mine, "--model", tiny_bert, "--overwrite", "-q"]):
+        case.cli_error(argv, capsys, outcome="refusal", what="encode onto a user's float32 .npy with an ids file",
+                       match=("user.", "not written by layerwise", "move it away"))  # not "pass --overwrite"
+    assert (mine.read_bytes(), ids.read_bytes()) == before
+
+
+def test_encode_overwrite_replaces_its_own_output_and_only_while_unchanged(tiny_bert, corpus, env, capsys):
     from layerwise.cli import main
+    from layerwise.outputs import MANIFEST, sha256_file
 
     out = env / "v.npy"
     assert main(["encode", str(corpus), str(out), "--model", str(tiny_bert), "-q", "--no-cache"]) == 0
     first = np.load(out)
+    listed = (env / MANIFEST).read_text().splitlines()
+    assert sorted(listed) == sorted(f"{sha256_file(env / n)}  {n}" for n in ("v.npy", "v.ids.txt"))
+    assert main(["encode", str(corpus), str(out), "--model", str(tiny_bert), "-q", "--no-cache"]) == 2
+    assert "pass --overwrite" in capsys.readouterr().err  # ours: overwrite may replace it
     assert main(["encode", str(corpus), str(out), "--model", str(tiny_bert), "-q", "--no-cache", "--overwrite"]) == 0
+    np.testing.assert_array_equal(np.load(out), first)
+    (env / "v.ids.txt").write_text("edited by hand\n" * len(first))  # changed since the tool wrote it: the user's
+    assert main(["encode", str(corpus), str(out), "--model", str(tiny_bert), "-q", "--no-cache", "--overwrite"]) == 2
+    assert "v.ids.txt exists and was not written by layerwise (or was changed since" in capsys.readouterr().err
     np.testing.assert_array_equal(np.load(out), first)
 
 

@@ -79,6 +79,35 @@ def test_wordsim_command_writes_json_markdown_and_plot(tiny_bert, tmp_path, caps
                  "-q"]) == 0
     out = capsys.readouterr().out
     assert "pairs" in out and "best" in out
-    stem = tmp_path / "out" / f"wordsim-{tiny_bert.name}"
+    (found,) = (tmp_path / "out").glob(f"wordsim-{tiny_bert.name}-*.json")  # named by the model and the sets
+    stem = found.with_suffix("")
     for ext in ("json", "md", "png"):
         assert stem.with_suffix(f".{ext}").is_file()
+    f2 = tmp_path / "other.txt"
+    f2.write_text("man woman 1.0\ndog cat 7.0\ncar bike 8.1\nred blue 4.0\nwater food 2.0\n")
+    assert main(["wordsim", "--model", str(tiny_bert), "--sets", str(f2), "--output", str(tmp_path / "out"),
+                 "-q"]) == 0  # other sets: their own files, the first run's kept
+    assert len(list((tmp_path / "out").glob(f"wordsim-{tiny_bert.name}-*.json"))) == 2 and found.is_file()
+
+
+def test_wordsim_command_reads_column_files_and_says_a_missing_one(tiny_bert, tmp_path, capsys):
+    import json
+
+    from layerwise.cli import main
+
+    rows = [("man", "woman", 8.3), ("dog", "cat", 7.0), ("car", "bike", 6.1), ("red", "blue", 4.0),
+            ("water", "food", 1.0)]
+    (tmp_path / "pairs.txt").write_text("".join(f"{a} {b} {s}\n" for a, b, s in rows))
+    (tmp_path / "pairs.csv").write_text("a,b,sim\n" + "".join(f"{a},{b},{s}\n" for a, b, s in rows))
+    got = {}
+    for name, extra in (("pairs.txt", []), ("pairs.csv", ["--word1-column", "a", "--word2-column", "b",
+                                                           "--score-column", "sim"])):
+        out = tmp_path / name.replace(".", "-")
+        assert main(["wordsim", "--model", str(tiny_bert), "--sets", str(tmp_path / name), *extra, "--output",
+                     str(out), "-q"]) == 0
+        (found,) = out.glob("wordsim-*.json")
+        got[name] = json.loads(found.read_text())["scores"]["pairs"]
+    assert got["pairs.csv"] == got["pairs.txt"]  # the same pairs, read by the column reader of tmft --word-pairs
+    capsys.readouterr()
+    assert main(["wordsim", "--model", str(tiny_bert), "--sets", str(tmp_path / "nope.txt"), "-q"]) == 2
+    assert "nope.txt: no such file" in capsys.readouterr().err

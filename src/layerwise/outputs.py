@@ -31,7 +31,8 @@ from typing import Iterable, Iterator
 from layerwise.errors import UsageError
 from layerwise.files import write_atomic
 
-__all__ = ["MANIFEST", "ForeignFileError", "OutputManifest", "check_outputs", "claim", "guarded", "guarded_folder"]
+__all__ = ["MANIFEST", "ForeignFileError", "OutputManifest", "check_outputs", "claim", "guarded", "guarded_folder",
+           "sha256_file"]
 
 MANIFEST = ".layerwise-outputs.sha256"
 
@@ -43,7 +44,8 @@ class ForeignFileError(UsageError):
     """A file in an output folder that layerwise did not write (or that was edited since) would be replaced."""
 
 
-def _sha256_file(path: Path) -> str:
+def sha256_file(path: str | os.PathLike) -> str:
+    """The sha256 of a file's bytes (read in blocks)."""
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
@@ -86,7 +88,7 @@ class OutputManifest:
         if not os.path.lexists(path):
             return False
         listed = (self.read() if entries is None else entries).get(name)
-        return not (listed and path.is_file() and not path.is_symlink() and _sha256_file(path) in listed)
+        return not (listed and path.is_file() and not path.is_symlink() and sha256_file(path) in listed)
 
     def refuse(self, name: str) -> ForeignFileError:
         return ForeignFileError(
@@ -113,9 +115,15 @@ class OutputManifest:
     def claim(self, name: str, data: bytes) -> Iterator[None]:
         """Refuse ``name`` if it is foreign; list the sha256 of ``data`` for it, then (after the block: the write)
         keep only that one. A failed write leaves the listing of the file that is still there."""
+        with self.claim_sha256(name, hashlib.sha256(data).hexdigest()):
+            yield
+
+    @contextmanager
+    def claim_sha256(self, name: str, new: str) -> Iterator[None]:
+        """:meth:`claim` for bytes known by their sha256 (a file streamed to a temporary sibling, then renamed to
+        ``name`` in the block: :func:`sha256_file` of the temporary file)."""
         if name == MANIFEST or "/" in name:
             raise UsageError(f"{self.folder / name}: layerwise does not write this name; choose another")
-        new = hashlib.sha256(data).hexdigest()
         self.folder.mkdir(parents=True, exist_ok=True)
         with self._locked():
             entries = self.read()

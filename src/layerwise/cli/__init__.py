@@ -95,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
         check_output_names(args)  # a file of --output the command would replace and did not write: refused now
         with contextlib.ExitStack() as stack:
             stack.enter_context(guard_output(args))
+            if getattr(args, "quiet", False):
+                _quiet_transformers(stack)
             if _join_processes(args):  # under torchrun, rank > 0: no output but warnings and errors
                 stack.enter_context(contextlib.redirect_stdout(stack.enter_context(open(os.devnull, "w"))))
             code = args.handler(args, command)
@@ -120,6 +122,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"layerwise: internal error ({type(exc).__name__}: {_one_line(exc)}); this is a bug, "
               "rerun with --debug for the traceback", file=sys.stderr)
         return EXIT_BUG
+
+
+def _quiet_transformers(stack: contextlib.ExitStack) -> None:
+    """``-q``: no progress bar or warning of transformers either (its weight-loading and shard-writing bars, the
+    load report of a head layerwise adds itself), for this command only (restored after it)."""
+    from transformers.utils import logging as hf_logging
+
+    bars, verbosity = hf_logging.is_progress_bar_enabled(), hf_logging.get_verbosity()
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    stack.callback(hf_logging.set_verbosity, verbosity)
+    if bars:
+        stack.callback(hf_logging.enable_progress_bar)
 
 
 def _join_processes(args) -> bool:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from layerwise.errors import UsageError
 
-__all__ = ["check_device", "check_folder", "check_writable_folder", "preflight"]
+__all__ = ["check_device", "check_folder", "check_model_destination", "check_writable_folder", "preflight"]
 
 # -- paths, device, data --------------------------------------------------------------------------------
 
@@ -52,6 +52,19 @@ def check_writable_folder(path: str | os.PathLike, option: str) -> Path:
     os.close(fd)
     os.unlink(name)
     return p
+
+
+def check_model_destination(path: str | os.PathLike, *, overwrite: bool) -> Path:
+    """A folder a command will save a model into once its work is done, checked before the work: not a file, not
+    a folder of the user's, and an earlier model of layerwise there only with ``overwrite``
+    (:func:`layerwise.export.sentence_transformers.check_destination`, what the save itself checks again)."""
+    from layerwise.export.sentence_transformers import check_destination
+
+    try:
+        check_destination(path, overwrite)
+    except FileExistsError as err:
+        raise UsageError(str(err)) from None
+    return Path(path)
 
 
 def check_device(device: str) -> None:
@@ -165,6 +178,7 @@ def resolve_data_options(args) -> None:
                 args.tasks = [] if own else list(DEFAULT_ABLATE_TASKS)
             if args.limited_tasks is None:
                 args.limited_tasks = [] if own else list(DEFAULT_ABLATE_LIMITED)
+            _check_ablate_parts(args)
         elif not own:
             args.dataset = args.dataset or "stsb"
     elif command == "transfer":
@@ -180,6 +194,26 @@ def resolve_data_options(args) -> None:
         else:
             args.tasks = list(args.tasks if args.tasks is not None else DEFAULT_TRANSFER_TASKS)
             args.outer_splits = 10 if args.outer_splits is None else args.outer_splits
+
+
+# ablate's options of the parts on SentEval tasks -> (the parts they set, their default)
+_ABLATE_TASK_OPTIONS = {"--outer-splits": ("outer_splits", ("tasks", "limited_tasks"), 10),
+                        "--inner-splits": ("inner_splits", ("tasks", "limited_tasks"), 10),
+                        "--max-denominator": ("max_denominator", ("limited_tasks",), 256),
+                        "--limited-seeds": ("limited_seeds", ("limited_tasks",), 10)}
+
+
+def _check_ablate_parts(args) -> None:
+    """An option of a part that does not run (no transfer task, no limited-data task: the default with your own
+    pairs) is refused, not ignored; the others get their defaults."""
+    for flag, (name, parts, default) in _ABLATE_TASK_OPTIONS.items():
+        runs = any(getattr(args, part) for part in parts)
+        if getattr(args, name) is not None and not runs:
+            which = " or ".join(f"--{p.replace('_', '-')}" for p in parts)
+            raise UsageError(f"{flag} sets the ablation parts on SentEval tasks, and none runs here (no {which}; "
+                             "with your own pairs there are none unless named): leave it out, or name the tasks")
+        if getattr(args, name) is None:
+            setattr(args, name, default)
 
 
 def user_files(args) -> dict:

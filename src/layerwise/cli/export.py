@@ -102,6 +102,9 @@ def run_export(args, command) -> int:
     if kind == "lattemix":
         out = _export_lattemix(args)
     elif kind == "layer_subset":
+        hint = _not_a_model(args.source, source_kind)
+        if hint:
+            raise UsageError(hint)
         if args.layers is None and args.results is None:
             raise UsageError(f"{args.source} is a pretrained model: say which hidden states to export with --layers "
                              "(e.g. 0,6) or --from RESULTS.json")
@@ -148,6 +151,25 @@ def _embedder_config(args):
                           max_length=args.max_length, batch_size=args.batch_size, device=args.device,
                           dtype=args.dtype, cache_dir=False if args.no_cache else args.cache_dir,
                           backend=args.backend)
+
+
+def _not_a_model(source, source_kind) -> str | None:
+    """What to pass instead when ``source`` is a local folder that holds no model of its own (no ``config.json``):
+    a sentence-transformers folder already, or a run's output folder with the model folders inside it."""
+    path = Path(source).expanduser()
+    if not path.is_dir() or (path / "config.json").is_file():
+        return None
+    if (path / "modules.json").is_file():
+        return (f"{source} is a sentence-transformers folder already (modules.json): load it with "
+                f"SentenceTransformer({str(source)!r}) or layerwise.load_sentence_transformer; there is nothing to "
+                "export")
+    inner = [p for depth in ("*", "*/*", "*/*/*") for p in sorted(path.glob(depth)) if p.is_dir()
+             and ((p / "config.json").is_file() or (p / "modules.json").is_file() or source_kind(p) != "layer_subset")]
+    if inner:
+        shown = ", ".join(str(p) for p in inner[:4]) + (f" (and {len(inner) - 4} more)" if len(inner) > 4 else "")
+        return f"{source} holds no model of its own (no config.json); export one of the model folders in it: {shown}"
+    return (f"{source} is not a model folder (no config.json): pass a Hugging Face model folder, a built-in model "
+            "name, or a folder written by layerwise train, multitask or tmft")
 
 
 def run_encode(args, command) -> int:

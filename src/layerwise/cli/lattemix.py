@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from layerwise.benchmarks.lattemix.results import TRAIN_SOURCES
-from layerwise.cli._checks import _check_data
+from layerwise.cli._checks import _check_data, check_model_destination
 from layerwise.cli._common import STS_CHOICES, add_encoder_options, encoder_options
 from layerwise.cli._files import add_corpus_columns, add_pair_columns, corpus_from_args, pairs_from_args
 from layerwise.cli._option_types import nonnegative_float, nonnegative_int, positive_float, positive_int, seed
@@ -108,6 +110,27 @@ def _estimator_params(args) -> dict:
                 encode_batch_size=args.batch_size, device=args.device, show_progress=False if args.quiet else None)
 
 
+def _planned_outputs(args, corpus, pairs, train_label: str) -> tuple[str, dict]:
+    """The results' file stem and the folder of each model to save ((kind, seed) -> folder), checked before any
+    training. Both are named by everything that changes them (settings, kinds, seeds, the files' contents): a run
+    under other settings writes beside this one's files, never over them."""
+    from layerwise.data.checksum import content_checksum
+    from layerwise.keys import keyed_name
+
+    settings = {k: v for k, v in _estimator_params(args).items() if k not in ("device", "show_progress")}
+    stem = keyed_name(f"lattemix-{train_label}", {
+        "settings": settings, "kinds": list(args.kinds), "seeds": [int(x) for x in args.seeds],
+        "train": content_checksum(list(corpus)), "pairs": [content_checksum(d) for d in pairs]})
+    folders = {(kind, int(s)): f"{args.output}/models/{stem}-{kind}-seed{s}" for kind in args.kinds
+               for s in args.seeds if args.save_models and kind != "normal"}
+    if args.save_models and not folders:
+        print("--save-models: the normal kind has no saved form (LatteMix.save needs categorical or ae); nothing "
+              "will be saved", file=sys.stderr)
+    for folder in folders.values():  # same key: this run's own models again (replaced); a user's folder: refused
+        check_model_destination(folder, overwrite=True)
+    return stem, folders
+
+
 def run_files(args, command) -> int:
     """Your files: fit LatteMix on the --train corpus (per kind and seed), Spearman of every measure on each --pairs."""
     import time
@@ -125,6 +148,7 @@ def run_files(args, command) -> int:
     for path in args.pairs:
         label = data_label(path)
         labels.append(label if label not in labels else f"{label}-{len(labels) + 1}")
+    stem, folders = _planned_outputs(args, corpus, pairs, train_label)
     t0 = time.perf_counter()
     scores: dict[str, dict[str, list[float]]] = {}
     baseline: dict[str, float] = {}
@@ -137,9 +161,8 @@ def run_files(args, command) -> int:
             layer = est.layer_
             training.setdefault(kind, []).append({"seed": int(run_seed), **est.training_})
             _score_pairs(est, dict(zip(labels, pairs)), scores, baseline)
-            if args.save_models and kind != "normal":
-                saved.append(str(est.save(f"{args.output}/models/lattemix-{train_label}-{kind}-seed{run_seed}",
-                                          overwrite=True)))
+            if (kind, int(run_seed)) in folders:
+                saved.append(str(est.save(folders[kind, int(run_seed)], overwrite=True)))
     rows = {f"mean pooling (hidden state {layer})": {label: [v] for label, v in baseline.items()}, **scores}
     result = {
         "kind": "lattemix-files", "model": args.model, "layer": layer,
@@ -151,7 +174,7 @@ def run_files(args, command) -> int:
         "training": training, "saved_models": saved, "seconds": time.perf_counter() - t0,
         "environment": environment(command),
     }
-    path = write_json(f"{args.output}/lattemix-{train_label}.json", result)
+    path = write_json(f"{args.output}/{stem}.json", result)
     _print_table(args, layer, f"{train_label} ({len(corpus)} texts)", labels, rows)
     for folder in saved:
         print(f"saved model: {folder}")

@@ -56,7 +56,8 @@ def add_parsers(sub) -> None:
     p = sub.add_parser("retrieval", help="semantic search with a trained model: exact and FAISS, on a BEIR-style "
                                          "folder or Quora duplicate questions")
     p.add_argument("model_dir", help="a folder written by `layerwise train` (OUTPUT/model, OUTPUT/best or "
-                                     "OUTPUT/last) or by LayerAttentionPooler.save")
+                                     "OUTPUT/last) or by LayerAttentionPooler.save, or any other sentence-transformers "
+                                     "folder (an LC export, a compressed model), searched as it embeds")
     p.add_argument("--beir", default=None,
                    help="a BEIR-style folder: corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv (default: Quora "
                         "duplicate questions from --data-dir)")

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from layerwise.cli._checks import (
     DEFAULT_ABLATE_LIMITED,
     DEFAULT_ABLATE_STS,
     DEFAULT_ABLATE_TASKS,
     DEFAULT_TRANSFER_TASKS,
+    check_model_destination,
     user_files,
 )
 from layerwise.cli._common import STS_CHOICES, add_common, add_encoder_options, encoder_options
 from layerwise.cli._files import add_label_columns, add_pair_columns
 from layerwise.cli._option_types import nonnegative_int, positive_float, positive_int, seed
+from layerwise.cli.lc_fit import run_transfer_files, save_sts
 from layerwise.data.senteval import TRANSFER_TASKS
 
 
@@ -118,13 +118,15 @@ def _add_ablate_parser(sub) -> None:
                    help=f"transfer tasks for (c) limited data (default: {' '.join(DEFAULT_ABLATE_LIMITED)}; none "
                         "with your own pairs)")
     _add_pair_files(p)
-    p.add_argument("--max-denominator", type=positive_int, default=256,
+    p.add_argument("--max-denominator", type=positive_int, default=None,
                    help="(c) keeps 1/2, 1/4 ... 1/max-denominator of train-dev (default 256)")
-    p.add_argument("--limited-seeds", type=positive_int, default=10)
+    p.add_argument("--limited-seeds", type=positive_int, default=None, help="(c) seeds per fraction (default 10)")
     p.add_argument("--splits", type=positive_int, default=5, help="STS dev/test splits (default 5)")
     p.add_argument("--dev-size", type=positive_int, default=350, help="STS dev pairs per split (default 350)")
-    p.add_argument("--outer-splits", type=positive_int, default=10)
-    p.add_argument("--inner-splits", type=positive_int, default=10)
+    p.add_argument("--outer-splits", type=positive_int, default=None,
+                   help="transfer and limited-data parts: outer splits (default 10)")
+    p.add_argument("--inner-splits", type=positive_int, default=None,
+                   help="transfer and limited-data parts: inner splits (default 10)")
     p.add_argument("--seed", type=seed, default=0)
     p.add_argument("--jobs", type=positive_int, default=2)
 
@@ -162,12 +164,15 @@ def _own_pairs(args):
 
 def run_sts(args, command) -> int:
     from layerwise.benchmarks.lc import run as experiments
+    from layerwise.data.readers import data_label
     from layerwise.reports import environment
 
     data, dev_test = _own_pairs(args)
     if getattr(args, "save", None) and data is None:
         raise ValueError("--save fits LayerCombination on your own pairs: give --pairs FILE or --dev FILE --test "
                          "FILE (for a built-in data set, export a search's subset with `layerwise export --from`)")
+    if getattr(args, "save", None):
+        check_model_destination(args.save, overwrite=args.overwrite)  # before the search, not after it
     common = dict(model=args.model, dataset=args.dataset or data.name, data_dir=args.data_dir, split=args.split,
                   aggregation=args.aggregation, encoder_options=encoder_options(args))
     if args.command == "search":
@@ -177,7 +182,8 @@ def run_sts(args, command) -> int:
         result.environment = environment(command)
         _print_search(result, experiments.write_search_outputs(result, args.output))
         if args.save:
-            _save_sts(args, data if dev_test is None else data.take(dev_test[0]))
+            save_sts(args, data if dev_test is None else data.take(dev_test[0]),
+                      data.name if dev_test is None else data_label(args.dev))
         return 0
     result = experiments.run_layers(experiments.SearchConfig(**common), data)
     result.environment = environment(command)
@@ -189,40 +195,25 @@ def run_sts(args, command) -> int:
     return 0
 
 
-def _estimator(args, **params):
-    """A LayerCombination with the command's model and encoder settings."""
-    from layerwise.methods.lc.estimator import LayerCombination
-
-    options = encoder_options(args)
-    return LayerCombination(args.model, max_layers=args.max_layers, batch_size=options["batch_size"],
-                            max_length=options["max_length"], device=options["device"], dtype=options["dtype"],
-                            cache_dir=options["cache_dir"], show_progress=not args.quiet, **params)
-
-
-def _save_sts(args, data) -> None:
-    """``search --save``: LayerCombination fitted on ``data`` (all of --pairs, or --dev), saved (encoding: cached)."""
-    est = _estimator(args).fit(data.sentences1, data.sentences2, data.scores)
-    out = est.save(args.save, overwrite=args.overwrite)
-    print(f"saved LayerCombination fitted on {data.name} ({len(data)} pairs): hidden states {est.layers_}, "
-          f"Spearman x100 {est.score_:.2f}; load it with SentenceTransformer({str(out)!r})")
-
-
 def _print_search(result, paths: dict) -> None:
     from layerwise.reports import fmt
 
     d, lc = result.data, result.lc
     print(f"model {result.model.name} | data {d.name} ({d.split}, {d.n_pairs} pairs) | "
           f"aggregation {d.aggregation}")
-    print("per-layer Spearman x100 (hidden state 0 = embedding output):")
+    # with a dev file and a test file the subset is chosen on dev and every score below is the test file's
+    where = "the test file's pairs" if d.split == "dev-test" else "all pairs"
+    print(f"per-layer Spearman x100 on {where} (hidden state 0 = embedding output):")
     for kind, values in result.per_layer.items():
         print(f"  {kind:5s} " + " ".join(f"{i}:{v:.2f}" for i, v in enumerate(values)))
     print(f"splits (dev {lc.dev_size} pairs, subsets up to {lc.max_layers} states):")
     for s in lc.splits:
         print(f"  seed {s.seed}: chose {tuple(s.layers)} dev {s.dev_spearman:.2f} "
               f"test {s.test['lc']['spearman']:.2f} ({s.n_subsets} subsets in {s.search_seconds:.2f}s)")
-    print("test Spearman x100, mean ± std over splits:")
+    one = len(lc.splits) == 1  # a single split has no spread (the pages' convention): no "± 0.00"
+    print("test Spearman x100" + ("" if one else ", mean ± std over splits") + ":")
     for method, v in lc.summary("spearman").items():
-        print(f"  {method:12s} {fmt(v['mean'], v['std'])}")
+        print(f"  {method:12s} {fmt(v['mean'], None if one else v['std'])}")
     print(f"time: encode {result.seconds['encode']:.1f}s, protocol {result.seconds['protocol']:.1f}s")
     for kind, path in paths.items():
         print(f"wrote {kind}: {path}")
@@ -248,9 +239,11 @@ def run_transfer(args, command) -> int:
                                n_jobs=args.jobs, data_dir=args.data_dir, encoder_options=encoder_options(args))
     run = run_transfer_tasks(config, ResultsStore(args.output), command=command)
     paths = write_transfer_outputs(run, args.output)
-    print(f"model {run.model.name} | test accuracy x100, mean ± std over {args.outer_splits} outer splits")
+    one = args.outer_splits == 1  # a single split has no spread: no "± 0.00"
+    print(f"model {run.model.name} | test accuracy x100" + ("" if one else
+                                                            f", mean ± std over {args.outer_splits} outer splits"))
     for task, t in run.tasks.items():
-        cells = "  ".join(f"{m} {fmt(v['mean'], v['std'])}" for m, v in t.result.summary().items())
+        cells = "  ".join(f"{m} {fmt(v['mean'], None if one else v['std'])}" for m, v in t.result.summary().items())
         print(f"  {task:5s} {cells}  ({t.encode_seconds:.0f}s encode, {t.protocol_seconds:.0f}s protocol)")
     for kind, path in paths.items():
         print(f"wrote {kind}: {path}")
@@ -276,117 +269,3 @@ def run_ablate(args, command) -> int:
     for kind, path in write_ablation_outputs(result, args.output, data_name=data.name if data else None).items():
         print(f"wrote {kind}: {path}")
     return 0
-
-
-def run_transfer_files(args, command) -> int:
-    """``transfer --train FILE [--test FILE]``: LayerCombination's classification fit on the user's labeled texts."""
-    from layerwise.benchmarks.store import keyed_name, model_key
-    from layerwise.reports import environment, write_json, write_text
-
-    files = user_files(args)
-    train, test = files["train"], files.get("test")
-    if args.shortlist < 0:
-        raise ValueError(f"--shortlist must be 0 (exhaustive) or positive, got {args.shortlist}")
-    est = _estimator(args, n_inner=args.inner_splits, inner=args.inner, shortlist=args.shortlist or None,
-                     ridge_alpha=args.ridge_alpha, seed=args.seed, n_jobs=args.jobs)
-    labels = [train.label_names[i] for i in train.labels]
-    if train.sentences2 is not None:
-        est.fit(train.sentences, train.sentences2, labels=labels)
-    else:
-        est.fit(train.sentences, labels)
-    doc = _transfer_file_doc(args, est, train, test)
-    doc["environment"] = environment(command)
-    key = {"model": model_key(est.model_identity_), "encoder": {"max_length": args.max_length, "dtype": args.dtype},
-           "train": doc["train"], "test": doc.get("test", {}).get("file"), "protocol": doc["protocol"]}
-    names = [doc["train"]["name"]] + ([doc["test"]["name"]] if test is not None else [])
-    stem = keyed_name(f"transfer-{_plain(est.model_identity_.name)}-{'-'.join(names)}", key)
-    out = Path(args.output)
-    paths = {"json": write_json(out / f"{stem}.json", doc),
-             "markdown": write_text(out / f"{stem}.md", _transfer_file_markdown(doc))}
-    t = doc["train"]
-    print(f"model {est.model_identity_.name} | train {t['name']} ({t['n_texts']} {t['unit']}, {len(t['classes'])} "
-          "classes)")
-    print(f"chose hidden states {tuple(est.layers_)}: inner accuracy x100 {est.score_:.2f}")
-    if test is not None:
-        cells = "  ".join(f"{m} {v:.2f}" for m, v in doc["test"]["methods"].items())
-        print(f"test {doc['test']['name']} ({doc['test']['n_texts']}): accuracy x100 {cells}")
-    if args.save:
-        saved = est.save(args.save, overwrite=args.overwrite)
-        print(f"saved to {saved}; LayerCombination.load({str(saved)!r}) predicts, SentenceTransformer embeds")
-    for kind, path in paths.items():
-        print(f"wrote {kind}: {path}")
-    return 0
-
-
-def _transfer_file_doc(args, est, train, test) -> dict:
-    """What ``transfer --train`` writes to JSON: the files, the protocol, the choice, the best subsets, the test."""
-    from layerwise.data.readers import data_label
-
-    pair = train.sentences2 is not None
-    doc = {"kind": "transfer-file", "model": est.model_identity_.to_dict(),
-           "train": {"file": str(args.train), "name": data_label(args.train), "n_texts": len(train.labels),
-                     "unit": "pairs" if pair else "texts", "pairs": pair, "classes": list(train.label_names)},
-           "protocol": {"n_inner": args.inner_splits, "max_layers": int(est.masks_.sum(1).max()),
-                        "shortlist": args.shortlist or None, "ridge_alpha": args.ridge_alpha, "seed": args.seed,
-                        **({"inner": args.inner} if args.inner != "shuffle" else {})},  # old keys unchanged
-           "layers": list(est.layers_), "inner_accuracy": est.score_,
-           "top": [{"layers": list(ls), "screen_accuracy": v} for ls, v in est.top(10)]}
-    if test is not None:
-        labels = [test.label_names[i] for i in test.labels]
-        acc = est.score(test.sentences, test.sentences2, labels=labels) if pair else est.score(test.sentences, labels)
-        doc["test"] = {"file": str(args.test), "name": data_label(args.test), "n_texts": len(labels), "accuracy": acc,
-                       "methods": _baselines_on_test(args, est, train, test)}
-    return doc
-
-
-def _baselines_on_test(args, est, train, test) -> dict[str, float]:
-    """Test accuracy x100 of LC and of the paper's baselines (CLS, last layer, last four, a random subset), each
-    classifier fitted on all of --train (the layer stacks come back from the layer cache)."""
-    import numpy as np
-
-    from layerwise.methods.lc.transfer import TransferFeatures, compare_on_test
-
-    index = {name: i for i, name in enumerate(train.label_names)}
-
-    def features(data, labels) -> TransferFeatures:
-        n = len(data.sentences)
-        stack = est.encode_layers(list(data.sentences) + list(data.sentences2 or []))
-        pair = data.sentences2 is not None
-        return TransferFeatures(first=stack.take(np.arange(n)) if pair else stack, labels=labels,
-                                n_classes=len(index), second=stack.take(np.arange(n, 2 * n)) if pair else None)
-
-    test_labels = np.array([index[test.label_names[i]] for i in test.labels], dtype=np.int64)
-    return compare_on_test(features(train, train.labels), features(test, test_labels), est.layers_, seed=args.seed,
-                           n_jobs=args.jobs)
-
-
-def _inner_words(protocol: dict) -> str:
-    """How the inner splits of a ``transfer --train`` run were drawn, in words."""
-    if protocol.get("inner", "shuffle") == "kfold":
-        return f"{protocol['n_inner']}-fold inner cross-validation"
-    return f"{protocol['n_inner']} seeded stratified 82/18 inner splits"
-
-
-def _transfer_file_markdown(doc: dict) -> str:
-    t, p = doc["train"], doc["protocol"]
-    lines = [f"# BERT-LC on {t['name']}: {doc['model']['name']}", "",
-             f"- train: `{t['file']}` ({t['n_texts']} {t['unit']}, classes {', '.join(t['classes'])})",
-             f"- protocol: {_inner_words(p)} (seed {p['seed']}) score every subset "
-             f"of at most {p['max_layers']} hidden states; logistic regression fitted on all of train with the chosen "
-             "subset",
-             f"- chosen hidden states: {tuple(doc['layers'])} (0 = embedding output); inner accuracy x100 "
-             f"{doc['inner_accuracy']:.2f}"]
-    if "test" in doc:
-        lines.append(f"- test: `{doc['test']['file']}` ({doc['test']['n_texts']} {t['unit']}): accuracy x100 "
-                     f"{doc['test']['accuracy']:.2f}")
-        lines += ["", f"## Test accuracy x100 on {doc['test']['name']} (every classifier fitted on all of train)", "",
-                  "| method | accuracy |", "|---|---|",
-                  *(f"| {m} | {v:.2f} |" for m, v in doc["test"]["methods"].items())]
-    lines += ["", "## Best subsets by the ridge screen (inner accuracy x100)", "", "| hidden states | accuracy |",
-              "|---|---|", *(f"| {tuple(r['layers'])} | {r['screen_accuracy']:.2f} |" for r in doc["top"]), ""]
-    return "\n".join(lines)
-
-
-def _plain(name: str) -> str:
-    """A model name as a plain file-name part (a folder path: its last part)."""
-    return Path(name).name

@@ -3,12 +3,13 @@
 Named experiments: results go into a store under ``OUTPUT/state`` (one part per experiment x seed, keyed on every
 setting), so a re-run skips what is done and a cut-off run resumes from its checkpoints in ``OUTPUT/runs/``.
 ``--tasks FILE`` (a task list in JSON or TOML, see ``methods/multitask/task_list.py``): the estimator
-``MultitaskModel`` trains on the user's files and the command writes ``OUTPUT/multitask-<FILE>.json`` (per-task
-dev scores) and the model folder ``OUTPUT/multitask-<FILE>-model/`` (sentence-transformers, heads beside it).
+``MultitaskModel`` trains on the user's files and the command writes ``OUTPUT/multitask-<FILE>-<key>.json`` (per-task
+dev scores) and the model folder ``OUTPUT/multitask-<FILE>-<key>-model/`` (sentence-transformers, heads beside it).
 """
 
 from __future__ import annotations
 
+from layerwise.cli._checks import check_model_destination
 from layerwise.cli._common import add_training_tail
 from layerwise.cli._option_types import max_length, nonnegative_int, positive_float, positive_int, seed
 from layerwise.encoders.registry import BUILTIN_MODELS, DEFAULT_MODEL
@@ -155,6 +156,7 @@ def run_tasks(args) -> int:
     from pathlib import Path
 
     from layerwise.data.readers import data_label
+    from layerwise.keys import keyed_name
     from layerwise.reports import write_json
 
     estimator = estimator_from_args(args)
@@ -162,10 +164,15 @@ def run_tasks(args) -> int:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
+    # named by the settings and the task file, so that a run under others writes beside this one, never over it
+    settings = {k: v for k, v in estimator.get_params().items() if k not in ("tasks", "device", "show_progress")}
+    text = Path(args.task_file).read_text(encoding="utf-8")
+    out = Path(args.output)
+    label = keyed_name(f"multitask-{data_label(args.task_file)}", {"settings": settings, "task_file": text})
+    check_model_destination(out / f"{label}-model", overwrite=True)  # a user's folder: refused before training
     estimator.fit()  # reads every data file before the model loads
     if not is_main():
         return 0
-    out, label = Path(args.output), f"multitask-{data_label(args.task_file)}"
     model_dir = estimator.save(out / f"{label}-model")
     rows = [{**p.to_dict(), "dev_scores": estimator.dev_scores_.get(name)} for name, p in estimator.tasks_.items()]
     report = write_json(out / f"{label}.json", {

@@ -2,7 +2,7 @@
 
 ``layerwise tmft --train FILE [--dev FILE] [--test FILE]`` fine-tunes on your pairs through
 :class:`~layerwise.TruncatedFineTuner` (one per layer selection and seed; the pre-steps read ``--word-pairs FILE`` or
-``--mlm-corpus FILE``): every file is read before the model loads, the summary is ``OUTPUT/tmft-<train>.{json,md}``
+``--mlm-corpus FILE``): every file is read before the model loads, the summary is ``OUTPUT/tmft-<train>-<key>.{json,md}``
 and each kept model a sentence-transformers folder ``OUTPUT/runs/<train>/<run>/model`` (a re-run resumes from the
 checkpoints beside it).
 Without ``--train`` it runs the paper's protocol on STS-B and keeps its results in a store under ``OUTPUT/state``
@@ -38,10 +38,12 @@ def add_parsers(sub) -> None:
     p.add_argument("--model", default=DEFAULT_MODEL,
                    help=f"built-in name ({', '.join(BUILTIN_MODELS)}) or a local Hugging Face folder")
     p.add_argument("--sets", nargs="+", default=list(DEFAULT_WORDSIM),
-                   help=f"sets from the data folder ({', '.join(WORDSIM_FILES)}) or files 'word1 word2 score' "
-                        f"(default: {' '.join(DEFAULT_WORDSIM)})")
+                   help=f"sets from the data folder ({', '.join(WORDSIM_FILES)}), files 'word1 word2 score' (tab or "
+                        "space separated, as those sets), or column files (.csv/.tsv/.jsonl/.parquet: --word1-column, "
+                        f"--word2-column, --score-column, as tmft --word-pairs) (default: {' '.join(DEFAULT_WORDSIM)})")
     p.add_argument("--data-dir", default=None, help="data folder holding wordsim/ (default: $LAYERWISE_DATA)")
-    p.add_argument("--output", default="runs", help="folder for wordsim-<model>.{json,md,png} (default: runs)")
+    p.add_argument("--output", default="runs", help="folder for wordsim-<model>-<key>.{json,md,png} (default: runs)")
+    add_word_columns(p)
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--device", default="cpu")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars, only the results")
@@ -49,14 +51,31 @@ def add_parsers(sub) -> None:
     _add_tmft(sub)
 
 
+def _word_set(args, name: str):
+    """A built-in set by name, a word-similarity file ('word1 word2 score' lines) or a column file (the reader of
+    ``tmft --word-pairs``), by its suffix; a path that does not exist is said as such."""
+    from pathlib import Path
+
+    from layerwise.data.readers import TABLE_SUFFIXES
+    from layerwise.data.wordsim import load_wordsim
+
+    if str(name).lower() in WORDSIM_FILES:
+        return load_wordsim(name, args.data_dir)
+    path = Path(name).expanduser()
+    if not path.exists():
+        raise UsageError(f"--sets {name}: no such file, and not a built-in set ({', '.join(WORDSIM_FILES)})")
+    if path.suffix.lower() in TABLE_SUFFIXES:
+        return word_pairs_from_args(args, path)
+    return load_wordsim(path)
+
+
 def run(args, command) -> int:
     from layerwise.benchmarks.truncated.wordsim_report import write_wordsim_outputs
-    from layerwise.data.wordsim import load_wordsim
     from layerwise.encoders import LayerEncoder
     from layerwise.methods.truncated.wordsim import per_layer_wordsim
     from layerwise.reports import environment
 
-    datasets = [load_wordsim(name, args.data_dir) for name in args.sets]  # all read before the model loads
+    datasets = [_word_set(args, name) for name in args.sets]  # all read before the model loads
     encoder = LayerEncoder(args.model, batch_size=args.batch_size, device=args.device, cache_dir=False)
     result = per_layer_wordsim(encoder, datasets)
     paths = write_wordsim_outputs(result, args.output, environment(command))
@@ -129,7 +148,7 @@ def _add_tmft(sub) -> None:
     p.add_argument("--data-dir", default=None,
                    help="data folder holding sts/STSB, wordsim/, nli/, unlabeled/ (default: $LAYERWISE_DATA)")
     p.add_argument("--output", default="runs/tmft",
-                   help="folder for the summary (tmft.{md,json} and tmft-layers.png on STS-B; tmft-TRAIN.{md,json} "
+                   help="folder for the summary (tmft.{md,json} and tmft-layers.png on STS-B; tmft-TRAIN-KEY.{md,json} "
                         "on --train TRAIN), and runs/ with the checkpoints and kept models (default: runs/tmft)")
     add_training_tail(p)
     p.set_defaults(handler=run_tmft_command)
@@ -242,6 +261,7 @@ def _run_on_files(args, command) -> int:
 
     from layerwise.data.readers import data_label
     from layerwise.evaluation.sts import sts_scores
+    from layerwise.keys import keyed_name
     from layerwise.methods.truncated import TruncatedFineTuner
     from layerwise.reports import environment, write_json, write_text
 
@@ -274,8 +294,14 @@ def _run_on_files(args, command) -> int:
     data = {"train": _file_info(args.train, train), "dev": _file_info(args.dev, dev),
             "test": _file_info(args.test, test), "word_pairs": _file_info(args.word_pairs, words),
             "mlm_corpus": _file_info(args.mlm_corpus, corpus)}
-    paths = [write_json(out / f"tmft-{label}.json", {"environment": env, "data": data, "runs": runs}),
-             write_text(out / f"tmft-{label}.md", _files_markdown(label, data, runs, env["command"]))]
+    # named by everything that changes the runs (the files' contents, the settings), so that another run's summary
+    # never replaces this one while this one's models stay in OUTPUT/runs
+    # (each run's model folder is itself named by its settings and data: TruncatedFineTuner's output_dir)
+    key = {"model": args.model, "data": {k: v and v.get("checksum") for k, v in data.items()},
+           "runs": [Path(r["model"]).name for r in runs]}
+    stem = keyed_name(f"tmft-{label}", key)
+    paths = [write_json(out / f"{stem}.json", {"environment": env, "data": data, "runs": runs}),
+             write_text(out / f"{stem}.md", _files_markdown(label, data, runs, env["command"]))]
     print(f"TMFT on {label} ({len(train)} pairs); Spearman x100 on "
           f"{data_label(args.dev) if dev else 'no dev'} / {data_label(args.test) if test else 'no test'}")
     print(f"{'run':32s} {'parameters':>11s} {'dev':>7s} {'test':>7s} {'Pearson':>7s}")

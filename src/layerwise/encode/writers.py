@@ -8,6 +8,11 @@ limit is said before any text is encoded; a write that still fails (the ids file
 the temporary files and says so in one line. ``.parquet``: columns ``id`` (string) and
 ``embedding`` (fixed-size list of d float32), one row group per chunk (needs pyarrow). A run that stops leaves no
 partial output, only a hidden ``.NAME.tmp-*`` file the next run removes.
+
+Each file put in place is listed with its sha256 in the folder's ``.layerwise-outputs.sha256``
+(:class:`layerwise.outputs.OutputManifest`, the manifest of every output folder), before the rename: ``overwrite``
+replaces only a file listed there with its current bytes, never one the tool did not write (or that was changed
+since), whatever its format.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import errno
 import os
 import shutil
 import uuid
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -24,6 +29,7 @@ import numpy as np
 
 from layerwise.encode.readers import require_pyarrow
 from layerwise.errors import UsageError
+from layerwise.outputs import OutputManifest, sha256_file
 
 __all__ = ["OUTPUT_FORMATS", "EmbeddingWriter", "check_free_space", "check_output", "check_unlocked", "ids_path",
            "lock_path", "open_writer", "output_lock", "reserve"]
@@ -55,16 +61,18 @@ def check_output(output: str | os.PathLike, *, overwrite: bool = False,
                                  "another output path")
     if not npy:
         require_pyarrow(f"writing {output}")
+    manifest = OutputManifest(output.parent)
     for path in targets:
         if path.is_dir():
             raise UsageError(f"output {path} is a folder; pass a file path")
-        if path.exists() and not overwrite:
+        if not os.path.lexists(path):
+            continue
+        if manifest.foreign(path.name):
+            raise UsageError(f"output {path} exists and was not written by layerwise (or was changed since: it is not "
+                             f"listed with its current bytes in {manifest.path}); it is never replaced, with "
+                             "overwrite or without: move it away, or choose another path")
+        if not overwrite:
             raise UsageError(f"output {path} exists: pass --overwrite to replace it, or choose another path")
-    if overwrite and any(p.exists() for p in targets):
-        reason = _not_ours(output)
-        if reason:
-            raise UsageError(f"output {output} was not written by `layerwise encode` ({reason}); overwrite replaces "
-                             "only the tool's own outputs: choose another path")
     return output
 
 
@@ -74,33 +82,6 @@ def _same_file(a: Path, b: str | os.PathLike) -> bool:
         return Path(a).exists() and os.path.samefile(a, b)
     except OSError:
         return os.path.abspath(a) == os.path.abspath(b)
-
-
-def _not_ours(output: Path) -> str | None:
-    """Why an existing ``output`` (and ids file) is not an embedding file this module wrote, or None when it is."""
-    if output.suffix.lower() == ".npy":
-        ids = ids_path(output)
-        if not output.is_file():
-            return f"{ids} exists without {output.name}"
-        if not ids.is_file():
-            return f"no {ids.name} beside it"
-        try:
-            with open(output, "rb") as f:
-                major, _ = np.lib.format.read_magic(f)
-                read_header = (np.lib.format.read_array_header_1_0 if major == 1
-                               else np.lib.format.read_array_header_2_0)
-                shape, _, dtype = read_header(f)  # the header only, no data read
-        except (OSError, ValueError) as exc:
-            return f"not a .npy file: {exc}"
-        if dtype != np.float32 or len(shape) != 2:
-            return f"a .npy of {dtype} {shape}, not float32 (n, d)"
-        return None
-    pq = require_pyarrow(f"reading {output}")
-    try:
-        names = pq.read_schema(str(output)).names
-    except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a file that is not Parquet
-        return f"not a Parquet file: {type(exc).__name__}"
-    return None if names == ["id", "embedding"] else f"its columns are {names}, not id and embedding"
 
 
 def lock_path(output: str | os.PathLike) -> Path:
@@ -204,10 +185,17 @@ class EmbeddingWriter:
     def write(self, ids: list[str], vectors: np.ndarray) -> None:
         raise NotImplementedError
 
-    def _finish(self) -> None:
+    def _finish(self, *also: tuple[Path, Path]) -> None:
+        """Put the temporary file (and each ``(temporary, final)`` of ``also``) in place, each listed in the
+        folder's manifest first (a file there that the tool did not write is refused, nothing replaced)."""
         if self.rows != self.n:
             raise RuntimeError(f"wrote {self.rows} rows, expected {self.n}")
-        os.replace(self.tmp, self.output)
+        manifest = OutputManifest(self.output.parent)
+        with ExitStack() as claims:
+            for tmp, final in (*also, (self.tmp, self.output)):
+                claims.enter_context(manifest.claim_sha256(final.name, sha256_file(tmp)))
+            for tmp, final in (*also, (self.tmp, self.output)):
+                os.replace(tmp, final)
 
     def abort(self) -> None:
         self.tmp.unlink(missing_ok=True)
@@ -251,8 +239,7 @@ class _NpyWriter(EmbeddingWriter):
         except OSError as exc:
             self.abort()
             raise _write_failed(exc, self.output) from None
-        os.replace(self.ids_tmp, ids_path(self.output))
-        self._finish()
+        self._finish((self.ids_tmp, ids_path(self.output)))
 
     def abort(self) -> None:
         for f in (self.file, self.ids_file):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import logging
 import os
 from dataclasses import dataclass
@@ -28,6 +29,8 @@ from layerwise.evaluation.retrieval import (
     evaluate_retrieval,
     load_quora_retrieval,
 )
+from layerwise.export import load_sentence_transformer
+from layerwise.export.sentence_transformers import EXPORT_MARKER
 from layerwise.methods.layer_attention.estimator import LayerAttentionPooler
 from layerwise.methods.layer_attention.train import ContrastiveConfig, nli_triplets, train_contrastive
 from layerwise.training import prepare_output, seed_everything
@@ -99,6 +102,19 @@ def run_train(model: str, config: ContrastiveConfig, output, *, pooler: str = "l
                        dev=f"STS-B dev ({len(dev)} pairs)", history=TrainHistory.from_dict(hist), output=str(output))
 
 
+def _is_trained(model_dir) -> bool:
+    """A folder of a trained pooler (``train``'s ``best/``/``last/``, or :meth:`LayerAttentionPooler.save`'s), not
+    another sentence-transformers folder (modules.json without the trained pooler's marker)."""
+    folder = Path(model_dir)
+    if is_sentence_model_folder(folder) or not (folder / "modules.json").is_file():
+        return True  # (a folder that is neither is refused by load_trained_model, in one line)
+    marker = folder / EXPORT_MARKER
+    try:
+        return json.loads(marker.read_text(encoding="utf-8")).get("kind") == "trained_pooler"
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def load_trained_model(model_dir) -> SentenceModel:
     """The encoder + pooler in ``model_dir``: a ``SentenceModel`` folder (``train``'s ``best/`` or ``last/``) or a
     folder written by :meth:`LayerAttentionPooler.save` (``train``'s ``model/``, or ``layerwise export``)."""
@@ -137,12 +153,21 @@ def run_retrieval(model_dir, *, data_dir=None, split: str = "dev", beir=None,
         check_nlist(o.nlist, len(data.corpus), indexes=o.indexes)
     except ValueError as err:
         raise UsageError(str(err)) from None
-    sm = load_trained_model(model_dir)
-    encode = partial(sm.encode, use_pooler=not o.without_pooler, unpooled=o.unpooled, batch_size=o.batch_size)
+    if _is_trained(model_dir):
+        sm = load_trained_model(model_dir)
+        encode = partial(sm.encode, use_pooler=not o.without_pooler, unpooled=o.unpooled, batch_size=o.batch_size)
+        pooler = f"none (last-layer {'CLS' if o.unpooled == 'cls' else 'mean'})" if o.without_pooler else \
+            sm.pooler.config.kind
+    else:  # any other sentence-transformers folder (an LC export, a compressed model, ...): searched as it embeds
+        if o.without_pooler:
+            raise UsageError(f"{model_dir} holds no trained pooler to leave out; drop --without-pooler "
+                             "(without_pooler=False), or pass a folder written by `layerwise train`")
+        st = load_sentence_transformer(model_dir, device="cpu")
+        encode = partial(st.encode, batch_size=o.batch_size, convert_to_numpy=True, show_progress_bar=False)
+        pooler = "the folder's own (sentence-transformers)"
     results = [IndexResult.from_dict(r)
                for r in evaluate_retrieval(encode, data, indexes=o.indexes, nlist=o.nlist, nprobe=o.nprobe)]
     info = (RetrievalDataInfo(name="quora", split=split, corpus=len(data.corpus), queries=len(data.queries))
             if beir is None else RetrievalDataInfo(name=data.name, split=data.split, corpus=len(data.corpus),
                                                    queries=len(data.query_texts)))
-    return RetrievalResult(model=str(model_dir), pooler=f"none (last-layer {'CLS' if o.unpooled == 'cls' else 'mean'})"
-                           if o.without_pooler else sm.pooler.config.kind, data=info, results=results)
+    return RetrievalResult(model=str(model_dir), pooler=pooler, data=info, results=results)

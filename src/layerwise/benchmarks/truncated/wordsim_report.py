@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from layerwise.keys import keyed_name
 from layerwise.methods.truncated.wordsim import WordSimLayers
 from layerwise.reports import plot_lines, write_json, write_text
 
@@ -32,9 +33,10 @@ def render_wordsim_markdown(result: WordSimLayers, environment: dict | None = No
 
 
 def write_wordsim_outputs(result: WordSimLayers, output: str | Path, environment: dict) -> dict[str, Path]:
-    """``wordsim-<model>.{json,md,png}`` in ``output``."""
+    """``wordsim-<model>-<key>.{json,md,png}`` in ``output``: the key digests the model's identity and the sets'
+    checksums, so that another model or other sets never replace these files."""
     output = Path(output)
-    stem = f"wordsim-{Path(result.model['name']).name}"
+    stem = keyed_name(f"wordsim-{Path(result.model['name']).name}", {"model": result.model, "data": result.data})
     paths = {"json": write_json(output / f"{stem}.json", {**result.to_dict(), "environment": environment}),
              "markdown": write_text(output / f"{stem}.md", render_wordsim_markdown(result, environment))}
     series = {n: (list(range(len(v))), v, None) for n, v in result.scores.items()}
