@@ -95,9 +95,10 @@ def main(argv: list[str] | None = None) -> int:
         check_output_names(args)  # a file of --output the command would replace and did not write: refused now
         with contextlib.ExitStack() as stack:
             stack.enter_context(guard_output(args))
-            if getattr(args, "quiet", False):
+            silent_rank = _join_processes(args)  # under torchrun, rank > 0: no output but warnings and errors
+            if getattr(args, "quiet", False):  # (set on those ranks too)
                 _quiet_transformers(stack)
-            if _join_processes(args):  # under torchrun, rank > 0: no output but warnings and errors
+            if silent_rank:
                 stack.enter_context(contextlib.redirect_stdout(stack.enter_context(open(os.devnull, "w"))))
             code = args.handler(args, command)
             _leave_processes()

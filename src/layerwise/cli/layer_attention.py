@@ -55,9 +55,8 @@ def add_parsers(sub) -> None:
 
     p = sub.add_parser("retrieval", help="semantic search with a trained model: exact and FAISS, on a BEIR-style "
                                          "folder or Quora duplicate questions")
-    p.add_argument("model_dir", help="a folder written by `layerwise train` (OUTPUT/model, OUTPUT/best or "
-                                     "OUTPUT/last) or by LayerAttentionPooler.save, or any other sentence-transformers "
-                                     "folder (an LC export, a compressed model), searched as it embeds")
+    p.add_argument("model_dir", help="a trained pooler's folder (`layerwise train`'s OUTPUT/model, best or last) or "
+                                     "any other sentence-transformers folder (an LC export), searched as it embeds")
     p.add_argument("--beir", default=None,
                    help="a BEIR-style folder: corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv (default: Quora "
                         "duplicate questions from --data-dir)")
@@ -78,19 +77,6 @@ def add_parsers(sub) -> None:
 
     for name in ("train", "retrieval"):
         sub.choices[name].set_defaults(handler=run)
-
-
-def run(args, command) -> int:
-    from transformers.utils import logging as hf_logging
-
-    was = hf_logging.is_progress_bar_enabled()
-    if args.quiet:
-        hf_logging.disable_progress_bar()  # -q: no weight-loading bar either (the command line's choice)
-    try:
-        return _run(args, command)
-    finally:
-        if args.quiet and was:
-            hf_logging.enable_progress_bar()
 
 
 def _training_data(args):
@@ -169,7 +155,7 @@ def _mib(n) -> str:
     return "?" if n is None else f"{n / 2**20:.1f} MiB"
 
 
-def _run(args, command) -> int:
+def run(args, command) -> int:
     from pathlib import Path
 
     from layerwise.benchmarks.layer_attention.run import SearchOptions, run_retrieval

@@ -103,10 +103,6 @@ def run(args, command) -> int:
     from layerwise.reports import write_json, write_text
 
     configs = configs_from_args(args)  # every config checked before any work
-    if args.quiet:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()  # the command line's choice, not the library's
     out = Path(args.output)
     results = run_parts(configs, args.seeds, ResultsStore(out / "state"), model=args.model, checkpoints=out / "runs",
                         data_dir=args.data_dir, command=command,
@@ -160,10 +156,6 @@ def run_tasks(args) -> int:
     from layerwise.reports import write_json
 
     estimator = estimator_from_args(args)
-    if args.quiet:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()
     # named by the settings and the task file, so that a run under others writes beside this one, never over it
     settings = {k: v for k, v in estimator.get_params().items() if k not in ("tasks", "device", "show_progress")}
     text = Path(args.task_file).read_text(encoding="utf-8")

@@ -224,7 +224,6 @@ def run_tmft_command(args, command) -> int:
     from layerwise.reports import environment, write_json, write_text
 
     configs = tmft_configs(args)  # every config checked before any work
-    _quiet_transformers(args)
     out = Path(args.output)
     results = run_runs(configs, ResultsStore(out / "state"), checkpoints=out / "runs", data_dir=args.data_dir,
                        command=command, page="tmft-runs", show_progress=False if args.quiet else None,
@@ -247,13 +246,6 @@ def run_tmft_command(args, command) -> int:
     return 0
 
 
-def _quiet_transformers(args) -> None:
-    if args.quiet:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()  # the command line's choice, not the library's
-
-
 def _run_on_files(args, command) -> int:
     """``--train FILE``: every file read (one line on a bad one) before the model loads, then one
     :class:`~layerwise.TruncatedFineTuner` per layer selection and seed; outputs named after the training file."""
@@ -271,7 +263,6 @@ def _run_on_files(args, command) -> int:
     words = None if args.word_pairs is None else word_pairs_from_args(args, args.word_pairs)
     corpus = None if args.mlm_corpus is None else corpus_from_args(args, args.mlm_corpus)
     selections = _selections(args)
-    _quiet_transformers(args)
     label = data_label(args.train)
     out = Path(args.output)
     pre = {"none": None, "ws": "wordsim"}.get(args.pre_step, args.pre_step)
