@@ -14,7 +14,7 @@ from pathlib import Path
 
 from layerwise.errors import UsageError
 
-__all__ = ["check_device", "check_folder", "check_model_destination", "check_writable_folder", "preflight"]
+__all__ = ["check_device", "check_folder", "check_writable_folder", "preflight"]
 
 # -- paths, device, data --------------------------------------------------------------------------------
 
@@ -52,19 +52,6 @@ def check_writable_folder(path: str | os.PathLike, option: str) -> Path:
     os.close(fd)
     os.unlink(name)
     return p
-
-
-def check_model_destination(path: str | os.PathLike, *, overwrite: bool) -> Path:
-    """A folder a command will save a model into once its work is done, checked before the work: not a file, not
-    a folder of the user's, and an earlier model of layerwise there only with ``overwrite``
-    (:func:`layerwise.export.sentence_transformers.check_destination`, what the save itself checks again)."""
-    from layerwise.export.sentence_transformers import check_destination
-
-    try:
-        check_destination(path, overwrite)
-    except FileExistsError as err:
-        raise UsageError(str(err)) from None
-    return Path(path)
 
 
 def check_device(device: str) -> None:

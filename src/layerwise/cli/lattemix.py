@@ -7,7 +7,7 @@ import sys
 import numpy as np
 
 from layerwise.benchmarks.lattemix.results import TRAIN_SOURCES
-from layerwise.cli._checks import _check_data, check_model_destination
+from layerwise.cli._checks import _check_data
 from layerwise.cli._common import STS_CHOICES, add_encoder_options, encoder_options
 from layerwise.cli._files import add_corpus_columns, add_pair_columns, corpus_from_args, pairs_from_args
 from layerwise.cli._option_types import nonnegative_float, nonnegative_int, positive_float, positive_int, seed
@@ -115,6 +115,7 @@ def _planned_outputs(args, corpus, pairs, train_label: str) -> tuple[str, dict]:
     training. Both are named by everything that changes them (settings, kinds, seeds, the files' contents): a run
     under other settings writes beside this one's files, never over them."""
     from layerwise.data.checksum import content_checksum
+    from layerwise.export.sentence_transformers import check_destination
     from layerwise.keys import keyed_name
 
     settings = {k: v for k, v in _estimator_params(args).items() if k not in ("device", "show_progress")}
@@ -127,7 +128,7 @@ def _planned_outputs(args, corpus, pairs, train_label: str) -> tuple[str, dict]:
         print("--save-models: the normal kind has no saved form (LatteMix.save needs categorical or ae); nothing "
               "will be saved", file=sys.stderr)
     for folder in folders.values():  # same key: this run's own models again (replaced); a user's folder: refused
-        check_model_destination(folder, overwrite=True)
+        check_destination(folder, overwrite=True)
     return stem, folders
 
 

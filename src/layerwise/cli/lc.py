@@ -7,7 +7,6 @@ from layerwise.cli._checks import (
     DEFAULT_ABLATE_STS,
     DEFAULT_ABLATE_TASKS,
     DEFAULT_TRANSFER_TASKS,
-    check_model_destination,
     user_files,
 )
 from layerwise.cli._common import STS_CHOICES, add_common, add_encoder_options, encoder_options
@@ -165,6 +164,7 @@ def _own_pairs(args):
 def run_sts(args, command) -> int:
     from layerwise.benchmarks.lc import run as experiments
     from layerwise.data.readers import data_label
+    from layerwise.export.sentence_transformers import check_destination
     from layerwise.reports import environment
 
     data, dev_test = _own_pairs(args)
@@ -172,7 +172,7 @@ def run_sts(args, command) -> int:
         raise ValueError("--save fits LayerCombination on your own pairs: give --pairs FILE or --dev FILE --test "
                          "FILE (for a built-in data set, export a search's subset with `layerwise export --from`)")
     if getattr(args, "save", None):
-        check_model_destination(args.save, overwrite=args.overwrite)  # before the search, not after it
+        check_destination(args.save, args.overwrite)  # before the search, not after it
     common = dict(model=args.model, dataset=args.dataset or data.name, data_dir=args.data_dir, split=args.split,
                   aggregation=args.aggregation, encoder_options=encoder_options(args))
     if args.command == "search":

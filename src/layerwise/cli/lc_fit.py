@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from layerwise.cli._checks import check_model_destination, user_files
+from layerwise.cli._checks import user_files
 from layerwise.cli._common import encoder_options
 
 __all__ = ["run_transfer_files", "save_sts"]
@@ -34,6 +34,7 @@ def save_sts(args, data, name: str) -> None:
 def run_transfer_files(args, command) -> int:
     """``transfer --train FILE [--test FILE]``: LayerCombination's classification fit on the user's labeled texts."""
     from layerwise.benchmarks.store import keyed_name, model_key
+    from layerwise.export.sentence_transformers import check_destination
     from layerwise.reports import environment, write_json, write_text
 
     files = user_files(args)
@@ -41,7 +42,7 @@ def run_transfer_files(args, command) -> int:
     if args.shortlist < 0:
         raise ValueError(f"--shortlist must be 0 (exhaustive) or positive, got {args.shortlist}")
     if args.save:
-        check_model_destination(args.save, overwrite=args.overwrite)  # before the fit, not after it
+        check_destination(args.save, args.overwrite)  # before the fit, not after it
     est = _estimator(args, n_inner=args.inner_splits, inner=args.inner, shortlist=args.shortlist or None,
                      ridge_alpha=args.ridge_alpha, seed=args.seed, n_jobs=args.jobs)
     labels = [train.label_names[i] for i in train.labels]

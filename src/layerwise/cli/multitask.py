@@ -9,7 +9,6 @@ dev scores) and the model folder ``OUTPUT/multitask-<FILE>-<key>-model/`` (sente
 
 from __future__ import annotations
 
-from layerwise.cli._checks import check_model_destination
 from layerwise.cli._common import add_training_tail
 from layerwise.cli._option_types import max_length, nonnegative_int, positive_float, positive_int, seed
 from layerwise.encoders.registry import BUILTIN_MODELS, DEFAULT_MODEL
@@ -152,6 +151,7 @@ def run_tasks(args) -> int:
     from pathlib import Path
 
     from layerwise.data.readers import data_label
+    from layerwise.export.sentence_transformers import check_destination
     from layerwise.keys import keyed_name
     from layerwise.reports import write_json
 
@@ -161,7 +161,7 @@ def run_tasks(args) -> int:
     text = Path(args.task_file).read_text(encoding="utf-8")
     out = Path(args.output)
     label = keyed_name(f"multitask-{data_label(args.task_file)}", {"settings": settings, "task_file": text})
-    check_model_destination(out / f"{label}-model", overwrite=True)  # a user's folder: refused before training
+    check_destination(out / f"{label}-model", overwrite=True)  # a user's folder: refused before training
     estimator.fit()  # reads every data file before the model loads
     if not is_main():
         return 0
