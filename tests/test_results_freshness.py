@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -165,6 +166,25 @@ def test_every_page_measures_paths_that_exist():
         missing = [p for p in page.sources() if not (root / p.removeprefix(":(exclude)")).exists()]
         assert not missing, (page.name, missing)
     assert "src/layerwise/export" in get_page("export").sources()
+
+
+def test_a_page_measures_the_library_code_its_packages_import():
+    # the compress page trains TMFT through methods/truncated and searches its LC cuts with methods/lc/search.py:
+    # a change there changes its numbers as surely as one in methods/compress
+    compress = set(get_page("compress").sources())
+    assert {"src/layerwise/methods/truncated/run.py", "src/layerwise/methods/lc/search.py"} <= compress
+    root = Path(__file__).resolve().parents[1]
+    # the twin, by text: every library module a line of the page's own packages imports is measured
+    named = set()
+    for package in ("src/layerwise/methods/compress", "src/layerwise/benchmarks/compress"):
+        for path in (root / package).rglob("*.py"):
+            named.update(re.findall(r"from (layerwise\.(?:methods|export)\.[\w.]+) import", path.read_text()))
+    files = {"src/" + name.replace(".", "/") + (".py" if (root / "src" / name.replace(".", "/")).with_suffix(".py").is_file() else "")
+             for name in named}
+    assert files and all(any(f == s or f.startswith(s + "/") for s in compress) for f in files), files - compress
+    # bookkeeping is not followed: the registry imports the package whose __init__ re-exports every estimator
+    lc_sts = get_page("lc-sts").sources()
+    assert not any(p.startswith(("src/layerwise/methods/lattemix", "src/layerwise/methods/compress")) for p in lc_sts)
 
 
 def test_speed_benchmarks_are_registered_pages_that_declare_what_they_measure():

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from layerwise.benchmarks.measured_code import library_imports
 from layerwise.benchmarks.page_parts import latest_by_name
 from layerwise.benchmarks.store import Part, ResultsStore
 from layerwise.reports import write_text
@@ -74,9 +75,14 @@ class ResultsPage:
         return list(self.shows(parts)) if self.shows is not None else list(latest_by_name(parts, quiet=True).values())
 
     def sources(self) -> tuple[str, ...]:
-        """The paths whose change after a page's run makes it stale (git pathspecs)."""
-        measured = self.measures or (f"src/layerwise/methods/{self.method}", f"src/layerwise/benchmarks/{self.method}",
-                                     *SHARED_SOURCES)
+        """The paths whose change after a page's run makes it stale (git pathspecs): :attr:`measures`, or by
+        default the method's and benchmark's packages, the shared floors, and the library modules of other
+        packages that those two import (:func:`~layerwise.benchmarks.measured_code.library_imports`)."""
+        measured = self.measures
+        if not measured:
+            own = (f"src/layerwise/methods/{self.method}", f"src/layerwise/benchmarks/{self.method}")
+            imported = [path for path in library_imports(own, SHARED_SOURCES) if not path.startswith(tuple(p + "/" for p in own))]
+            measured = (*own, *SHARED_SOURCES, *imported)
         return (*measured, *(f":(exclude){path}" for path in self.renders))
 
 
