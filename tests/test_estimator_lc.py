@@ -128,6 +128,9 @@ def test_save_loads_in_sentence_transformers_without_remote_code_and_back(bert, 
     s1, s2, scores = _pairs()
     est = LayerCombination(str(bert), max_length=32, cache_dir=False).fit(s1, s2, scores)
     out = est.save(tmp_path / "lc")
+    card = (out / "README.md").read_text()  # the card said "No scores were measured" although fit measured one
+    assert f"Spearman x100 {est.score_:.2f}, the best of {len(est.scores_)} subsets" in card
+    assert "No scores were measured" not in card
     modules = json.loads((out / "modules.json").read_text())
     assert all(m["type"].startswith("sentence_transformers.") for m in modules)
     st = SentenceTransformer(str(out), device="cpu", trust_remote_code=False)
@@ -200,6 +203,7 @@ def test_classification_chooses_by_the_transfer_protocol_and_predicts(bert, env,
         100 * np.mean(predicted == np.array(labels)))
     assert est.predict_proba(texts[:3]).shape == (3, 2)
     out = est.save(tmp_path / "clf")
+    assert f"held-out accuracy x100 {est.score_:.2f}, mean over 3 splits" in (out / "README.md").read_text()
     back = LayerCombination.load(out)
     assert back.task_ == "classification" and list(back.classes_) == ["animals", "people"]
     np.testing.assert_array_equal(back.predict(texts), predicted)
@@ -362,6 +366,8 @@ def test_search_chooses_on_dev_reports_on_test_and_saves_the_estimator(bert, env
     assert "per-layer Spearman x100 on the test file's pairs" in out  # not on all 40
     assert "saved LayerCombination fitted on my_dev (20 pairs)" in out
     assert "±" not in out.split("test Spearman x100")[1]  # one split: no spread to show
+    md = next((env / "runs").glob("search-varied-bert-my_dev-my_test-dev-test-*.md")).read_text()
+    assert "## Per-layer Spearman x100 (the test file's pairs)" in md and "±" not in md  # the markdown alike
     # the saved model is LayerCombination fitted on the dev file: the same choice as the protocol's
     s1, s2, scores = _pairs(20, 1)
     est = LayerCombination(str(bert), max_length=32, cache_dir=False).fit(s1, s2, scores)

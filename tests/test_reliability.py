@@ -79,6 +79,27 @@ def test_search_dev_size_larger_than_the_data(tiny_bert, data, env, case, capsys
                    match=("--dev-size 350", "from 2 to 18"))
 
 
+@pytest.mark.reliability("Numeric options")
+def test_search_without_dev_size_halves_a_small_data_set(tiny_bert, data, env, case, capsys):
+    # --dev-size defaulted to 350 whatever the data: a file of fewer than 352 pairs failed until it was set
+    seen = case.run(["search", "--model", tiny_bert, "--data-dir", data, "--splits", "1", "--no-head", "--output",
+                     env / "o", "-q"], capsys)
+    assert seen.code == 0, seen.err
+    assert "splits (dev 10 pairs" in seen.out  # half of STS-B test's 20 pairs
+    case.record("search on 20 pairs without --dev-size", "layerwise search --model M --data-dir D --splits 1",
+                "correct result", "dev 10 pairs a split (350, or half a data set under 700)", code=0)
+
+
+@pytest.mark.reliability("Options and data")
+def test_a_built_in_data_set_without_a_data_folder(env, case, capsys, monkeypatch):
+    _no_model_load(monkeypatch)
+    case.cli_error(["search", "--dataset", "sts12", "--output", env / "o", "-q"], capsys,
+                   what="search --dataset sts12 with no --data-dir nor $LAYERWISE_DATA (said 'not found in no data "
+                        "folder')", match=("STS12", "none is given", "--data-dir", "--pairs"))
+    case.cli_error(["transfer", "--tasks", "mr", "--output", env / "o", "-q"], capsys,
+                   what="transfer --tasks mr with no data folder", match=("mr", "none is given", "--train"))
+
+
 # -- paths ----------------------------------------------------------------------------------------------
 
 

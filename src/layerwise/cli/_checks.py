@@ -80,18 +80,25 @@ def _check_data(args) -> None:
 
     data_dir = getattr(args, "data_dir", None)
     root = resolve_data_dir(data_dir)
-    where = f"the data folder {root}" if root is not None else "no data folder (--data-dir or $LAYERWISE_DATA)"
     sts = [getattr(args, "dataset", None), *(getattr(args, "datasets", None) or []), *(getattr(args, "sts", None) or [])]
     missing = [s for s in dict.fromkeys(s for s in sts if s) if s not in available_sts(data_dir)]
     if missing:
         names = ", ".join(sts_display_name(s) for s in missing)
-        raise UsageError(f"{names} not found in {where}; pass --data-dir with sts/ holding it, or leave it out")
+        if root is None:
+            raise UsageError(f"{names} is read from a data folder and none is given: pass --data-dir (or set "
+                             "$LAYERWISE_DATA) to the folder whose sts/ holds it, or give your own pairs (--pairs)")
+        raise UsageError(f"{names} not found in the data folder {root}; pass --data-dir with sts/ holding it, or "
+                         "leave it out")
     tasks = [*(getattr(args, "tasks", None) or []), *(getattr(args, "limited_tasks", None) or [])]
     if tasks:
         present = set(available_transfer(data_dir))
         absent = [t for t in dict.fromkeys(tasks) if canonical_task(t) not in present]
+        if absent and root is None:
+            raise UsageError(f"transfer task(s) {', '.join(absent)} are read from a data folder and none is given: "
+                             "pass --data-dir (or set $LAYERWISE_DATA) to the folder whose senteval/ holds them, "
+                             "or give your own labelled texts (--train)")
         if absent:
-            raise UsageError(f"transfer task(s) {', '.join(absent)} not found in {where}; "
+            raise UsageError(f"transfer task(s) {', '.join(absent)} not found in the data folder {root}; "
                              "pass --data-dir with senteval/ holding them, or leave them out")
     sources = getattr(args, "train_sources", None) or []
     if "snli" in sources or "wiki" in sources:
@@ -103,8 +110,13 @@ def _check_data(args) -> None:
             load_wiki_head(data_dir)
 
 
+#: ``--dev-size`` when none is given: the paper's 350 dev pairs, or half the pairs of a smaller data set
+DEFAULT_DEV_SIZE = 350
+
+
 def _check_dev_size(args) -> None:
-    """``search``: the dev pairs of each split must leave at least 2 test pairs (the data is small: read it now)."""
+    """``search``, ``ablate``: the dev pairs of each split must leave at least 2 test pairs (the data is small: read
+    it now). No ``--dev-size`` takes :data:`DEFAULT_DEV_SIZE`, or half the pairs where that would leave too few."""
     from layerwise.data.sts import load_sts, sts_display_name
 
     files = user_files(args)
@@ -114,9 +126,14 @@ def _check_dev_size(args) -> None:
         from layerwise.data.readers import data_label
 
         n, what = len(files["pairs"].sentences1), f"{data_label(args.pairs)} ({args.pairs}"
+    elif args.command == "ablate":  # the built-in STS sets, each far larger than 2 x 350 pairs
+        args.dev_size = args.dev_size or DEFAULT_DEV_SIZE
+        return
     else:
         data = load_sts(args.dataset, data_dir=getattr(args, "data_dir", None), split=args.split)
         n, what = len(data), f"{sts_display_name(args.dataset)} ({data.split}"
+    if args.dev_size is None:
+        args.dev_size = min(DEFAULT_DEV_SIZE, n // 2)
     if not 2 <= args.dev_size <= n - 2:
         raise UsageError(f"--dev-size {args.dev_size} does not fit {what}, {n} pairs): pass a --dev-size from 2 to "
                          f"{n - 2}")
@@ -332,8 +349,7 @@ def preflight(args) -> None:
     user_files(args)
     _check_data(args)
     _check_results_file(args)
-    if getattr(args, "command", None) == "search" or (getattr(args, "command", None) == "ablate" and
-                                                      "pairs" in user_files(args)):
+    if getattr(args, "command", None) in ("search", "ablate"):
         _check_dev_size(args)
     if getattr(args, "model", None):
         _check_model(args)

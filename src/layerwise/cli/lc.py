@@ -53,7 +53,8 @@ def _add_sts_parsers(sub) -> None:
     p.add_argument("--max-layers", type=positive_int, default=None,
                    help="largest subset searched (default: all subsets up to 13 hidden states, else 8)")
     p.add_argument("--splits", type=positive_int, default=5, help="number of seeded dev/test splits (default: 5)")
-    p.add_argument("--dev-size", type=positive_int, default=350, help="dev pairs per split (default: 350)")
+    p.add_argument("--dev-size", type=positive_int, default=None,
+                   help="dev pairs per split (default: 350, or half the pairs of a data set under 700)")
     p.add_argument("--seed", type=seed, default=0, help="split k uses seed + k (default: 0)")
     p.add_argument("--no-head", action="store_true", help="skip LC + MLP (the checkpoint's pooler head)")
 
@@ -121,7 +122,8 @@ def _add_ablate_parser(sub) -> None:
                    help="(c) keeps 1/2, 1/4 ... 1/max-denominator of train-dev (default 256)")
     p.add_argument("--limited-seeds", type=positive_int, default=None, help="(c) seeds per fraction (default 10)")
     p.add_argument("--splits", type=positive_int, default=5, help="STS dev/test splits (default 5)")
-    p.add_argument("--dev-size", type=positive_int, default=350, help="STS dev pairs per split (default 350)")
+    p.add_argument("--dev-size", type=positive_int, default=None,
+                   help="STS dev pairs per split (default 350, or half the pairs of your own file under 700)")
     p.add_argument("--outer-splits", type=positive_int, default=None,
                    help="transfer and limited-data parts: outer splits (default 10)")
     p.add_argument("--inner-splits", type=positive_int, default=None,

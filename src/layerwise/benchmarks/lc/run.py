@@ -242,16 +242,20 @@ def _per_layer_table(per_layer: dict) -> list[str]:
 def render_search_markdown(result: STSRun) -> str:
     lc, p = result.lc, result.protocol
     summ, pear = lc.summary("spearman"), lc.summary("pearson")
+    # with a dev file and a test file the subset is chosen on dev and every score is the test file's
+    where = "the test file's pairs" if result.data.split == "dev-test" else "all pairs"
     lines = [f"# Layer combination search: {result.model.name} on {result.data.name}", "", *_header(result),
              f"- protocol: {p['name']}; dev_size {p['dev_size']}, {p['n_splits']} splits (seeds {p['split_seeds']}), "
              f"subsets of at most {p['max_layers']} hidden states, chosen by {p['selection_metric']}",
              f"- LC + MLP: {result.lc_mlp or 'not run'}",
-             "", "## Per-layer Spearman x100 (all pairs)", "", *_per_layer_table(result.per_layer), "",
-             f"## Test Spearman x100, mean ± std over {p['n_splits']} splits", "",
+             "", f"## Per-layer Spearman x100 ({where})", "", *_per_layer_table(result.per_layer), "",
+             "## Test Spearman x100" + ("" if p["n_splits"] == 1 else f", mean ± std over {p['n_splits']} splits"),
+             "",
              "| method | Spearman | Pearson |", "|---|---|---|"]
+    one = p["n_splits"] == 1  # a single split has no spread (the pages' convention): no "± 0.00"
     for method, s in summ.items():
-        lines.append(f"| {METHOD_LABELS.get(method, method)} | {fmt(s['mean'], s['std'])} | "
-                     f"{fmt(pear[method]['mean'], pear[method]['std'])} |")
+        lines.append(f"| {METHOD_LABELS.get(method, method)} | {fmt(s['mean'], None if one else s['std'])} | "
+                     f"{fmt(pear[method]['mean'], None if one else pear[method]['std'])} |")
     lines += ["", "## Chosen subsets", "",
               "| split seed | chosen hidden states | dev | test LC | test last | random subset | search s |",
               "|---|---|---|---|---|---|---|"]

@@ -366,10 +366,22 @@ class LayerCombination(SentenceEstimator):
         """
         self._check_fitted()
         spec = SubsetExport(model=str(self.model), layers=tuple(self.layers_), pooling=self.pooling,
-                            max_length=int(self.max_length))
+                            max_length=int(self.max_length), scores=self._fit_scores())
         out = export_layer_subset(spec, folder, overwrite=overwrite)
         write_learned(self, out)
         return out
+
+    def _fit_scores(self) -> dict[str, str]:
+        """What the chosen subset scored in :meth:`fit`, for the saved folder's model card (none after a load of an
+        export that recorded no search: ``score_`` is NaN)."""
+        if not math.isfinite(self.score_):
+            return {}
+        n = len(self.scores_)
+        if self.task_ == "sts":
+            return {"fit (the pairs the subset was chosen on; in-sample, not a test score)":
+                    f"Spearman x100 {self.score_:.2f}, the best of {n} subsets"}
+        return {"fit (inner splits of the texts the subset was chosen on; not a test score)":
+                f"held-out accuracy x100 {self.score_:.2f}, mean over {int(self.n_inner)} splits; {n} subsets screened"}
 
     @classmethod
     def load(cls, folder: str | os.PathLike, **params) -> "LayerCombination":

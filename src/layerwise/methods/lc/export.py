@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from layerwise.encoders.layer_encoder import LayerEncoder
@@ -63,6 +63,8 @@ class SubsetExport:
     head: bool = False  # LC + MLP: feed the subset through the checkpoint's trained pooler head (dense + tanh)
     max_length: int = 256  # tokens per text (the exported model's max_seq_length)
     choice: SubsetChoice | None = None  # the subset a search chose (and what it scored), recorded in the card
+    # what the subset scored where no ``choice`` says it (LayerCombination.save: its fit), measure -> value in words
+    scores: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.pooling not in SUBSET_POOLINGS:
@@ -111,7 +113,7 @@ def export_layer_subset(config: SubsetExport, folder: str | os.PathLike, *, over
     what = "LC + MLP: the pooler head (dense + tanh) over" if config.head else "BERT-LC:"
     card = ExportCard(
         kind="lc_mlp" if config.head else "layer_subset", source=ident.to_dict(), layers=list(layers),
-        pooling=config.pooling, results_file=results, scores=choice.scores if choice else {},
+        pooling=config.pooling, results_file=results, scores=choice.scores if choice else dict(config.scores),
         description=f"{what} the {config.pooling} pooling of hidden states {', '.join(map(str, layers))} of "
                     f"{ident.name}, averaged; the encoder is cut above hidden state {max(layers)} "
                     f"({max(layers)} of its {ident.n_layers} layers run).",
