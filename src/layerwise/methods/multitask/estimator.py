@@ -284,7 +284,9 @@ class MultitaskModel(SentenceEstimator):
 
     def score(self, task: str, X, y) -> float:
         """Accuracy of ``predict(task, X)`` against the labels ``y`` (classification kinds), or the Pearson
-        correlation of the predicted scores with the scores ``y`` (pair_regression)."""
+        correlation of the predicted scores with the scores ``y`` (pair_regression); on the scale of ``dev_scores_``
+        and of the multi-task report it reproduces (accuracy in 0..1, Pearson in -1..1), not x100 as
+        :meth:`LayerCombination.score <layerwise.LayerCombination.score>`."""
         pred = self.predict(task, X)
         y = np.asarray(y)
         if y.shape != pred.shape:
