@@ -90,7 +90,7 @@ def test_search_without_dev_size_halves_a_small_data_set(tiny_bert, data, env, c
                 "correct result", "dev 10 pairs a split (350, or half a data set under 700)", code=0)
 
 
-@pytest.mark.reliability("Options and data")
+@pytest.mark.reliability("Unclear errors")
 def test_a_built_in_data_set_without_a_data_folder(env, case, capsys, monkeypatch):
     _no_model_load(monkeypatch)
     case.cli_error(["search", "--dataset", "sts12", "--output", env / "o", "-q"], capsys,
