@@ -241,3 +241,16 @@ def test_ablate_end_to_end(tiny_bert, env, capsys):
     assert len(list((out / "ablations").glob("*.json"))) == 3
     assert main(args + ["--max-length", "8", "--sts"]) == 0  # another key: computed again, the first kept
     assert len(list((out / "ablations").glob("*.json"))) == 5
+
+
+@pytest.mark.parametrize("module", ["layerwise", "layerwise.cli"])
+def test_python_dash_m_runs_the_command(module):
+    # `python -m layerwise` said "'layerwise' is a package and cannot be directly executed"
+    import subprocess
+    import sys
+
+    from layerwise import __version__
+
+    done = subprocess.run([sys.executable, "-m", module, "--version"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert __version__ in done.stdout
