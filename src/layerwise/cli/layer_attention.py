@@ -53,9 +53,8 @@ def add_parsers(sub) -> None:
     add_triplet_columns(p)
     add_pair_columns(p)
 
-    p = sub.add_parser("retrieval", help="semantic search with a sentence-transformers folder (a trained pooler, "
-                                         "an export, a compressed model): exact and FAISS, on a BEIR-style folder or "
-                                         "Quora duplicate questions")
+    p = sub.add_parser("retrieval", help="semantic search with any sentence-transformers folder: exact and FAISS, "
+                                         "on a BEIR-style folder or Quora duplicate questions")
     p.add_argument("model_dir", help="a trained pooler's folder (`layerwise train`'s OUTPUT/model, best or last) or "
                                      "any other sentence-transformers folder (an LC export), searched as it embeds")
     p.add_argument("--beir", default=None,
