@@ -380,6 +380,9 @@ def test_search_chooses_on_dev_reports_on_test_and_saves_the_estimator(bert, env
         assert code == 0, err
         doc = json.loads(next((env / "abl").glob("ablations-varied-bert-my_dev-my_test.json")).read_text())
         assert len(doc["sts"]["my_dev-my_test"]["result"]["best"]) == 1  # one split: dev file, test file
+        # no --dev-size: the part is keyed on the default 350 as before, never on None
+        keys = [json.loads(f.read_text())["key"] for f in (env / "abl").rglob("*.json") if f.parent.name != "abl"]
+        assert keys and "'dev_size': None" not in repr(keys) and "'dev_size': 350" in repr(keys)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

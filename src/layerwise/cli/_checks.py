@@ -120,15 +120,14 @@ def _check_dev_size(args) -> None:
     from layerwise.data.sts import load_sts, sts_display_name
 
     files = user_files(args)
-    if "dev" in files:  # a dev file and a test file: no split is drawn
+    if "dev" in files or ("pairs" not in files and args.command == "ablate"):
+        # a dev file and a test file: no split is drawn; ablate's built-in STS sets: each far over 2 x 350 pairs
+        args.dev_size = args.dev_size or DEFAULT_DEV_SIZE
         return
     if "pairs" in files:
         from layerwise.data.readers import data_label
 
         n, what = len(files["pairs"].sentences1), f"{data_label(args.pairs)} ({args.pairs}"
-    elif args.command == "ablate":  # the built-in STS sets, each far larger than 2 x 350 pairs
-        args.dev_size = args.dev_size or DEFAULT_DEV_SIZE
-        return
     else:
         data = load_sts(args.dataset, data_dir=getattr(args, "data_dir", None), split=args.split)
         n, what = len(data), f"{sts_display_name(args.dataset)} ({data.split}"
