@@ -23,7 +23,7 @@ from layerwise.benchmarks.page_parts import (
 )
 from layerwise.benchmarks.registry import PageContext, ResultsPage
 from layerwise.benchmarks.speed.pages import SpeedPage, option_argv
-from layerwise.reports import changed_files, changed_since
+from layerwise.reports import changed_files, changed_since, code_form
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
@@ -67,6 +67,40 @@ def test_a_page_is_current_until_code_it_measures_changes(repo):
     assert changed_since(head, ["src/other.py"], repo) is True and changed_since(head, ["src/none"], repo) is False
     assert changed_files(head, ["src"], repo) == ["src/other.py", "src/pkg/search.py"]
     assert changed_files("0" * 40, ["src"], repo) is None
+
+
+@needs_git
+def test_comments_docstrings_and_layout_are_not_a_change_of_code(repo):
+    code = 'def f(x):\n    return x + 1  # one\n\n\nclass C:\n    """A class."""\n\n    y = "z"\n'
+    (repo / "src" / "pkg" / "search.py").write_text(code)
+    _git(repo, "commit", "-qam", "code")
+    head = _git(repo, "rev-parse", "HEAD")
+    parts = [_part("a", {"commit": head, "dirty": False})]
+    same = ('"""The module, documented now."""\n\n\ndef f(x):\n    """Add one."""\n    # a comment\n'
+            '    return (x +\n            1)\n\n\nclass C:\n    """A class, reworded."""\n\n    y = "z"\n')
+    (repo / "src" / "pkg" / "search.py").write_text(same)
+    assert changed_files(head, ["src"], repo) == [] and freshness(parts, ["src/pkg"], repo).status == "current"
+    _git(repo, "commit", "-qam", "docs")  # committed, too
+    assert changed_since(head, ["src/pkg"], repo) is False
+    # a string that is a value, a number, a statement added: each a change of code
+    for changed in (same.replace('y = "z"', 'y = "w"'), same.replace("x +", "x -"),
+                    same.replace("    return", "    z = 'a'\n    return")):
+        (repo / "src" / "pkg" / "search.py").write_text(changed)
+        assert changed_files(head, ["src"], repo) == ["src/pkg/search.py"], changed
+    (repo / "src" / "pkg" / "search.py").write_text("def f(:\n")  # does not parse: counted as changed
+    assert changed_files(head, ["src"], repo) == ["src/pkg/search.py"]
+    (repo / "src" / "pkg" / "search.py").unlink()  # removed
+    assert changed_files(head, ["src"], repo) == ["src/pkg/search.py"]
+    (repo / "src" / "pkg" / "new.py").write_text("")  # added (untracked files are not in git diff; once added, counted)
+    _git(repo, "add", "-A")
+    assert sorted(changed_files(head, ["src"], repo)) == ["src/pkg/new.py", "src/pkg/search.py"]
+    (repo / "src" / "pkg" / "data.txt").write_text("1\n")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "data")
+    second = _git(repo, "rev-parse", "HEAD")
+    (repo / "src" / "pkg" / "data.txt").write_text("1 \n")  # not Python: any change counts
+    assert changed_files(second, ["src"], repo) == ["src/pkg/data.txt"]
+    assert code_form('"""doc"""\nx = 1  # c\n') == code_form("x = (\n    1)\n") != code_form("x = 2\n")
 
 
 @needs_git

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import datetime as _dt
 import json
 import os
@@ -18,7 +19,7 @@ from layerwise._version import __version__
 from layerwise.files import write_atomic
 from layerwise.outputs import claim
 
-__all__ = ["changed_files", "changed_since", "code_revision", "command_line", "environment", "fmt", "fmt_git", "git_state", "plot_lines", "plot_per_layer",
+__all__ = ["changed_files", "changed_since", "code_form", "code_revision", "command_line", "environment", "fmt", "fmt_git", "git_state", "plot_lines", "plot_per_layer",
            "run_section", "sample_std", "save_figure", "source_revision", "source_root", "write_bytes", "write_json",
            "write_text"]
 
@@ -115,8 +116,10 @@ def changed_since(commit: str, paths: Sequence[str], root: str | os.PathLike) ->
 
 
 def changed_files(commit: str, paths: Sequence[str], root: str | os.PathLike) -> list[str] | None:
-    """The files under ``paths`` that differ now from ``commit`` (``git diff --name-only COMMIT -- PATHS``, relative
-    to the checkout ``root``), or ``None`` when it cannot be told (as :func:`changed_since`)."""
+    """The files under ``paths`` whose code differs now from ``commit`` (``git diff --name-only COMMIT -- PATHS``,
+    relative to the checkout ``root``), or ``None`` when it cannot be told (as :func:`changed_since`). A Python file
+    whose change is only comments, docstrings or layout is left out (:func:`code_form` the same on both sides): no
+    number depends on them. Any other change counts, an error message's wording or a file added or removed too."""
 
     def git(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30)
@@ -125,9 +128,37 @@ def changed_files(commit: str, paths: Sequence[str], root: str | os.PathLike) ->
         if git("cat-file", "-e", f"{commit}^{{commit}}").returncode != 0:
             return None
         done = git("diff", "--name-only", commit, "--", *paths)
+        if done.returncode != 0:
+            return None
+        return [path for path in done.stdout.splitlines() if not _same_code(git(
+            "show", f"{commit}:{path}"), Path(root, path))]
     except (OSError, subprocess.SubprocessError):
         return None
-    return done.stdout.splitlines() if done.returncode == 0 else None
+
+
+def code_form(source: str) -> str:
+    """The code of a Python module without its comments, docstrings and layout: the ``ast.dump`` of its syntax tree
+    with every statement that is a bare string (a docstring, or a string standing alone) removed. Two sources with the
+    same form run the same (only ``__doc__`` can differ). Raises ``SyntaxError`` where the source does not parse."""
+
+    class _Strip(ast.NodeTransformer):
+        def visit_Expr(self, node: ast.Expr) -> ast.Expr | None:
+            if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+                return None
+            return node
+
+    return ast.dump(_Strip().visit(ast.parse(source)))
+
+
+def _same_code(old: subprocess.CompletedProcess, new: Path) -> bool:
+    """Whether a Python file ``git show`` read at a commit (``old``) holds the same :func:`code_form` as ``new`` now;
+    False for any other file, one added or removed since, or a source that does not parse."""
+    if new.suffix != ".py" or old.returncode != 0 or not new.is_file():
+        return False
+    try:
+        return code_form(old.stdout) == code_form(new.read_text(encoding="utf-8"))
+    except (SyntaxError, ValueError, UnicodeDecodeError):
+        return False
 
 
 def git_state(folder: str | os.PathLike = ".", *, under: str | None = "src", untracked: bool = True) -> dict | None:
