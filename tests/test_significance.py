@@ -22,7 +22,9 @@ from layerwise.evaluation.significance import (
 
 
 def _slow_spearman(x, gold, c):
-    return spearmanr(np.repeat(x, c), np.repeat(gold, c)).statistic
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # scipy warns on a resample of one distinct value (NaN, as the fast path)
+        return spearmanr(np.repeat(x, c), np.repeat(gold, c)).statistic
 
 
 def _slow_p(observed, draws):
@@ -70,9 +72,7 @@ def test_resampled_spearman_matches_scipy_on_expanded_samples(n, ties):
     counts = next(bootstrap_counts(n, 150, seed=3, batch=150))  # more rows than one chunk of the fast path
     assert len(counts) > resampled._CHUNK
     fast = resampled_spearman(a, gold, counts)
-    with np.errstate(invalid="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # scipy warns on a resample of one distinct value (NaN on both sides)
-        slow = [_slow_spearman(a, gold, c) for c in counts]
+    slow = [_slow_spearman(a, gold, c) for c in counts]
     np.testing.assert_allclose(fast, slow, rtol=0, atol=1e-12)
 
 
