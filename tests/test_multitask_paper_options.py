@@ -1,5 +1,5 @@
 """The report's protocols as options: SST_TO_STS with the encoder frozen after PARA and STS (its prototypes embedded
-by the frozen encoder), the NLI contrastive temperature 1.0 of Eq. 3 as written."""
+by the frozen encoder), the NLI contrastive temperature 1.0 of Eq. 3 as written, FREEZE_SST on the cosine STS head."""
 
 from __future__ import annotations
 
@@ -80,6 +80,20 @@ def test_the_nli_temperature_of_eq3_as_written():
     assert MultitaskConfig(freeze_sst=True, sst_prototypes=3).sst_prototypes == 3  # no longer refused
 
 
+def test_freeze_sst_on_the_cosine_sts_head(tiny_bert, data_dir, tmp_path):
+    from layerwise.modules.heads import CosineHead, PairHead
+
+    config = get_experiment("FREEZE_SST+HEADMOD", **{**TINY, "sst_prototypes": 0, "sst_transformer_layers": 1})
+    assert (config.freeze_sst, config.sts_head, config.para_features) == (True, "cosine", "abs_diff")
+    assert get_experiment("FREEZE_SST").sts_head == "linear"  # the library's FREEZE_SST keeps BASELINE's head
+    result = run_experiment(config, 0, tmp_path / "run", model_name=str(tiny_bert),
+                            data=load_multitask_data(config, data_dir))
+    assert [p.name for p in result.phases] == ["para_sts", "sst_head"]
+    heads = MultitaskNetwork.load(result.model_dir).heads
+    assert isinstance(heads["sts"], CosineHead) and isinstance(heads["para"], PairHead)
+    assert heads["para"].features == "abs_diff"
+
+
 def test_cli_temperature_reaches_the_config():
     import argparse
 
@@ -98,7 +112,7 @@ def test_the_page_trains_the_paper_protocols_last_and_shows_them_after_the_exper
     from layerwise.benchmarks.multitask.pages import PageConfig
     from layerwise.benchmarks.registry import PageContext
 
-    assert PageConfig().paper_protocols == ("SST_TO_STS+FROZEN", "NLI_CONTRASTIVE+TAU1")
+    assert PageConfig().paper_protocols == ("SST_TO_STS+FROZEN", "NLI_CONTRASTIVE+TAU1", "FREEZE_SST+HEADMOD")
     data = write_multitask(tmp_path / "data", n=20)
     store = ResultsStore(tmp_path / "state")
     options = {"experiments": ["BASELINE"], "paper_protocols": ["NLI_CONTRASTIVE+TAU1"], "seeds": [0],

@@ -24,8 +24,9 @@ def add_parsers(sub) -> None:
                    help="named experiments (BASELINE, SHARED, STS_PARA_HEAD_MOD, STS_PARA_HEAD_MOD_1, FREEZE_SST, "
                         "SST_TO_STS, NLI_REGRESSION, NLI_CONTRASTIVE, NLI_TRIPLET), each optionally with +MIX (a "
                         "layer mix per task), +SUBSET (a layer subset per task), +FROZEN (SST trained last, its head "
-                        "alone on the frozen encoder: SST_TO_STS+FROZEN is the report's protocol) or +TAU1 (the NLI "
-                        "contrastive temperature 1.0, the report's Eq. 3 as written)")
+                        "alone on the frozen encoder: SST_TO_STS+FROZEN is the report's protocol), +TAU1 (the NLI "
+                        "contrastive temperature 1.0, the report's Eq. 3 as written) or +HEADMOD (the cosine STS "
+                        "head and |u-v| PARA features: FREEZE_SST+HEADMOD)")
     p.add_argument("--config", action="append", default=[], metavar="FILE",
                    help="a JSON file of MultitaskConfig fields (repeatable), run besides the named experiments")
     p.add_argument("--tasks", dest="task_file", default=None, metavar="FILE",

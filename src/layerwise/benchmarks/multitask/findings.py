@@ -55,6 +55,10 @@ CLAIMS = (
           "library: the encoder trains throughout)", "SST_TO_STS+FROZEN", "SST_TO_STS", ("sst_acc",)),
     Claim("the report's protocol: the NLI contrastive loss at temperature 1.0, Eq. 3 as written (this library: "
           "0.05)", "NLI_CONTRASTIVE+TAU1", "NLI_CONTRASTIVE", ("sts_pearson",)),
+    Claim("the report's protocol: FREEZE_SST on the cosine STS head and [u, v, |u - v|] PARA features (this library's "
+          "FREEZE_SST keeps BASELINE's linear STS head)", "FREEZE_SST+HEADMOD", "FREEZE_SST", ("sts_pearson",)),
+    Claim("training SST last, on the frozen encoder, with a larger head, on the cosine STS head and [u, v, |u - v|] "
+          "PARA features", "FREEZE_SST+HEADMOD", "STS_PARA_HEAD_MOD", ("sst_acc",)),
 )
 
 

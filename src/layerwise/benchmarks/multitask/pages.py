@@ -57,8 +57,9 @@ class PageConfig:
     checkpoints: str = "runs/multitask"  # trained model folders (large; not in the repo; one per setting)
     # the report's protocols where this library's default differs, at ``seeds``, trained after everything else
     # (never counted for the best experiment): SST_TO_STS with the encoder frozen after PARA and STS, and the NLI
-    # contrastive objective at temperature 1.0 (Eq. 3 as written)
-    paper_protocols: tuple[str, ...] = ("SST_TO_STS+FROZEN", "NLI_CONTRASTIVE+TAU1")
+    # contrastive objective at temperature 1.0 (Eq. 3 as written), FREEZE_SST on the cosine STS head and |u - v|
+    # PARA features (the heads of the report's later experiments; FREEZE_SST keeps BASELINE's linear STS head)
+    paper_protocols: tuple[str, ...] = ("SST_TO_STS+FROZEN", "NLI_CONTRASTIVE+TAU1", "FREEZE_SST+HEADMOD")
     device: str | None = None  # where the runs train ("cuda", "cuda:1"; None: cpu); part of no result's key
     shard: str | None = None  # "i/n": train only runs i, i+n, i+2n... of the page (n processes share it)
 

@@ -138,12 +138,15 @@ MIX_LR = 2e-2
 _VARIANTS = {"MIX": {"layers": "mix", "mix_lr": MIX_LR}, "SUBSET": {"layers": "subset"},
              # the report's protocol where this library's default differs: SST_TO_STS+FROZEN trains PARA and STS
              # first, then the prototype SST head alone on the frozen encoder; NLI_CONTRASTIVE+TAU1 is Eq. 3 as
-             # written (no temperature, i.e. 1.0, beside the default 0.05 of SimCSE)
-             "FROZEN": {"freeze_sst": True}, "TAU1": {"temperature": 1.0}}
+             # written (no temperature, i.e. 1.0, beside the default 0.05 of SimCSE); FREEZE_SST+HEADMOD freezes on
+             # the cosine STS head and [u; v; |u - v|] PARA features of STS_PARA_HEAD_MOD, the heads the report's
+             # later experiments build on (FREEZE_SST alone keeps BASELINE's linear STS head)
+             "FROZEN": {"freeze_sst": True}, "TAU1": {"temperature": 1.0}, "HEADMOD": _HEAD_MOD}
 
 
 def experiment_names() -> list[str]:
-    """The nine named experiments and their one-variant forms (``+MIX``, ``+SUBSET``, ``+FROZEN``, ``+TAU1``)."""
+    """The nine named experiments and their one-variant forms (``+MIX``, ``+SUBSET``, ``+FROZEN``, ``+TAU1``,
+    ``+HEADMOD``)."""
     return [*EXPERIMENTS, *(f"{n}+{v}" for n in EXPERIMENTS for v in _VARIANTS)]
 
 
