@@ -336,3 +336,30 @@ def test_the_library_finds_every_committed_part_under_the_key_it_computes(monkey
         assert lm.run_main(page, store, m, data_dir=data_dir) is False, m
     assert lm.run_curve(page, store, page.models[0], data_dir=data_dir) == 0
     assert lm.run_sweep(page, store, page.models[0], data_dir=data_dir) == 0
+
+
+def test_an_encoder_run_searches_without_its_pooler_with_the_mean_and_cls_last(tiny_bert, tmp_path, monkeypatch):
+    """The paper's Table 3 searches the fine-tuned encoder without its pooler with [CLS]_Last: the run stores that
+    row beside the last-layer mean's, each the search of the saved checkpoint's vectors, and the page shows both."""
+    from layerwise.benchmarks.layer_attention.grid import RunResult
+    from layerwise.encoders.trainable import SentenceModel
+    from layerwise.evaluation.retrieval import load_quora_retrieval, search
+
+    monkeypatch.setenv("LAYERWISE_HOME", str(tmp_path / "home"))
+    data, store = _data(tmp_path / "data"), ResultsStore(tmp_path / "state")
+    options = _la_options(tiny_bert, tmp_path, regimes=["encoder"], retrieval_poolers=["last_cls"])
+    ctx = PageContext(store=store, output=tmp_path / "out", data_dir=str(data), command=("test",), options=options)
+    page = get_page("layer-attention")
+    page.run(ctx)
+    part = next(p for p in store.parts("layer-attention") if p.name == "encoder-unsup-last_cls-seed0")
+    assert part.key["without_pooler"] == ["mean", "cls"]
+    run = RunResult.from_payload(part.payload)
+    quora = load_quora_retrieval(str(data), "dev")
+    best = SentenceModel.load(Path(run.checkpoint) / "best")
+    for rows, unpooled in ((run.search_without_pooler, "mean"), (run.search_cls_last, "cls")):
+        by_hand = search(quora, best.encode(quora.corpus, use_pooler=False, unpooled=unpooled))
+        assert len(rows) == 1 and rows[0].mrr10 == pytest.approx(by_hand["mrr@10"], abs=1e-9)
+    page.render(ctx)
+    labels = [row[2] for row in table_rows((tmp_path / "out" / "layer-attention.md").read_text())
+              if row[:2] == ["unsup", "last_cls"] and len(row) > 9]
+    assert labels == ["pooler", "last-layer mean", "[CLS]_Last"]

@@ -246,16 +246,17 @@ def _encoder_run(config: GridConfig, data: GridData, obj, pooler, seed, key: dic
     best = SentenceModel.load(folder / "best")
     sts, predictions = _evaluate_sts({n: (best.encode(list(d.sentences1)), best.encode(list(d.sentences2)))
                                       for n, d in data.sts.items()}, data)
-    with_pooler, without = (), ()
+    with_pooler, without, cls_last = (), (), ()
     if data.quora is not None and config.searches("encoder", pooler, seed):
         r = config.retrieval
         emb = best.encode(data.quora.corpus)
         with_pooler = tuple(SearchRow.from_search(search(data.quora, emb, index=None if kind == "exact" else
                                                          FaissIndex(kind, nlist=r.nlist, nprobe=r.nprobe)))
                             for kind in r.indexes)
-        without = (SearchRow.from_search(search(data.quora, best.encode(data.quora.corpus, use_pooler=False))),)
+        unpooled = {v: best.encode(data.quora.corpus, use_pooler=False, unpooled=v) for v in ("mean", "cls")}
+        without, cls_last = ((SearchRow.from_search(search(data.quora, unpooled[v])),) for v in ("mean", "cls"))
     return RunResult("encoder", obj, pooler, seed, sts, hist, data.examples[obj][1], len(data.examples[obj][0]),
-                     with_pooler, without, checkpoint=str(folder), predictions=predictions)
+                     with_pooler, without, search_cls_last=cls_last, checkpoint=str(folder), predictions=predictions)
 
 
 def run_encoder_runs(config: GridConfig, store: ResultsStore, *, data_dir=None, command=(),

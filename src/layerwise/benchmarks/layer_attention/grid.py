@@ -128,6 +128,10 @@ class RunResult:
     n_examples: int
     search_with_pooler: tuple[SearchRow, ...] = ()
     search_without_pooler: tuple[SearchRow, ...] = ()  # last-layer mean of the same encoder
+    # encoder regime: the fine-tuned encoder's last-layer [CLS] without its pooler ("[CLS]_Last", the vector the
+    # paper searches with in Table 3); () for frozen runs (their encoder is the untouched one, searched once) and
+    # for the encoder runs stored before it was searched
+    search_cls_last: tuple[SearchRow, ...] = ()
     checkpoint: str | None = None  # encoder regime: the model folder (not kept in the repo)
     extra: dict = field(default_factory=dict)  # anything else the run recorded
     # data set -> the dense rank of every test pair's predicted cosine (benchmarks.significance_parts); {}: a
@@ -148,7 +152,7 @@ class RunResult:
     @classmethod
     def from_payload(cls, doc: dict) -> "RunResult":
         doc = dict(doc)
-        for k in ("search_with_pooler", "search_without_pooler"):
+        for k in ("search_with_pooler", "search_without_pooler", "search_cls_last"):
             doc[k] = tuple(SearchRow(**r) for r in doc.get(k, ()))
         return cls(**doc)
 
@@ -176,6 +180,9 @@ def run_key(config: GridConfig, model: dict, data: dict, regime: str, objective:
                      if k != "grad_accumulation"},
         "train_limit": config.train_limit,
         "retrieval": asdict(config.retrieval) if search else None,
+        # an encoder run searches without its pooler with the last-layer mean and [CLS]_Last (the paper's): only
+        # these runs' keys change, so that the next run computes the [CLS]_Last rows they lacked
+        **({"without_pooler": ["mean", "cls"]} if search and regime == "encoder" else {}),
         # views computed in batches sorted by token count (encoders.batching): the dropout masks depend on the batches
         "features": {"view_seed": 0, "dropout_once_per_example": True, "batches": "token_length"}
         if regime == "frozen" else None,
