@@ -134,6 +134,7 @@ def test_page_runs_resumes_and_renders(tiny_bert, data_dir, tmp_path, monkeypatc
     ws_line = next(s for s in md.splitlines() if s.startswith("- WS + TMFT against plain TMFT"))
     assert f"TMFT's seed spread: up to {spread:.2f}" in ws_line  # the noise a pre-step's gain is read against
     _check_depth_test(parts, name, md, store)
+    _check_epoch_test(parts, name, md, store)
     paper = [parts[f"run-{name}-none-L2-seed{s}-ep2"].payload["test_spearman"] for s in (0, 1)]
     row = next(s for s in md.split("## The paper's settings")[1].splitlines() if s.startswith("| 2 |"))
     assert f"| {np.mean(paper):.2f} ± {np.std(paper, ddof=1):.2f} (2) | {np.mean(paper) - np.mean(tests):+.2f} |" in row
@@ -169,6 +170,24 @@ def _check_depth_test(parts, name, md, store):
     want = compare_scores(*(bootstrap_scores(np.stack([ranks[(d, 0)], ranks[(d, 1)]]), [np.arange(len(gold))] * 2,
                                              metric="spearman", gold=gold, n_resamples=2000, seed=0) for d in (0, 2)))
     row = next(s for s in md.splitlines() if s.startswith("| 0 |") and "x |" in s)  # the verdict table's row
+    assert row.endswith(f" {p_cell(want)} |")
+
+
+def _check_epoch_test(parts, name, md, store):
+    """The epoch check's p: depth 2 at 2 epochs (seeds 0, 1) against 1 epoch (seeds 0, 1), the mean over seeds of
+    each resampled, as computed here from the stored ranks."""
+    from layerwise.benchmarks.significance_parts import load_gold, p_cell
+    from layerwise.evaluation.significance import bootstrap_scores, compare_scores
+    from layerwise.evaluation.unit_outputs import unpack_ranks
+
+    gold = load_gold(store, "tmft", parts[f"run-{name}-none-L2-seed0-ep1"].key["data"])["stsb"]
+    ranks = {e: np.stack([unpack_ranks(parts[f"run-{name}-none-L2-seed{s}-ep{e}"].payload["test_predictions"],
+                                       len(gold)) for s in (0, 1)]) for e in (1, 2)}
+    want = compare_scores(*(bootstrap_scores(ranks[e], [np.arange(len(gold))] * 2, metric="spearman", gold=gold,
+                                             n_resamples=2000, seed=0) for e in (2, 1)))
+    section = md.split("## Epoch check")[1].split("\n## ")[0]
+    assert "| depth | 1 epoch | 2 epochs | p vs 1 epoch |" in section
+    row = next(s for s in section.splitlines() if s.startswith("| 2 |"))
     assert row.endswith(f" {p_cell(want)} |")
 
 

@@ -75,18 +75,21 @@ def _best_table(page: TMFTPage) -> list[str]:
 def _frontier_table(page: TMFTPage) -> list[str]:
     lines = ["| model | depth | subset chosen on dev | dev | test (no training) | state l alone | TMFT | "
              "share of TMFT's gain reached with no training |", "|---|---|---|---|---|---|---|---|"]
-    cs = curves(page)
+    cs, grid = curves(page), dict(page_models(page))
     for model, fr in page.frontiers.items():
         for r in fr.rows:
             g = find(cs, model, "none", (r.depth,), epochs_of(page.settings, model))
             tm = g.mean_std()[0] if g else None
             gain = tm - r.single_test_spearman if tm is not None else None
             share = f"{(r.test_spearman - r.single_test_spearman) / gain:.0%}" if gain and gain > 0 else "n/a"
+            missing = "not run yet" if r.depth in grid.get(model, ()) else "–"
             lines.append(f"| {model} | {r.depth} | {','.join(map(str, r.layers))} | {r.dev_spearman:.2f} | "
                          f"{r.test_spearman:.2f} | {r.single_test_spearman:.2f} | "
-                         f"{'not run yet' if g is None else g.cell()} | {share if g else ''} |")
+                         f"{missing if g is None else g.cell()} | {share if g else ''} |")
+    depths = "; ".join(f"{m}: {', '.join(map(str, ds))}" for m, ds in grid.items())
     return lines + ["", "*share*: (frontier test - state l alone) / (TMFT test - state l alone), where TMFT gains "
-                    "(n/a where TMFT does not beat the untrained state).", ""]
+                    "(n/a where TMFT does not beat the untrained state). *–*: a depth outside the page's TMFT "
+                    f"depths ({depths}); the frontier is searched at every depth, TMFT trained at those only.", ""]
 
 
 def _lc_lines(page: TMFTPage) -> list[str]:
@@ -122,11 +125,18 @@ def _epoch_check(page: TMFTPage) -> list[str]:
     counts = [s["epochs"], *[e for e in s["check_epochs"] if e != s["epochs"]]]
     if len(counts) == 1:
         return [f"Every run used {s['epochs']} epochs; no check needed.", ""]
-    lines = ["| depth | " + " | ".join(f"{e} epoch{'s' * (e != 1)}" for e in counts) + " |", "|---|" + "---|" * len(counts)]
+    ep = lambda e: f"{e} epoch{'s' * (e != 1)}"  # noqa: E731
+    lines = [_note("each other epoch count's test score at a depth", f"{ep(counts[0])} at that depth"), "",
+             f"| depth | {ep(counts[0])} | " + " | ".join(f"{ep(e)} | p vs {ep(counts[0])}" for e in counts[1:]) + " |",
+             "|---|---|" + "---|---|" * (len(counts) - 1)]
     found = {}
     for d in s["check_depths"]:
         gs = [find(groups(page), model, "none", (d,), e) for e in counts]
-        lines.append(f"| {d} | " + " | ".join(g.cell() if g else "not run yet" for g in gs) + " |")
+        cells = [gs[0].cell() if gs[0] else "not run yet"]
+        for g in gs[1:]:
+            p = p_cell(group_test(page.gold, g.results, gs[0].results)) if g and gs[0] else ""
+            cells += [g.cell() if g else "not run yet", p]
+        lines.append(f"| {d} | " + " | ".join(cells) + " |")
         found[d] = gs
     done = [d for d, gs in found.items() if all(gs)]
     if len(done) >= 2:
