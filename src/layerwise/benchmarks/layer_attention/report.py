@@ -163,7 +163,9 @@ def _header(page: PageRuns) -> list[str]:
             "files called it `first_last_mean`.",
             "- `layer_attention` is this library's operator (each state's CLS queries every state's mean: a K x K "
             "softmax); `layer_attention_ratio` is the paper's Eq. 1-5 (one weight per hidden state, from its own CLS "
-            "and mean, a ratio over the states); `concat_last_cls_mean` = MLP([CLS_L ; mean_L]) and "
+            "and mean, a ratio over the states; its scores are divided by sqrt(d), as the library's operator's are, "
+            "where Eq. 1-5, as read here, have none: a constant temperature that the learned query and key maps can absorb, kept "
+            "so that both softmaxes start from the same scale); `concat_last_cls_mean` = MLP([CLS_L ; mean_L]) and "
             "`concat_last_cls_layer_mean` = MLP([CLS_L ; mean over states of the means]) are the plain "
             "concatenations of the paper's pooling ablation (Table 2).", ""]
 
