@@ -17,7 +17,7 @@ __all__ = ["MAIN_BASELINE", "SWEEP_BASELINE", "SWEEP_TESTED", "PageParts", "draw
 
 MAIN_BASELINE = "mean"  # every row of a main table is tested against mean pooling of the same hidden state
 SWEEP_BASELINE = "default"  # every sweep row against the default setting, for each of SWEEP_TESTED
-SWEEP_TESTED = ("cosine", "js")
+SWEEP_TESTED = ("cosine", "js", "l2")
 _RERUN = "layerwise results run lattemix"
 
 
@@ -105,17 +105,18 @@ def _sweep_section(parts: PageParts, model: str) -> list[str]:
              "mirrors the encoder, plain KL). The paper's settings: tau 0.3, a 3-layer decoder, KL thresholding at "
              "0.3 nats per latent group (`paper:` rows). -L2: minus the squared L2 distance of the categorical "
              "mixtures (rows stored before it existed show –).", "",
-             significance_note("each setting's cos and -JS", "default", "the row's Spearman minus the default "
+             significance_note("each setting's cos, -JS and -L2", "default", "the row's Spearman minus the default "
                                f"row's, averaged over {' and '.join(sets)} (one seed each; the union of the sets' "
                                "test pairs is resampled)", _RERUN), "",
              "| varied | setting (others as default) | " + " | ".join(f"{d} {label}" for d in sets
                                                                      for _, label in metrics)
              + " | train s | " + " | ".join(f"p vs default ({label})" for m, label in metrics if m in SWEEP_TESTED)
-             + " |", "|---|---|" + "---|" * (len(sets) * len(metrics)) + "---|" + "---|" * len(SWEEP_TESTED)]
+             + " |", "|---|---|" + "---|" * (len(sets) * len(metrics)) + "---|"
+             + "---|" * sum(m in SWEEP_TESTED for m, _ in metrics)]
     for r in rows:
         sc = r.scores
         ps = ["reference" if r.vary == SWEEP_BASELINE else p_cell(parts.tests.get(("sweep", r.vary, str(r.change), m)))
-              for m in SWEEP_TESTED]
+              for m, _ in metrics if m in SWEEP_TESTED]
         lines.append(f"| {r.vary} | {r.change or 'default'} | " + " | ".join(
             f"{sc[m][d][0]:.2f}" if m in sc else "–" for d in sets for m, _ in metrics)
             + f" | {r.train_seconds[0]:.1f} | " + " | ".join(ps) + " |")
