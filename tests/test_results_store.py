@@ -142,8 +142,26 @@ def test_results_prune_command_and_every_rendered_page_ends_with_the_conventions
     page = ResultsPage("p", "lc", "t", (), (), {}, {}, run=lambda ctx: None, render=render)
     render_page(page, PageContext(store=store, output=tmp_path))
     text = (tmp_path / "p.md").read_text()
-    assert text.startswith("# page\n\n| a | 1 |\n\n---") and text.endswith("\n".join(FOOTER) + "\n")
+    assert text.startswith("# page\n\n| a | 1 |\n\n*Code.* The numbers on this page were computed at no recorded "
+                           "commit.") and text.endswith("\n\n" + "\n".join(FOOTER) + "\n")
     assert "ddof = 1" in text and (tmp_path / "p.json").read_text() == "{}"  # only markdown gets the footer
+
+
+def test_the_code_line_names_each_commit_with_its_parts_and_the_parts_that_recorded_none():
+    from layerwise.benchmarks.page_parts import code_line
+
+    def part(name, *commits, dirty=False):
+        runs = [{"started": f"2026-01-0{i + 1} 00:00:00 UTC", "environment": {"source": {"commit": c, "dirty": dirty}}}
+                for i, c in enumerate(commits)]
+        return Part("page", name, _key(), {}, runs=runs or _run("2026-01-01 00:00:00 UTC"))
+
+    a, b = "a" * 40, "b" * 40
+    line = code_line("page", [part("x", a), part("y", a), part("z", b, dirty=True), part("w")])
+    assert line.startswith(f"*Code.* The numbers on this page were computed at commit `{'a' * 12}` (2 parts), "
+                           f"`{'b' * 12}` (with uncommitted changes) (1 part); 1 part recorded no commit.")
+    assert "`layerwise results list page`" in line and "`layerwise results run page --stale`" in line
+    # a part several runs computed in turn (a transfer task's splits) counts for each run's commit
+    assert f"`{'a' * 12}` (1 part), `{'b' * 12}` (1 part)." in code_line("page", [part("s", a, b)])
 
 
 def test_provenance_names_every_machine_and_the_gpu_a_part_used():

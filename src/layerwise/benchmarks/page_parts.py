@@ -21,8 +21,8 @@ from layerwise.reports import changed_files, environment, save_figure
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["BUSY", "SUPERSEDED", "CommitParts", "Freshness", "RunTimer", "freshness", "freshness_of", "latest_by_name",
-           "part_revisions", "part_source", "parts_by_commit", "provenance_lines", "prune_superseded", "run_record",
+__all__ = ["BUSY", "SUPERSEDED", "CommitParts", "Freshness", "RunTimer", "code_line", "freshness", "freshness_of",
+           "latest_by_name", "part_revisions", "part_source", "parts_by_commit", "provenance_lines", "prune_superseded", "run_record",
            "run_time_row", "run_time_table", "save_png", "stale_parts", "sts_checksum"]
 
 
@@ -223,6 +223,28 @@ def part_revisions(part: Part) -> list[dict]:
             key = rev["commit"]
             out[key] = {"commit": key, "dirty": bool(rev.get("dirty")) or out.get(key, {}).get("dirty", False)}
     return list(out.values())
+
+
+def code_line(page: str, parts: Iterable[Part]) -> str:
+    """One markdown paragraph naming the commits ``parts`` (the ones a page shows) were computed at, with how many
+    parts each computed (a part several runs computed counts for each), the parts that recorded none, and the
+    command that says whether the code they measure changed since."""
+    counts: dict[str, int] = {}
+    dirty: set[str] = set()
+    unknown = 0
+    for part in parts:
+        revisions = part_revisions(part)
+        unknown += not revisions
+        for rev in revisions:
+            counts[rev["commit"]] = counts.get(rev["commit"], 0) + 1
+            if rev["dirty"]:
+                dirty.add(rev["commit"])
+    named = [f"`{c[:12]}`{' (with uncommitted changes)' if c in dirty else ''} ({n} part{'s' * (n != 1)})"
+             for c, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+    where = ("computed at commit " + ", ".join(named)) if named else "computed at no recorded commit"
+    none = f"; {unknown} part{'s' * (unknown != 1)} recorded no commit" if named and unknown else ""
+    return (f"*Code.* The numbers on this page were {where}{none}. `layerwise results list {page}` says whether the "
+            f"code they measure changed since (stale) and `layerwise results run {page} --stale` computes them again.")
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from layerwise.benchmarks.measured_code import library_imports
-from layerwise.benchmarks.page_parts import latest_by_name
+from layerwise.benchmarks.page_parts import code_line, latest_by_name
 from layerwise.benchmarks.store import Part, ResultsStore
 from layerwise.reports import write_text
 
@@ -90,12 +90,14 @@ PAGES: dict[str, ResultsPage] = {}
 
 
 def render_page(page: ResultsPage, ctx: PageContext) -> list[Path]:
-    """``page.render(ctx)``, then the shared :data:`FOOTER` appended to each markdown page it wrote."""
+    """``page.render(ctx)``, then appended to each markdown page it wrote: the commits its shown parts were
+    computed at (:func:`~layerwise.benchmarks.page_parts.code_line`) and the shared :data:`FOOTER`."""
     paths = page.render(ctx)
+    code = code_line(page.name, page.shown_parts(ctx.store.parts(page.name)))
     for path in paths:
         if Path(path).suffix == ".md":
             text = Path(path).read_text(encoding="utf-8").rstrip("\n")
-            write_text(path, text + "\n\n" + "\n".join(FOOTER) + "\n")
+            write_text(path, text + "\n\n" + code + "\n\n" + "\n".join(FOOTER) + "\n")
     return paths
 
 
