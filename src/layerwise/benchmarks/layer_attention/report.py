@@ -121,8 +121,8 @@ def _retrieval_table(runs) -> list[str]:
     if not ret:
         return []
     reference = {(r.objective, x.index): x for r in ret if r.pooler == REFERENCE for x in r.search_with_pooler}
-    lines = [f"| objective | pooler | search with | index | MRR@10 | R@1 | R@10 | ms/query | index MiB | "
-             f"p vs {REFERENCE} (MRR@10) |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [f"| objective | pooler | search with | index | MRR@10 | R@1 | R@10 | ms/query batched | ms/query batch 1 | "
+             f"index MiB | resident MiB | p vs {REFERENCE} (MRR@10) |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in ret:
         for label, rows in (("pooler", r.search_with_pooler), ("last-layer mean", r.search_without_pooler),
                             ("[CLS]_Last", r.search_cls_last)):
@@ -130,8 +130,10 @@ def _retrieval_table(runs) -> list[str]:
                 base = reference.get((r.objective, x.index))
                 p = ("reference" if base is x else "–" if base is None else
                      p_cell(mrr_test(x.first_hits, base.first_hits, x.n_queries)))
+                one = "–" if x.ms_per_query_batch1 is None else f"{x.ms_per_query_batch1:.3f}"
                 lines.append(f"| {r.objective} | {r.pooler} | {label} | {x.index} | {x.mrr10:.2f} | {x.recall1:.2f} | "
-                             f"{x.recall10:.2f} | {x.ms_per_query:.3f} | {x.index_bytes / 2**20:.1f} | {p} |")
+                             f"{x.recall10:.2f} | {x.ms_per_query:.3f} | {one} | {_mib(x.index_bytes)} | "
+                             f"{_mib(x.index_resident_bytes)} | {p} |")
     return lines
 
 
