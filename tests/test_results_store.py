@@ -170,7 +170,8 @@ def test_provenance_names_every_machine_and_the_gpu_a_part_used():
 
     cpu = environment(["layerwise", "results", "run", "x"])
     gpu = json.loads(json.dumps(cpu))
-    gpu["machine"].update(platform="Linux-gpu-host", cpu_count=16, gpu="NVIDIA H100 80GB HBM3")
+    gpu["machine"].update(platform="Linux-gpu-host", cpu_count=16, gpu="NVIDIA H100 80GB HBM3", cpu_model=None,
+                          int8_isa=None)  # a record from before the CPU facts were kept
     runs = [[{"started": "2026-01-01", "command": "a", "environment": cpu}],
             [{"started": "2026-01-02", "command": "b", "environment": gpu}],
             [{"started": "2026-01-03", "command": "b", "environment": gpu}]]
@@ -180,6 +181,26 @@ def test_provenance_names_every_machine_and_the_gpu_a_part_used():
     assert len(machines) == 2 and machines[1].startswith("- machine (2 run(s)): Linux-gpu-host, 16 CPUs, GPU NVIDIA H100")
     assert "GPU" not in machines[0] and machines[0].startswith("- machine (1 run(s)): ")
     assert provenance_lines(parts[:1])[-1].startswith(f"- machine: {cpu['machine']['platform']}")  # one: no count
+
+
+def test_the_machine_records_its_cpu_and_int8_instructions_and_the_page_says_when_vnni_is_missing():
+    from layerwise.benchmarks.page_parts import provenance_lines
+    from layerwise.reports import cpu_facts, environment
+
+    avx2 = "processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu sse avx avx2 fma\n"
+    vnni = "model name\t: Intel Xeon\nflags\t\t: avx2 avx512f avx512_vnni\n"
+    assert cpu_facts(avx2) == {"cpu_model": "AMD EPYC", "int8_isa": ["avx2"]}
+    assert cpu_facts(vnni) == {"cpu_model": "Intel Xeon", "int8_isa": ["avx2", "avx512f", "avx512_vnni"]}
+    env = environment(["layerwise", "results", "run", "x"])
+    assert {"cpu_model", "int8_isa"} <= set(env["machine"]) and {"onnxruntime", "openvino", "nncf"} <= set(env["versions"])
+    lines = []
+    for text in (avx2, vnni):
+        e = json.loads(json.dumps(env))
+        e["machine"].update(platform="host", cpu_count=2, gpu=None, **cpu_facts(text))
+        e["versions"] = {"torch": "2.13.0+cpu"}
+        lines.append(provenance_lines([Part("p", "n", {}, {}, runs=[{"started": "x", "environment": e}])])[-1])
+    assert lines == ["- machine: host (AMD EPYC), 2 CPUs, int8 instructions avx2 (no VNNI); torch 2.13.0+cpu",
+                     "- machine: host (Intel Xeon), 2 CPUs, int8 instructions avx2 avx512f avx512_vnni; torch 2.13.0+cpu"]
 
 
 def test_a_copy_without_git_records_the_declared_commit_marked_as_declared(monkeypatch):

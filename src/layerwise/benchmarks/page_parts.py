@@ -176,7 +176,12 @@ def part_cpus(part: Part) -> str:
 def _machine_line(env: dict) -> str:
     m = env["machine"]
     gpu = f", GPU {m['gpu']}" if m.get("gpu") else ""
-    return (f"{m['platform']}, {m['cpu_count']} CPUs{gpu}; "
+    cpu = f" ({m['cpu_model']})" if m.get("cpu_model") else ""
+    # the int8 kernels' instruction sets (recorded since 2026-12-01): without VNNI they can saturate
+    isa = m.get("int8_isa")
+    vnni = "" if isa is None else f", int8 instructions {' '.join(isa) or 'none'}" + (
+        "" if {"avx512_vnni", "avx_vnni", "amx_int8"} & set(isa) else " (no VNNI)")
+    return (f"{m['platform']}{cpu}, {m['cpu_count']} CPUs{vnni}{gpu}; "
             + ", ".join(f"{k} {v}" for k, v in env["versions"].items()))
 
 
