@@ -19,7 +19,7 @@ from layerwise._version import __version__
 from layerwise.files import write_atomic
 from layerwise.outputs import claim
 
-__all__ = ["INT8_ISA_FLAGS", "changed_files", "changed_since", "code_form", "code_revision", "command_line", "cpu_facts", "environment", "fmt", "fmt_git", "git_state", "plot_lines", "plot_per_layer",
+__all__ = ["INT8_DOT_FLAGS", "INT8_ISA_FLAGS", "changed_files", "changed_since", "code_form", "code_revision", "command_line", "cpu_facts", "environment", "fmt", "fmt_git", "git_state", "plot_lines", "plot_per_layer",
            "run_section", "sample_std", "save_figure", "source_revision", "source_root", "write_bytes", "write_json",
            "write_text"]
 
@@ -67,10 +67,11 @@ def environment(command: list[str] | None = None) -> dict:
     }
 
 
-#: The x86 instruction sets that decide how int8 matrix products run: without VNNI (avx512_vnni, avx_vnni) or AMX,
-#: onnxruntime's u8 x s8 kernels add pairs of products in 16 bits and can saturate (all-mpnet-base-v2's ONNX int8
-#: graph: STS-B dev Spearman 13 on an AVX2-only CPU, 88 on the CPU of the earlier runs).
+#: The x86 instruction sets that decide how int8 matrix products run. Without one of :data:`INT8_DOT_FLAGS` (VNNI
+#: or AMX), onnxruntime's u8 x s8 kernels add pairs of products in 16 bits and can saturate (all-mpnet-base-v2's ONNX
+#: int8 graph: STS-B dev Spearman 12.4 on an AVX2-only CPU, 88.8 on the CPU of the earlier runs).
 INT8_ISA_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "amx_int8")
+INT8_DOT_FLAGS = frozenset({"avx512_vnni", "avx_vnni", "amx_int8"})
 
 
 def cpu_facts(cpuinfo: str | None = None) -> dict:

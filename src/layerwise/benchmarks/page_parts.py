@@ -17,7 +17,7 @@ from pathlib import Path
 
 from layerwise.benchmarks.store import Part, ResultsStore
 from layerwise.data.checksum import content_checksum
-from layerwise.reports import changed_files, environment, save_figure
+from layerwise.reports import INT8_DOT_FLAGS, changed_files, environment, save_figure
 
 logger = logging.getLogger(__name__)
 
@@ -180,7 +180,7 @@ def _machine_line(env: dict) -> str:
     # the int8 kernels' instruction sets (recorded since 2026-12-01): without VNNI they can saturate
     isa = m.get("int8_isa")
     vnni = "" if isa is None else f", int8 instructions {' '.join(isa) or 'none'}" + (
-        "" if {"avx512_vnni", "avx_vnni", "amx_int8"} & set(isa) else " (no VNNI)")
+        "" if INT8_DOT_FLAGS & set(isa) else " (no VNNI)")
     return (f"{m['platform']}{cpu}, {m['cpu_count']} CPUs{vnni}{gpu}; "
             + ", ".join(f"{k} {v}" for k, v in env["versions"].items()))
 

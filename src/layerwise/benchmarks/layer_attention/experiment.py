@@ -249,12 +249,13 @@ def _encoder_run(config: GridConfig, data: GridData, obj, pooler, seed, key: dic
     with_pooler, without, cls_last = (), (), ()
     if data.quora is not None and config.searches("encoder", pooler, seed):
         r = config.retrieval
-        emb = best.encode(data.quora.corpus)
+        quora = compute_features(best, data.quora.corpus, dropout=False, desc="quora")  # one pass, three vectors
+        emb = embed_features(best.pooler, quora)
         with_pooler = tuple(SearchRow.from_search(search(data.quora, emb, index=None if kind == "exact" else
                                                          FaissIndex(kind, nlist=r.nlist, nprobe=r.nprobe)))
                             for kind in r.indexes)
-        unpooled = {v: best.encode(data.quora.corpus, use_pooler=False, unpooled=v) for v in ("mean", "cls")}
-        without, cls_last = ((SearchRow.from_search(search(data.quora, unpooled[v])),) for v in ("mean", "cls"))
+        without, cls_last = ((SearchRow.from_search(search(data.quora, v[:, -1].numpy())),)
+                             for v in (quora.mean, quora.cls))
     return RunResult("encoder", obj, pooler, seed, sts, hist, data.examples[obj][1], len(data.examples[obj][0]),
                      with_pooler, without, search_cls_last=cls_last, checkpoint=str(folder), predictions=predictions)
 
