@@ -11,6 +11,7 @@ import torch
 
 from conftest import SENTENCES
 from layerwise.encoders.batching import length_sorted_batches
+from layerwise.encoders.onnx_int8 import INT8_QUANTIZATION
 from layerwise.errors import UsageError
 from layerwise.methods.compress import int8_mixed as mixed
 
@@ -76,7 +77,11 @@ def test_kept_products_are_float32_and_the_rest_the_onnx_int8_models(graph, tiny
     np.testing.assert_allclose(_vectors(graph, tok, mixed_model=True), fp32, atol=1e-5)
     assert np.abs(int8 - fp32).max() > 1e-4  # (the int8 model does differ: the check above can fail)
     assert mixed.has_mixed_int8(graph, SENTENCES) and not mixed.has_mixed_int8(graph, SENTENCES[:-1])
-    assert json.loads((graph / "onnx-int8-mixed" / "calibration.json").read_text())["sentences"] == len(SENTENCES)
+    calibration = graph / "onnx-int8-mixed" / "calibration.json"
+    record = json.loads(calibration.read_text())
+    assert record["sentences"] == len(SENTENCES) and record["quantization"] == INT8_QUANTIZATION
+    calibration.write_text(json.dumps({k: v for k, v in record.items() if k != "quantization"}))
+    assert not mixed.has_mixed_int8(graph, SENTENCES)  # quantized before the setting was recorded (8-bit weights)
 
 
 def test_a_graph_of_another_model_and_bad_calls_are_refused(graph, tiny_mpnet, tiny_bert):

@@ -108,3 +108,27 @@ def test_minilm_layer_subset_export_equals_bert_lc_and_runs_four_layers(tmp_path
     with safe_open(str(out / "model.safetensors"), "pt") as f:
         kept = {int(k.split("encoder.layer.")[1].split(".")[0]) for k in f.keys() if "encoder.layer." in k}
     assert kept == {0, 1, 2, 3}
+
+
+def test_mpnet_int8_graph_keeps_stsb_dev_within_half_a_point(tmp_path, monkeypatch):
+    """all-mpnet-base-v2's activations saturated the 8-bit int8 graph on a CPU without VNNI (whole STS-B dev, last-layer
+    mean: 14.81 against float32's 88.11); the library's 7-bit graph loses no more than 0.5 (issue 25's int8 goal) on
+    any CPU. It scored higher there (88.64, +0.53), as the 8-bit graph did on a VNNI CPU (+0.59): a gain is allowed
+    up to 1.0, a loss only up to 0.5."""
+    pytest.importorskip("onnxruntime")
+    from layerwise import LayerEncoder
+    from layerwise.data import load_sts
+    from layerwise.encoders.registry import BUILTIN_MODELS
+    from layerwise.evaluation.metrics import cosine_rows, spearman
+
+    path = BUILTIN_MODELS["all-mpnet-base-v2"].locate()
+    if path is None or not SHARED_DATA.is_dir():
+        pytest.skip("all-mpnet-base-v2 or the shared STS-B is not here (make setup models installs the model)")
+    monkeypatch.setenv("LAYERWISE_HOME", str(tmp_path))
+    dev = load_sts("stsb", data_dir=SHARED_DATA, split="dev")
+    scores = {}
+    for backend in ("onnx", "onnx-int8"):
+        enc = LayerEncoder(path, backend=backend, cache_dir=False, show_progress=False)
+        a, b = enc.encode(list(dev.sentences1)).mean[:, -1], enc.encode(list(dev.sentences2)).mean[:, -1]
+        scores[backend] = 100 * spearman(cosine_rows(a, b), np.asarray(dev.scores))
+    assert -0.5 <= scores["onnx-int8"] - scores["onnx"] <= 1.0, scores

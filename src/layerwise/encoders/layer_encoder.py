@@ -18,6 +18,7 @@ from layerwise.encoders.batching import length_sorted_batches
 from layerwise.encoders.hidden_states import all_hidden_states, pool_hidden_states
 from layerwise.encoders.model_files import config_sha256, tokenizer_sha256, weights_sha256
 from layerwise.encoders.onnx_backend import LayerGraphSession, cached_layer_graph, check_backend
+from layerwise.encoders.onnx_int8 import INT8_QUANTIZATION
 from layerwise.encoders.registry import DEFAULT_MODEL, ModelFilesError, ResolvedModel, layerwise_home, resolve_model
 from layerwise.encoders.tokens import TokenStack
 from layerwise.errors import UsageError
@@ -277,6 +278,7 @@ class LayerEncoder:
             "pooler": ident.has_pooler,
             # the torch key stays as it was before backends existed, so its caches remain valid
             **({"backend": self.backend} if self.backend != "torch" else {}),
+            **({"int8": INT8_QUANTIZATION} if self.backend == "onnx-int8" else {}),  # 7-bit weights, say
         }
 
     def encode(self, texts: Sequence[str]) -> LayerStack:

@@ -11,9 +11,8 @@ computed by :func:`~layerwise.encoders.hidden_states.pool_hidden_states`, the po
 the graph's output is K * d numbers a sentence instead of K * T * d.
 
 A graph folder (:func:`export_layer_graph`) holds ``model.onnx`` (fp32), ``model-int8.onnx`` (the same graph with
-its matrix products' weights dynamically quantized to int8 by ``onnxruntime.quantization.quantize_dynamic``,
-per output channel) and
-``layer_graph.json`` (:class:`LayerGraphInfo`: inputs, outputs, K, d, exporter and versions). It is written
+its matrix products' weights dynamically quantized to int8, :mod:`~layerwise.encoders.onnx_int8`) and
+``layer_graph.json`` (:class:`LayerGraphInfo`: inputs, outputs, K, d, exporter, versions and the int8 setting). It is written
 atomically, and the export checks on its example batch that the graph gives the torch model's outputs and that
 the source model's outputs did not change (the TorchScript exporter is given a deep copy: it was seen to alter
 the model it exported). :class:`LayerGraphSession` runs one of the two graphs; :func:`cached_layer_graph` keeps
@@ -29,7 +28,6 @@ import json
 import logging
 import os
 import warnings
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -39,16 +37,17 @@ import torch
 
 from layerwise.encoders.batching import length_sorted_batches
 from layerwise.encoders.hidden_states import all_hidden_states, pool_hidden_states
+from layerwise.encoders.onnx_int8 import INT8_QUANTIZATION, quantize_int8
 from layerwise.encoders.openvino_runtime import INT8_DIR, INT8_XML, compile_graph, require_openvino
 from layerwise.errors import UsageError
-from layerwise.files import atomic_folder, recover_folder, remove_stale
+from layerwise.files import atomic_folder, recover_folder, remove_stale, write_atomic
 from layerwise.keys import keyed_name
 from layerwise.layers import LayerStack
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["BACKENDS", "FP32_FILE", "INFO_FILE", "INSTALL_HINT", "INT8_FILE", "LayerGraphInfo", "LayerGraphSession",
-           "cached_layer_graph", "check_backend", "export_layer_graph", "graph_inputs", "require_onnx"]
+           "cached_layer_graph", "check_backend", "ensure_int8", "export_layer_graph", "graph_inputs", "require_onnx"]
 
 BACKENDS = ("torch", "onnx", "onnx-int8", "openvino")  # what LayerEncoder(backend=...) accepts
 INSTALL_HINT = "pip install 'layerwise[onnx]'"
@@ -56,11 +55,6 @@ GRAPH_FORMAT_VERSION = 1  # of the folder's layout and the graph's outputs; a ch
 FP32_FILE, INT8_FILE, INFO_FILE = "model.onnx", "model-int8.onnx", "layer_graph.json"
 OPSET = 17  # the TorchScript exporter's scaled_dot_product_attention needs >= 14; 17 adds LayerNormalization
 EXPORT_ATOL = 1e-4  # the export's self-check: graph vs torch on the example batch (fp32)
-# int8: the weights of every matrix product, one scale per output column (per_channel), activations quantized per
-# batch. The embedding lookups (Gather) stay float32: quantizing them saves memory, not time, and moves hidden
-# state 0. On all-MiniLM-L6-v2's STS-B dev (last-layer mean) per-channel MatMul scored 86.65 against fp32's 86.72;
-# the default (per tensor, Gather too) 86.42; reduce_range 85.88.
-INT8_OPS = ("MatMul",)
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
@@ -101,6 +95,9 @@ class LayerGraphInfo:
     versions: dict  # torch, onnx, onnxruntime that wrote the folder
     source: dict  # what the caller said the model is (cached_layer_graph: its key); {} when not said
     format_version: int = GRAPH_FORMAT_VERSION
+    # the setting model-int8.onnx was quantized under (onnx_int8.INT8_QUANTIZATION); None: no int8 graph, or one
+    # written before the setting was recorded (8-bit weights), which ensure_int8 quantizes again
+    int8: dict | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -206,23 +203,6 @@ def _export_checked(encoder, path: Path, *, inputs: tuple[str, ...], outputs: tu
                            "the example batch; the export is discarded")
 
 
-class _NoPreprocessingHint(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "pre-processing before quantization" not in record.getMessage()
-
-
-@contextmanager
-def _quiet_preprocessing_hint():
-    """quantize_dynamic logs to the root logger that the graph could be pre-processed (shape inference); that
-    advice is for static quantization and not the user's to act on, so it is filtered while it runs."""
-    hint = _NoPreprocessingHint()
-    logging.getLogger().addFilter(hint)
-    try:
-        yield
-    finally:
-        logging.getLogger().removeFilter(hint)
-
-
 def export_layer_graph(model, dest: str | os.PathLike, *, quantize: bool = True, opset: int = OPSET,
                        source: dict | None = None) -> Path:
     """Export ``model`` (a Hugging Face encoder object or folder) to the graph folder ``dest``; returns ``dest``.
@@ -235,8 +215,6 @@ def export_layer_graph(model, dest: str | os.PathLike, *, quantize: bool = True,
     weights' sha256).
     """
     require_onnx()
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
     encoder = _load_model(model)
     inputs = graph_inputs(encoder)
     has_pooler = getattr(encoder, "pooler", None) is not None
@@ -247,12 +225,11 @@ def export_layer_graph(model, dest: str | os.PathLike, *, quantize: bool = True,
     with atomic_folder(dest, replaceable=lambda d: (d / INFO_FILE).is_file()) as tmp:
         _export_checked(encoder, tmp / FP32_FILE, inputs=inputs, outputs=outputs, opset=opset)
         if quantize:
-            with _quiet_preprocessing_hint():
-                quantize_dynamic(tmp / FP32_FILE, tmp / INT8_FILE, weight_type=QuantType.QInt8, per_channel=True,
-                                 op_types_to_quantize=list(INT8_OPS))
+            quantize_int8(tmp / FP32_FILE, tmp / INT8_FILE)
         info = LayerGraphInfo(inputs=inputs, outputs=outputs, n_states=int(cfg.num_hidden_layers) + 1,
                               hidden_size=int(cfg.hidden_size), has_pooler=has_pooler, model_type=cfg.model_type,
-                              opset=opset, exporter="torchscript", versions=_versions(), source=dict(source or {}))
+                              opset=opset, exporter="torchscript", versions=_versions(), source=dict(source or {}),
+                              int8=dict(INT8_QUANTIZATION) if quantize else None)
         (tmp / INFO_FILE).write_text(json.dumps(info.to_dict(), indent=2) + "\n", encoding="utf-8")
     return dest
 
@@ -261,12 +238,33 @@ def cached_layer_graph(model, key: dict, *, root: str | os.PathLike) -> Path:
     """The graph folder of ``model`` under ``root``, named by ``key`` (the model's identity; the graph format and
     the package versions are added): exported on first use, reused after."""
     require_onnx()
-    full = {**key, "graph_format": GRAPH_FORMAT_VERSION, "opset": OPSET, **_versions()}
+    full = {**key, "graph_format": GRAPH_FORMAT_VERSION, "opset": OPSET, **_versions(), "int8": INT8_QUANTIZATION}
     dest = recover_folder(Path(root) / keyed_name("graph", full))
     if not (dest / INFO_FILE).is_file() or not (dest / INT8_FILE).is_file():
         logger.info("exporting the layer graph to %s", dest)
         export_layer_graph(model, dest, source=full)
     return dest
+
+
+def ensure_int8(folder: str | os.PathLike) -> Path:
+    """The graph folder ``folder`` with ``model-int8.onnx`` quantized under the current setting
+    (:data:`~layerwise.encoders.onnx_int8.INT8_QUANTIZATION`): quantized again from ``model.onnx`` where it is
+    missing or was written under another (the file and ``layer_graph.json`` each replaced atomically, the int8
+    graph first). Returns the folder."""
+    require_onnx()
+    folder = Path(folder)
+    info_path = folder / INFO_FILE
+    if not info_path.is_file():
+        raise UsageError(f"{folder} is not a layer graph folder (no {INFO_FILE}); write one with export_layer_graph")
+    info = LayerGraphInfo.from_dict(json.loads(info_path.read_text(encoding="utf-8")))
+    if info.int8 == INT8_QUANTIZATION and (folder / INT8_FILE).is_file():
+        return folder
+    logger.info("quantizing %s again: its int8 graph was written under %s", folder, info.int8)
+    partial = folder / f".{INT8_FILE}.partial"
+    quantize_int8(folder / FP32_FILE, partial)
+    os.replace(partial, folder / INT8_FILE)
+    write_atomic(info_path, (json.dumps({**info.to_dict(), "int8": dict(INT8_QUANTIZATION)}, indent=2) + "\n").encode())
+    return folder
 
 
 class LayerGraphSession:

@@ -273,7 +273,8 @@ def render_part(part: Part) -> str:
         f"- ONNX int8 vs torch: relative error |int8 - fp32| / |fp32| per vector, mean pooling: median "
         f"{a['int8_relative_error']['mean_median']:.1e}, max {a['int8_relative_error']['mean_max']:.1e}; CLS max "
         f"{a['int8_relative_error']['cls_max']:.1e}. Int8: the weights of every matrix product, per output channel "
-        "(`quantize_dynamic`, dynamic activations); embeddings stay fp32.",
+        "on 7 bits (`quantize_dynamic` with `reduce_range`: 8-bit weights saturate on a CPU without VNNI), dynamic "
+        "activations; embeddings stay fp32.",
         f"- torch's L2-normalised last-layer mean vs sentence-transformers' embedding: max abs difference "
         f"{a['st_vs_torch_last_layer_max_abs_diff']:.1e}.", "",
         "## Provenance", "", *provenance_lines([part]),

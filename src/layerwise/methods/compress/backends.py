@@ -19,7 +19,13 @@ from typing import Callable
 import numpy as np
 
 from layerwise.encoders.onnx_backend import BACKENDS as ENCODER_BACKENDS
-from layerwise.encoders.onnx_backend import INFO_FILE, LayerGraphSession, check_backend, export_layer_graph
+from layerwise.encoders.onnx_backend import (
+    INFO_FILE,
+    LayerGraphSession,
+    check_backend,
+    ensure_int8,
+    export_layer_graph,
+)
 from layerwise.encoders.openvino_int8 import QUANTIZATION, has_openvino_int8, quantize_openvino, require_nncf
 from layerwise.errors import UsageError
 from layerwise.methods.compress.int8_mixed import (
@@ -89,11 +95,14 @@ def graph_folder(model: TruncatedModel, dest: Path, source: dict, *, backend: st
     """``dest`` holding the layer graph of ``model``'s encoder (fp32 and onnxruntime's int8), exported unless already
     there; for a ``backend`` of :data:`CALIBRATED`, also its int8 model quantized on the ``calibration`` sentences
     unless one made on these sentences under the current settings is there (OpenVINO's: its SmoothQuant alpha
-    chosen on the model's layers; onnxruntime's mixed: the outliers measured on ``model``'s encoder)."""
+    chosen on the model's layers; onnxruntime's mixed: the outliers measured on ``model``'s encoder); for
+    ``onnx-int8``, its int8 graph quantized under the current setting (:func:`~layerwise.encoders.onnx_backend.ensure_int8`)."""
     if backend in CALIBRATED and not calibration:
         raise ValueError(f"backend {backend!r} is quantized on calibration sentences; pass calibration=")
     if not (Path(dest) / INFO_FILE).is_file():
         export_layer_graph(model.encoder, dest, source=source)
+    if backend == "onnx-int8":  # a folder quantized under another setting (8-bit weights, say) quantized again
+        ensure_int8(dest)
     if backend == OPENVINO_INT8 and not has_openvino_int8(dest, calibration, model.layers):
         quantize_openvino(dest, model.tokenizer, calibration, max_length=model.max_length, layers=model.layers)
     if backend == ONNX_INT8_MIXED and not has_mixed_int8(dest, calibration):

@@ -42,6 +42,7 @@ from layerwise._progress import progress
 from layerwise.data.checksum import content_checksum
 from layerwise.encoders.layer_encoder import LayerEncoder
 from layerwise.encoders.onnx_backend import GRAPH_FORMAT_VERSION, OPSET
+from layerwise.encoders.onnx_int8 import INT8_QUANTIZATION
 from layerwise.encoders.openvino_int8 import QUANTIZATION, smooth_quant_alpha
 from layerwise.encoders.truncate import truncate_encoder
 from layerwise.evaluation.metrics import cosine_rows, spearman
@@ -280,6 +281,8 @@ class Compression:
             key["every_depth"] = list(self.config.every_depth)
         if backend != "torch":  # a new graph format gives new graphs and new measurements
             key["graph"] = {"format": GRAPH_FORMAT_VERSION, "opset": OPSET}
+        if backend in ("onnx-int8", ONNX_INT8_MIXED):  # onnxruntime's int8 setting (7-bit weights, say)
+            key["int8"] = INT8_QUANTIZATION
         if backend == OPENVINO_INT8:  # its numbers depend on the calibration and the quantizer's settings
             key["calibration"] = {"sentences": CALIBRATION_SENTENCES, **QUANTIZATION}
         if backend == ONNX_INT8_MIXED:  # which products stay float32 depends on the calibration and the ratio

@@ -10,8 +10,9 @@ there have a mean cosine of 0.88 with the float32 graph's on STS-B dev; keeping 
 So the torch encoder runs the calibration sentences (length-sorted batches, as encoding runs them) with a forward hook
 on every ``Linear`` layer of its ``encoder``; a product whose input has max |x| over :data:`OUTLIER_RATIO` times the
 99.9th percentile of |x| (per batch, averaged over the batches) stays float32, and every other is quantized as
-``onnx-int8`` quantizes it. :func:`quantize_mixed` writes ``<graph folder>/onnx-int8-mixed/`` (``model.onnx`` and
-``calibration.json``: the sentences' sha256, the ratio of every product, the ones kept) atomically;
+``onnx-int8`` quantizes it (:mod:`~layerwise.encoders.onnx_int8`). :func:`quantize_mixed` writes
+``<graph folder>/onnx-int8-mixed/`` (``model.onnx`` and ``calibration.json``: the sentences' sha256, the int8
+setting, the ratio of every product, the ones kept) atomically;
 ``LayerGraphSession.from_file(folder / INT8_MIXED_DIR / FP32_FILE)`` runs it (:func:`mixed_session`).
 """
 
@@ -28,14 +29,8 @@ import torch
 
 from layerwise.data.checksum import content_checksum
 from layerwise.encoders.batching import length_sorted_batches
-from layerwise.encoders.onnx_backend import (
-    FP32_FILE,
-    INFO_FILE,
-    INT8_OPS,
-    LayerGraphSession,
-    require_onnx,
-)
-from layerwise.encoders.onnx_backend import _quiet_preprocessing_hint as quiet_preprocessing_hint
+from layerwise.encoders.onnx_backend import FP32_FILE, INFO_FILE, LayerGraphSession, require_onnx
+from layerwise.encoders.onnx_int8 import INT8_QUANTIZATION, quantize_int8
 from layerwise.errors import UsageError
 from layerwise.files import atomic_folder, remove_stale
 
@@ -97,14 +92,15 @@ def mixed_session(folder: str | Path, *, threads: int | None = None) -> LayerGra
 
 def has_mixed_int8(folder: str | Path, texts: Sequence[str] | None = None) -> bool:
     """Whether the graph folder holds a finished mixed int8 model; with ``texts``, one calibrated on these sentences
-    at the current :data:`OUTLIER_RATIO` (anything else is to be quantized again)."""
+    at the current :data:`OUTLIER_RATIO` and int8 setting (anything else is to be quantized again)."""
     sub = Path(folder) / INT8_MIXED_DIR
     if not ((sub / FP32_FILE).is_file() and (sub / CALIBRATION_FILE).is_file()):
         return False
     if texts is None:
         return True
     record = mixed_int8_record(folder)
-    return record.get("sha256") == content_checksum([str(t) for t in texts]) and record.get("ratio") == OUTLIER_RATIO
+    return (record.get("sha256") == content_checksum([str(t) for t in texts]) and record.get("ratio") == OUTLIER_RATIO
+            and record.get("quantization") == INT8_QUANTIZATION)
 
 
 def mixed_int8_record(folder: str | Path) -> dict:
@@ -120,7 +116,6 @@ def quantize_mixed(folder: str | Path, encoder, tokenizer, texts: Sequence[str],
     not name is a RuntimeError (the export's names changed: nothing would be kept float32)."""
     require_onnx()
     import onnx
-    from onnxruntime.quantization import QuantType, quantize_dynamic
 
     folder, texts = Path(folder), [str(t) for t in texts]
     if not (folder / INFO_FILE).is_file():
@@ -141,11 +136,10 @@ def quantize_mixed(folder: str | Path, encoder, tokenizer, texts: Sequence[str],
     dest = folder / INT8_MIXED_DIR
     remove_stale(dest)
     with atomic_folder(dest, replaceable=lambda d: (d / CALIBRATION_FILE).is_file()) as tmp:
-        with quiet_preprocessing_hint():
-            quantize_dynamic(folder / FP32_FILE, tmp / FP32_FILE, weight_type=QuantType.QInt8, per_channel=True,
-                             op_types_to_quantize=list(INT8_OPS), nodes_to_exclude=kept)
+        quantize_int8(folder / FP32_FILE, tmp / FP32_FILE, exclude=kept)
         record = {"sentences": len(texts), "sha256": content_checksum(texts), "batch_size": batch_size,
-                  "max_length": max_length, "ratio": OUTLIER_RATIO, "percentile": PERCENTILE, "kept_float32": kept,
+                  "max_length": max_length, "ratio": OUTLIER_RATIO, "percentile": PERCENTILE,
+                  "quantization": INT8_QUANTIZATION, "kept_float32": kept,
                   "products": len(ratios), "ratios": {n: round(r, 3) for n, r in ratios.items()}}
         (tmp / CALIBRATION_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     return folder
