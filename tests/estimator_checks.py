@@ -56,7 +56,10 @@ def check_estimator(make, fit, *, probe=PROBE) -> SentenceEstimator:
     assert isinstance(vectors, np.ndarray) and vectors.dtype == np.float32
     assert vectors.ndim == 2 and vectors.shape[0] == len(probe)
     one = est.encode(probe[0])
-    assert one.shape == vectors.shape[1:]
+    assert one.shape == vectors.shape[1:] == (est.get_sentence_embedding_dimension(),)
+    for empty in ([], ()):  # as SentenceTransformer.encode([]), but (0, d), so that it stacks with the others
+        none = est.encode(empty)
+        assert none.shape == (0, vectors.shape[1]) and none.dtype == np.float32
     np.testing.assert_allclose(one, vectors[0], atol=1e-5)
     unit = est.encode(probe, normalize_embeddings=True)
     np.testing.assert_allclose(np.linalg.norm(unit, axis=1), 1.0, atol=1e-5)

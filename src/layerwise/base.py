@@ -10,7 +10,7 @@ scikit-learn and sentence-transformers knows all five:
 - what ``fit`` learned is held in attributes whose names end in ``_``; using a method that needs them before
   ``fit`` raises :class:`sklearn.exceptions.NotFittedError`;
 - ``encode(sentences) -> ndarray of shape (n, d)`` as :meth:`SentenceTransformer.encode` (a single string gives
-  shape ``(d,)``);
+  shape ``(d,)``, an empty list ``(0, d)``), and ``get_sentence_embedding_dimension()``;
 - ``save(folder)`` writes a sentence-transformers folder (``SentenceTransformer(folder)`` loads it without
   ``trust_remote_code``) and ``load(folder)`` reads it back.
 """
@@ -174,10 +174,12 @@ class SentenceEstimator(BaseEstimator):
 
         Returns
         -------
-        ndarray of shape (n, d) or (d,), float32
+        ndarray of shape (n, d) or (d,), float32; an empty list gives shape (0, d)
         """
         self._check_fitted()
         single = isinstance(sentences, str)
+        if not single and isinstance(sentences, (list, tuple)) and not sentences:
+            return np.zeros((0, self.get_sentence_embedding_dimension()), dtype=np.float32)
         texts = check_texts([sentences] if single else sentences)
         if batch_size is not None and int(batch_size) < 1:
             raise UsageError(f"batch_size must be a positive integer, got {batch_size!r}")
@@ -192,6 +194,12 @@ class SentenceEstimator(BaseEstimator):
             norms = np.linalg.norm(vectors, axis=1, keepdims=True)
             vectors = vectors / np.maximum(norms, 1e-12)
         return vectors[0] if single else vectors
+
+    def get_sentence_embedding_dimension(self) -> int:
+        """d, the length of the fitted estimator's sentence vectors (as :class:`SentenceTransformer`'s), read from
+        the vector of one sentence (so it holds for every estimator, whatever its output)."""
+        self._check_fitted()
+        return int(self.encode("a").shape[0])
 
     def _encode(self, texts: list[str], *, batch_size: int | None) -> np.ndarray:
         raise NotImplementedError

@@ -22,8 +22,9 @@ from layerwise.reports import INT8_DOT_FLAGS, changed_files, environment, save_f
 logger = logging.getLogger(__name__)
 
 __all__ = ["BUSY", "SUPERSEDED", "CommitParts", "Freshness", "RunTimer", "code_line", "freshness", "freshness_of",
-           "latest_by_name", "part_revisions", "part_source", "parts_by_commit", "provenance_lines", "prune_superseded", "run_record",
-           "run_time_row", "run_time_table", "save_png", "stale_parts", "sts_checksum"]
+           "latest_by_name", "machine_line", "part_revisions", "part_source", "parts_by_commit", "provenance_lines",
+           "prune_superseded", "run_record", "run_time_row", "run_time_table", "save_png", "stale_parts",
+           "sts_checksum"]
 
 
 def run_record(command: Sequence[str] = ()) -> dict:
@@ -145,7 +146,7 @@ def provenance_lines(parts: Iterable[Part]) -> list[str]:
             if r.get("migrated_from"):
                 migrated += 1
             if r.get("environment"):
-                machines.setdefault(_machine_line(r["environment"]), []).append(r.get("started", ""))
+                machines.setdefault(machine_line(r["environment"]), []).append(r.get("started", ""))
     lines = []
     for command, dates in sorted(by_command.items(), key=lambda kv: min(kv[1])):
         span = min(dates) if min(dates) == max(dates) else f"{min(dates)} to {max(dates)}"
@@ -173,7 +174,9 @@ def part_cpus(part: Part) -> str:
     return f"{n} CPUs" + (f", {BUSY}" if load and load[0] > n + 0.5 else "")
 
 
-def _machine_line(env: dict) -> str:
+def machine_line(env: dict) -> str:
+    """One run's machine and versions, from its recorded ``environment``: platform, CPU model, CPUs, the int8
+    instructions (VNNI or not), the GPU, then the package versions."""
     m = env["machine"]
     gpu = f", GPU {m['gpu']}" if m.get("gpu") else ""
     cpu = f" ({m['cpu_model']})" if m.get("cpu_model") else ""

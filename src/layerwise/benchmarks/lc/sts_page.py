@@ -27,6 +27,7 @@ from layerwise.benchmarks.lc.sts_observations import (
     row_label,
     signed,
 )
+from layerwise.benchmarks.page_parts import machine_line
 from layerwise.evaluation.significance import BOOTSTRAP_TEST
 from layerwise.reports import fmt, plot_per_layer, write_text
 
@@ -172,20 +173,23 @@ def render(doc: STSPageDoc, paths: dict[str, Path]) -> str:
     return "\n".join(md)
 
 
+def _distinct(values) -> list[str]:
+    return list(dict.fromkeys(values))
+
+
 def _page_header(doc: STSPageDoc, rows: list[STSRun]) -> list[str]:
     env, p = doc.environment, doc.parameters
-    mach = env["machine"]
     dates = sorted(r.environment["date"] for r in rows)
     wall = sum(r.seconds.get("wall", 0.0) for r in rows)
+    commands = _distinct(f"`{r.environment.get('command', '')}`" for r in rows)
+    machines = _distinct(machine_line(r.environment) for r in rows)
     return [
         "# BERT-LC layer combination on the STS data sets",
         "",
-        f"- command: `{env['command']}`",
-        f"- rendered {env['date']}; rows computed {dates[0]} to {dates[-1]}, {wall / 60:.1f} min of "
-        f"run_search calls in total (model loading, encoding and protocol)",
-        f"- machine: {mach['platform']}, {mach['processor']}, {mach['cpu_count']} CPUs, "
-        f"{mach['torch_threads']} torch threads",
-        "- versions: " + ", ".join(f"{k} {v}" for k, v in env["versions"].items()),
+        "- rows computed by " + "; ".join(commands) + f", {dates[0]} to {dates[-1]}, {wall / 60:.1f} min of "
+        "run_search calls in total (model loading, encoding and protocol)",
+        f"- rendered {env['date']} by `{env['command']}` from the stored rows",
+        "- machine and versions of the rows: " + " | ".join(machines),
         f"- data directory: `{p['data_dir']}`",
         "",
         "**Protocol** (BERT-LC, Hosseini et al. 2023). For each data set all pairs are pooled and shuffled with "
