@@ -22,9 +22,9 @@ from layerwise.reports import INT8_DOT_FLAGS, changed_files, environment, save_f
 logger = logging.getLogger(__name__)
 
 __all__ = ["BUSY", "SUPERSEDED", "CommitParts", "Freshness", "RunTimer", "code_line", "freshness", "freshness_of",
-           "latest_by_name", "machine_line", "part_revisions", "part_source", "parts_by_commit", "provenance_lines",
-           "prune_superseded", "run_record", "run_time_row", "run_time_table", "save_png", "stale_parts",
-           "sts_checksum"]
+           "latest_by_name", "machine_line", "merge_revisions", "part_revisions", "part_source", "parts_by_commit",
+           "provenance_lines", "prune_superseded", "run_record", "run_time_row", "run_time_table", "save_png",
+           "stale_parts", "sts_checksum"]
 
 
 def run_record(command: Sequence[str] = ()) -> dict:
@@ -225,8 +225,14 @@ def part_revisions(part: Part) -> list[dict]:
     students, scores, timings), the revisions its payload lists under ``computed_at``; empty where none is
     recorded."""
     runs = [r.get("source") or (r.get("environment") or {}).get("source") for r in part.runs]
-    out = {}
-    for rev in (part_source(part), *runs, *part.payload.get("computed_at", ())):
+    return merge_revisions((part_source(part), *runs, *part.payload.get("computed_at", ())))
+
+
+def merge_revisions(revisions: Iterable[dict | None]) -> list[dict]:
+    """Each commit of ``revisions`` (``{"commit", "dirty"}`` records; None and those without a commit skipped) once, in
+    first-seen order, dirty where any of its records is."""
+    out: dict[str, dict] = {}
+    for rev in revisions:
         if rev and rev.get("commit"):
             key = rev["commit"]
             out[key] = {"commit": key, "dirty": bool(rev.get("dirty")) or out.get(key, {}).get("dirty", False)}

@@ -33,7 +33,7 @@ from layerwise.benchmarks.compress.data import CORPUS_SOURCES, TRAIN_PAIRS, page
 from layerwise.benchmarks.compress.report import TITLE, write_page
 from layerwise.benchmarks.compress.stored import MODELS, NAME, TESTS, donor_part, home_depth, model_candidates
 from layerwise.benchmarks.compress.tmft_check import tmft_parts
-from layerwise.benchmarks.page_parts import run_record
+from layerwise.benchmarks.page_parts import merge_revisions, run_record
 from layerwise.benchmarks.registry import PageContext, ResultsPage, register
 from layerwise.benchmarks.store import Part, model_key
 from layerwise.encoders.layer_encoder import LayerEncoder
@@ -284,13 +284,8 @@ def computed_at(candidates) -> list[dict]:
     it (``extra["computed"]``); a candidate measured before that was recorded names none. A depth part read back
     from the work folder is then as current as the oldest code that measured it, not as the run that stored it
     (:func:`~layerwise.benchmarks.page_parts.part_revisions`)."""
-    seen: dict[str, dict] = {}
-    for c in candidates:
-        for rev in c.extra.get("computed", {}).values():
-            if rev.get("commit"):
-                dirty = bool(rev.get("dirty")) or seen.get(rev["commit"], {}).get("dirty", False)
-                seen[rev["commit"]] = {"commit": rev["commit"], "dirty": dirty}
-    return [seen[commit] for commit in sorted(seen)]
+    revisions = merge_revisions(rev for c in candidates for rev in c.extra.get("computed", {}).values())
+    return sorted(revisions, key=lambda rev: rev["commit"])
 
 
 class _Descent:

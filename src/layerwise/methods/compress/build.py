@@ -21,7 +21,7 @@
    come last, in one block, so that they can be taken on a quiet machine while the training and scoring are not.
 
 With a ``folder`` every scored candidate is a JSON file ``candidates/<name>-<digest>.json`` (the digest of the
-model's identity, the data's checksums and every setting) and every student a sentence-transformers folder
+model's identity, the data's checksums and every setting: :mod:`.candidate_files`) and every student a sentence-transformers folder
 ``students/<name>-<digest>/model`` (the every-depth student once, cut per depth in memory; its training checkpoints in ``train/`` beside it until it is done): a killed run
 recomputes nothing finished (a scored candidate waiting for its timing is
 timed) and continues a student's training from its last checkpoint.
@@ -41,16 +41,13 @@ import numpy as np
 from layerwise._progress import progress
 from layerwise.data.checksum import content_checksum
 from layerwise.encoders.layer_encoder import LayerEncoder
-from layerwise.encoders.onnx_backend import GRAPH_FORMAT_VERSION, OPSET
-from layerwise.encoders.onnx_int8 import INT8_QUANTIZATION
-from layerwise.encoders.openvino_int8 import QUANTIZATION, smooth_quant_alpha
+from layerwise.encoders.openvino_int8 import smooth_quant_alpha
 from layerwise.encoders.truncate import truncate_encoder
 from layerwise.evaluation.metrics import cosine_rows, spearman
 from layerwise.keys import keyed_name, model_key
 from layerwise.methods.compress.backends import (
     CALIBRATED,
     CALIBRATION_SENTENCES,
-    MIXED_SETTINGS,
     ONNX_INT8_MIXED,
     OPENVINO_INT8,
     graph_folder,
@@ -59,6 +56,7 @@ from layerwise.methods.compress.backends import (
     runner,
     same_int8_settings,
 )
+from layerwise.methods.compress.candidate_files import FLOAT32_GRAPHS, CandidateFiles, candidate_key
 from layerwise.methods.compress.config import CompressConfig
 from layerwise.methods.compress.frontier import Candidate, CompressResult, stop_record
 from layerwise.methods.compress.specs import depth_specs
@@ -67,14 +65,13 @@ from layerwise.methods.compress.students import STUDENTS, Students
 from layerwise.methods.lc.search import LayerSubsetSearch, subset_cosine
 from layerwise.methods.truncated.model import TruncatedModel
 from layerwise.methods.truncated.tasks import PairSet
-from layerwise.reports import code_revision, write_json
+from layerwise.reports import code_revision
 from layerwise.training.distributed import local_device
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["STUDENTS", "CompressData", "Compression", "pair_spearman", "pair_vectors"]
 
-FLOAT32_GRAPHS = ("onnx", "openvino")  # backends that run the torch model's float32 function as a graph
 # graph_test_scores="checked": the distinct sentences of each test set (its first ones) whose graph vectors are compared
 # with the torch model's, besides every dev sentence, and the largest absolute difference that lets the graph take the
 # torch candidate's test scores (float32 graphs measured here differ by 1e-6 or less)
@@ -131,6 +128,7 @@ class Compression:
         self.encoder = LayerEncoder(config.model, max_length=config.max_length, batch_size=config.speed_batch_size,
                                     device=str(self.device), cache_dir=cache_dir, show_progress=show_progress)
         self.n_layers = int(self.encoder.identity.n_layers)
+        self.files = CandidateFiles(self.folder, self._key)
         self.students = Students(config, data.corpus, self.encoder, folder=self.folder, device=self.device,
                                  key=self._key, show_progress=show_progress, pairs=data.train_pairs)
         self._cut: tuple[tuple, TruncatedModel] | None = None  # the last cut model: (recipe, layers), the model
@@ -197,15 +195,14 @@ class Compression:
             raise ValueError("adopt() keeps candidates in the run's folder, which is None")
         kept = 0
         for c in (c if isinstance(c, Candidate) else Candidate.from_dict(c) for c in candidates):
-            path = self._path(c.recipe, c.layers, c.backend)
             if c.backend == OPENVINO_INT8 and not same_int8_settings(c.extra.get("quantization")):
                 continue  # quantized under other settings (or before they were recorded): another model
             if c.recipe in STUDENTS and not self._student_of(c):
                 continue
-            if c.speed and c.backend in (*self.config.backends, "torch") and not path.is_file():
+            if c.speed and c.backend in (*self.config.backends, "torch") and not self.files.has(c):
                 # marked, so that whoever reads the folder later (a run resumed, another protocol) can tell it from
                 # a candidate measured here
-                self._save(replace(c, extra={**c.extra, "carried_over": True}))
+                self.files.save(replace(c, extra={**c.extra, "carried_over": True}))
                 kept += 1
         return kept
 
@@ -223,16 +220,7 @@ class Compression:
         original timed beside them. Returns how many timings were emptied."""
         if self.folder is None:
             raise ValueError("forget_timings() edits the run's folder, which is None")
-        forgotten = 0
-        for path in sorted((self.folder / "candidates").glob("*.json")):
-            stored = json.loads(path.read_text())
-            c = Candidate.from_dict(stored["candidate"])
-            if c.speed and stored["key"] == self._key(c.recipe, c.layers, c.backend):
-                computed = {k: v for k, v in c.extra.get("computed", {}).items() if k != "timed"}
-                c = replace(c, speed={}, extra={**c.extra, "computed": computed} if "computed" in c.extra else c.extra)
-                write_json(path, {"key": stored["key"], "candidate": c.to_dict()})
-                forgotten += 1
-        return forgotten
+        return self.files.forget_timings()
 
     def forget_computed(self, stale: Callable[[str], bool]) -> int:
         """Delete what this run's folder holds that code of a ``stale`` commit computed, as each records it: the
@@ -242,14 +230,7 @@ class Compression:
         students were forgotten."""
         if self.folder is None:
             raise ValueError("forget_computed() edits the run's folder, which is None")
-        forgotten = 0
-        for path in sorted((self.folder / "candidates").glob("*.json")):
-            stored = json.loads(path.read_text())
-            c = Candidate.from_dict(stored["candidate"])
-            if stored["key"] == self._key(c.recipe, c.layers, c.backend) \
-                    and any(stale(rev["commit"]) for rev in c.extra.get("computed", {}).values() if rev.get("commit")):
-                path.unlink()
-                forgotten += 1
+        forgotten = self.files.forget_computed(stale)
         for recipe, depth in self.students.planned():
             root = self.students.root(recipe, depth)
             if self.students.trained(recipe, depth):
@@ -267,49 +248,18 @@ class Compression:
         return logger.isEnabledFor(logging.INFO) if self.show_progress is None else bool(self.show_progress)
 
     def _key(self, recipe: str, layers: tuple[int, ...], backend: str) -> dict:
-        # labelled pairs change the students only: a cut is the same candidate with or without them
-        pairs = self.data.train_pairs is not None and recipe in STUDENTS
-        settings = {k: v for k, v in self.config.to_dict().items()
-                    if k not in ("depths", "backends", "every_depth", "graph_test_scores")
-                    and (k != "pairs_weight" or pairs)}
-        data = {k: v for k, v in self.data.checksums().items() if k != "train_pairs" or pairs}
-        key = {"model": model_key(self.encoder.identity), "data": data, "settings": settings,
-               "recipe": recipe, "layers": list(layers), "backend": backend}
-        if backend in FLOAT32_GRAPHS and self.config.graph_test_scores != "measured":  # only their scores change
-            key["test_scores"] = self.config.graph_test_scores
-        if recipe == "every-depth":  # its student depends on every depth it was trained at
-            key["every_depth"] = list(self.config.every_depth)
-        if backend != "torch":  # a new graph format gives new graphs and new measurements
-            key["graph"] = {"format": GRAPH_FORMAT_VERSION, "opset": OPSET}
-        if backend in ("onnx-int8", ONNX_INT8_MIXED):  # onnxruntime's int8 setting (7-bit weights, say)
-            key["int8"] = INT8_QUANTIZATION
-        if backend == OPENVINO_INT8:  # its numbers depend on the calibration and the quantizer's settings
-            key["calibration"] = {"sentences": CALIBRATION_SENTENCES, **QUANTIZATION}
-        if backend == ONNX_INT8_MIXED:  # which products stay float32 depends on the calibration and the ratio
-            key["calibration"] = {"sentences": CALIBRATION_SENTENCES, **MIXED_SETTINGS}
-        return key
-
-    def _path(self, recipe: str, layers: tuple[int, ...], backend: str) -> Path | None:
-        if self.folder is None:
-            return None
-        name = keyed_name(f"{recipe}-l{max(layers)}-{backend}", self._key(recipe, layers, backend))
-        return self.folder / "candidates" / f"{name}.json"
-
-    def _save(self, c: Candidate) -> None:
-        path = self._path(c.recipe, c.layers, c.backend)
-        if path is not None:
-            write_json(path, {"key": self._key(c.recipe, c.layers, c.backend), "candidate": c.to_dict()})
+        return candidate_key(self.config, self.data, self.encoder.identity, recipe, layers, backend)
 
     def _scored(self, recipe: str, layers: tuple[int, ...], backend: str) -> Candidate:
         """The candidate from its file, or scored now (and written to the folder, not timed yet: ``speed`` empty)."""
-        path = self._path(recipe, layers, backend)
-        if path is not None and path.is_file():
-            return Candidate.from_dict(json.loads(path.read_text())["candidate"])
+        stored = self.files.load(recipe, layers, backend)
+        if stored is not None:
+            return stored
         if (recipe, tuple(layers), backend) in self._scores:
             return self._scores[recipe, tuple(layers), backend]
         candidate = self._measure(recipe, layers, backend)
         self._scores[recipe, tuple(layers), backend] = candidate
-        self._save(candidate)
+        self.files.save(candidate)
         logger.info("%s: dev Spearman %.2f", candidate.name, candidate.dev)
         return candidate
 
@@ -326,7 +276,7 @@ class Compression:
                               repeats=cfg.speed_repeats)
         c = replace(c, speed={**speed, "max_length": cfg.max_length},
                     extra={**c.extra, "computed": {**c.extra.get("computed", {}), "timed": code_revision()}})
-        self._save(c)
+        self.files.save(c)
         logger.info("%s: %.2fx the original's throughput", c.name, c.ratio)
         return c
 
@@ -389,7 +339,7 @@ class Compression:
         if backend == "torch":
             return None
         key = {k: v for k, v in self._key(recipe, layers, backend).items()
-               if k not in ("backend", "calibration", "test_scores")}
+               if k not in ("backend", "calibration", "test_scores", "int8")}  # one folder for every backend
         if self.folder is not None:
             root = self.folder / "graphs"
         else:
