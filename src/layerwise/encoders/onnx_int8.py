@@ -9,10 +9,11 @@ The weights are quantized on 7 bits (``reduce_range``: symmetric, |w| <= 64), be
 without ``avx512_vnni``) multiplies uint8 inputs by int8 weights with VPMADDUBSW, which adds each pair of products in
 16 bits and saturates where 2 x 255 x 127 > 32767; with 7-bit weights (2 x 255 x 64 < 32768) it cannot. A graph
 quantized on 8 bits is fine on the CPU that wrote it if that CPU has VNNI, and broken on one without: on an AMD EPYC
-with AVX2 only (2026-12-01, onnxruntime 1.32.0 and 1.31.1 alike) all-mpnet-base-v2's 8-bit graph scored 12.91
-Spearman x100 on 300 STS-B dev pairs (last-layer mean) against float32's 93.57, and 93.58 on 7 bits; on the whole
-dev set all-MiniLM-L6-v2 scored 86.49 on 8 bits and 86.74 on 7 against float32's 86.72
-(``scripts/int8_variants.py`` screens the settings on a graph). The setting is recorded in the graph folder's
+with AVX2 only (2026-12-01, onnxruntime 1.32.0) all-mpnet-base-v2's 8-bit graph scored 13.85 Spearman x100 on the
+whole STS-B dev set (last-layer mean, max length 128) against float32's 88.11, and 88.71 on 7 bits;
+all-MiniLM-L6-v2 scored 86.49 on 8 bits and 86.76 on 7 against float32's 86.72 (the lines of 2026-12-01 in
+``docs/results/screens/compress-int8-variants.jsonl``, variants ``8-bit-weights`` and ``page``, written by
+``scripts/int8_variants.py``, which screens the settings on a graph). The setting is recorded in the graph folder's
 ``layer_graph.json`` and in every cache key of an int8 result, so a graph or a result quantized otherwise is never
 read as this one.
 """
