@@ -781,6 +781,44 @@ def test_the_page_says_where_the_students_trained_from_their_facts():
     assert _training_lines(ModelResults("m", {}, {}, [], [original], original, original)) == []
 
 
+def test_the_page_says_which_training_of_the_every_depth_student_each_depth_cuts():
+    from layerwise.benchmarks.compress.report import _every_depth_lines, _training_lines
+    from layerwise.benchmarks.compress.stored import ModelResults
+    from layerwise.methods.compress.frontier import Candidate
+
+    def cand(recipe, depth, backend, extra):
+        return Candidate.from_dict({"recipe": recipe, "depth": depth, "layers": [depth], "backend": backend,
+                                    "parameters": 1, "dev": 1.0, "tests": {}, "extra": extra,
+                                    "speed": {"seconds": [1.0], "original_seconds": [1.0]}})
+
+    a, b = ({"device": "cpu", "seconds": s, "weights_sha256": h * 64, "steps": 9, "steps_this_run": 9}
+            for s, h in ((2561.2, "a"), (2400.0, "b")))
+    original = cand("original", 4, "torch", {})
+    one = [original, *(cand("every-depth", d, "torch", a) for d in (4, 3, 2)), cand("every-depth", 2, "onnx", b)]
+    r = ModelResults("m", {}, {}, [], one, original, original)
+    assert _every_depth_lines(r) == ["Every-depth student: one training, cut at each depth (depth(s) 4, 3, 2: weights "
+                                     "sha256 aaaaaaaaaaaa, trained on cpu, 2561 s).", ""]
+    assert "1 student(s)" in _training_lines(r)[0]
+    # depths 4 and 3 built on one machine, 2 and 1 on another: two models, each named with the depths it gives
+    two = [original, *(cand("every-depth", d, "torch", a) for d in (4, 3)),
+           *(cand("every-depth", d, "torch", b) for d in (2, 1))]
+    r = ModelResults("m", {}, {}, [], two, original, original)
+    line = _every_depth_lines(r)[0]
+    assert line.startswith("Every-depth student: **2 trainings** of the same recipe and seed")
+    assert "depth(s) 4, 3: weights sha256 aaaaaaaaaaaa, trained on cpu, 2561 s; depth(s) 2, 1: weights sha256 " \
+           "bbbbbbbbbbbb, trained on cpu, 2400 s." in line
+    assert "2 student(s), 2400-2561 s each" in _training_lines(r)[0]
+    old = [original, cand("every-depth", 2, "torch", {"steps": 9}), cand("every-depth", 1, "torch", {"steps": 9})]
+    assert _every_depth_lines(ModelResults("m", {}, {}, [], old, original, original))[0] == (
+        "Every-depth student (depth(s) 2, 1: weights not recorded (trained before candidates recorded them), so which "
+        "training they cut is not known).")
+    mixed = [original, cand("every-depth", 2, "torch", a), cand("every-depth", 1, "torch", {"steps": 9})]
+    assert _every_depth_lines(ModelResults("m", {}, {}, [], mixed, original, original))[0] == (
+        "Every-depth student (depth(s) 2: weights sha256 aaaaaaaaaaaa, trained on cpu, 2561 s; depth(s) 1: weights not recorded (trained before candidates recorded them), so which training "
+        "they cut is not known).")
+    assert _every_depth_lines(ModelResults("m", {}, {}, [], [original], original, original)) == []
+
+
 def test_the_goal_line_names_a_test_set_that_the_average_hides():
     from layerwise.benchmarks.compress.goals import goal_lines
     from layerwise.benchmarks.compress.stored import ModelResults

@@ -142,14 +142,20 @@ def _protocol_lines(r: ModelResults, others: list[tuple[dict, list[Candidate]]])
             "|---|---|" + "---|" * len(columns), *rows, ""]
 
 
+def _student_id(c: Candidate) -> tuple:
+    """Which trained model a student's candidate cuts: the distilled student of its depth, or the every-depth
+    student by its weights (a run spanning machines trains it again, and that is another model)."""
+    return (c.recipe, c.depth if c.recipe == "distilled" else c.extra.get("weights_sha256"))
+
+
 def _where_trained(candidates: list[Candidate]) -> dict[str, list[dict]]:
-    """device (with its GPU, where recorded) -> the training facts of each student among ``candidates`` (the
+    """device (with its GPU, where recorded) -> the training facts of each student among ``candidates`` (an
     every-depth student once, cut at every depth), where recorded."""
     where: dict[str, dict] = {}
     for c in candidates:
         if c.recipe in STUDENTS and c.backend == "torch" and "device" in c.extra:
             gpu = (c.extra.get("machine") or {}).get("gpu")
-            student = (c.recipe, c.depth if c.recipe == "distilled" else None)
+            student = _student_id(c)
             where.setdefault(c.extra["device"] + (f" ({gpu})" if gpu else ""), {})[student] = c.extra
     return {device: list(students.values()) for device, students in where.items()}
 
@@ -169,6 +175,38 @@ def _trained(where: dict[str, list[dict]]) -> str:
                    + (" (whether resumed not recorded: a resumed student's time is its last process's)"
                       if unknown else ""))
     return "; ".join(out)
+
+
+def _every_depth_lines(r: ModelResults) -> list[str]:
+    """Which training of the every-depth student each depth's every-depth rows cut, by its weights' checksum: one
+    for every depth, or several where the depths were built on different machines (the work folder, with the
+    student, does not survive a new one): trainings of the same recipe and seed, but different models."""
+    trainings: dict[str | None, list[Candidate]] = {}
+    for c in sorted(r.candidates, key=lambda c: -c.depth):
+        if c.recipe == "every-depth" and c.backend == "torch":
+            trainings.setdefault(c.extra.get("weights_sha256"), []).append(c)
+    unknown = trainings.pop(None, [])
+    if not trainings and not unknown:
+        return []
+
+    def depths(cands: list[Candidate]) -> str:
+        return "depth(s) " + ", ".join(str(c.depth) for c in cands)
+
+    def described(sha: str, cands: list[Candidate]) -> str:
+        facts = cands[0].extra
+        where = facts.get("device", "?") + (f", {facts['seconds']:.0f} s" if "seconds" in facts else "")
+        return f"{depths(cands)}: weights sha256 {sha[:12]}, trained on {where}"
+
+    unrecorded = (f"{'; ' if trainings else ''}{depths(unknown)}: weights not recorded (trained before candidates "
+                  "recorded them), so which training they cut is not known" if unknown else "")
+    if len(trainings) <= 1:
+        head = "Every-depth student: one training, cut at each depth (" if not unknown else "Every-depth student ("
+        return [head + "".join(described(*t) for t in trainings.items()) + unrecorded + ").", ""]
+    return [f"Every-depth student: **{len(trainings)} trainings** of the same recipe and seed, which are different "
+            "models (the depths were built on different machines, and a new machine trains the student again): "
+            + "; ".join(described(sha, cands) for sha, cands in trainings.items()) + unrecorded
+            + ". Each every-depth row is its own training's cut; rows of different trainings compare as two "
+            "trainings do, not as one model's depths.", ""]
 
 
 def _training_lines(r: ModelResults) -> list[str]:
@@ -358,6 +396,7 @@ def write_page(ctx: PageContext) -> list[Path]:
         lines += [f"## {name}", "", _data_line(r), "", status, "", *_quantization_line(r), *_mixed_line(r),
                   *_graph_scores_line(r),
                   *goal_lines(r, tmft, here, others), "", *_protocol_lines(r, others), *_training_lines(r),
+                  *_every_depth_lines(r),
                   *_tmft_lines(here, tmft), *_reference_lines(r), "",
                   *_table(r, tmft), "", f"![frontier]({png.name})", ""]
     limit = results[0].parts[0].key["protocol"].get("corpus_limit")  # the protocol of the models shown
