@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -88,7 +89,8 @@ def _options(tiny_bert, tmp_path, **over):
     return {"minilm": str(tiny_bert), "minilm_depths": [0, 2], "pre_steps": ["none", "ws"], "seeds": [0, 1],
             "mpnet": None, "epochs": 1, "check_depths": [0, 2], "check_epochs": 2, "throughput_sentences": 12,
             "throughput_repeats": 1, "checkpoints": str(tmp_path / "runs"), "paper_epochs": 2, "paper_seeds": [0, 1],
-            "paper_depths": [2], "overrides": {"batch_size": 8, "lr": 1e-3, "max_length": 16, "ws": ws}, **over}
+            "paper_depths": [2], "sickr_depths": [], "overrides": {"batch_size": 8, "lr": 1e-3, "max_length": 16,
+                                                                  "ws": ws}, **over}
 
 
 def test_page_runs_resumes_and_renders(tiny_bert, data_dir, tmp_path, monkeypatch):
@@ -153,6 +155,46 @@ def test_page_runs_resumes_and_renders(tiny_bert, data_dir, tmp_path, monkeypatc
         page.run(PageContext(store=store, output=out, data_dir=str(data_dir),
                              options=_options(tiny_bert, tmp_path, overrides={**_options(tiny_bert, tmp_path)["overrides"],
                                                                               "lr": 2e-3})))
+
+
+def test_tmft_on_sickr_stands_beside_the_untrained_model_on_the_same_pairs(tiny_bert, data_dir, tmp_path):
+    from layerwise import LayerEncoder
+    from layerwise.data import load_sts
+    from test_tmft_paper_options import _write_sick
+
+    _write_sick(data_dir)
+    store, name = ResultsStore(tmp_path / "state"), tiny_bert.name
+    options = _options(tiny_bert, tmp_path, minilm_depths=[2], pre_steps=["none"], seeds=[0], check_depths=[],
+                       lc_tmft=False, paper_depths=[], sickr_depths=[0, 2])
+    ctx = PageContext(store=store, output=tmp_path / "out", data_dir=str(data_dir), options=options)
+    page = get_page("tmft")
+    page.run(ctx)
+    parts = {p.name: p for p in store.parts("tmft")}
+    runs = {d: parts[f"run-{name}-none-L{d}-seed0-sickr-ep1"] for d in (0, 2)}
+    assert all(set(r.key["data"]) == {"sickr"} and r.payload["config"]["dataset"] == "sickr" for r in runs.values())
+    frontier = parts[f"frontier-{name}-sickr"]
+    assert set(frontier.key["data"]) == {"trial", "test"} and "SICK-R" not in frontier.key["search"]
+    # the untrained state-l-alone score is the plain cosine of hidden state l's mean on SICK-R test (a twin here)
+    test, enc = load_sts("sickr", data_dir=data_dir, split="test"), LayerEncoder(tiny_bert, max_length=16,
+                                                                                cache_dir=False)
+    a, b = enc.encode(test.sentences1).mean, enc.encode(test.sentences2).mean
+    for row in frontier.payload["rows"]:
+        d = row["depth"]
+        cos = (a[:, d] * b[:, d]).sum(1) / np.linalg.norm(a[:, d], axis=1) / np.linalg.norm(b[:, d], axis=1)
+        assert row["single_test_spearman"] == pytest.approx(100 * spearmanr(cos, test.scores)[0], abs=1e-4)
+    page.render(ctx)
+    md = (tmp_path / "out" / "tmft.md").read_text()
+    section = md.split("## TMFT on SICK-R")[1].split("\n## ")[0]
+    rows = {line.split(" | ")[0]: line.split(" | ") for line in section.splitlines() if line.startswith("| ")}
+    for d in (0, 2):
+        row = next(r for r in frontier.payload["rows"] if r["depth"] == d)
+        assert rows[f"| {d}"][2] == f"{runs[d].payload['test_spearman']:.2f}"
+        assert rows[f"| {d}"][5] == f"{row['single_test_spearman']:.2f}"
+    assert re.fullmatch(r"\d\.\d{4} \((yes|no)\)", rows["| 0"][4]) and rows["| 2"][4] == "reference"
+    gap = runs[0].payload["test_spearman"] - runs[2].payload["test_spearman"]
+    assert rows["| 0"][3] == f"{gap:+.2f}" and "SICK-R test pairs resampled" in section
+    missing = md.split("## Not run yet")[1].split("\n## ")[0] if "## Not run yet" in md else ""
+    assert f"frontier-{name}-sickr" not in missing and "sickr-ep1" not in missing  # stored: not listed as missing
 
 
 def _check_depth_test(parts, name, md, store):

@@ -5,7 +5,8 @@ combination within hidden states ``0..l`` is chosen on STS-B dev by the exact su
 (:class:`~layerwise.methods.lc.search.LayerSubsetSearch` on the stacks restricted to states ``0..l``) and scored on
 STS-B test with no training at all. Next to it, each row keeps the plain untrained score of hidden state ``l`` alone
 (mean pooling, the starting point of TMFT at that depth), so a page can say how much of TMFT's gain over that start
-the choice of layers alone reaches.
+the choice of layers alone reaches. The same on SICK-R (``dataset="sickr"``): chosen on its trial split, scored on
+its test split, the splits TMFT on SICK-R keeps its checkpoint by and is tested on.
 
 **Throughput.** Sentences per second of each truncated model and of the full one on the same sentences, batch size
 and thread count: a warm-up batch first, then ``repeats`` timed passes (``time.perf_counter``), the median kept.
@@ -30,13 +31,18 @@ from layerwise.methods.truncated.model import TruncatedModel
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Frontier", "FrontierRow", "Throughput", "ThroughputRow", "depth_parameters", "throughput",
+__all__ = ["FRONTIER_SPLITS", "Frontier", "FrontierRow", "Throughput", "ThroughputRow", "depth_parameters", "throughput",
            "zero_training_frontier"]
+
+
+#: data set -> the (dev, test) splits a frontier chooses and scores on: those TMFT keeps its checkpoint by and tests on
+#: (``methods.truncated.run.sts_pairs``)
+FRONTIER_SPLITS = {"stsb": ("dev", "test"), "sickr": ("trial", "test")}
 
 
 @dataclass(frozen=True)
 class FrontierRow:
-    """One depth of the frontier; scores are STS-B Spearman x100."""
+    """One depth of the frontier; scores are Spearman x100 on the frontier's data set (STS-B unless it says)."""
 
     depth: int  # hidden state the model is truncated at (0 = embedding output)
     layers: tuple[int, ...]  # the subset of 0..depth chosen on dev
@@ -50,8 +56,9 @@ class FrontierRow:
 class Frontier:
     model: dict  # the model's identity (name and hashes)
     rows: tuple[FrontierRow, ...]  # one per depth, in increasing depth
-    n_dev: int  # STS-B dev pairs the subsets were chosen on
+    n_dev: int  # dev pairs the subsets were chosen on (STS-B dev; SICK-R trial)
     n_test: int
+    dataset: str = "stsb"
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -60,7 +67,8 @@ class Frontier:
     def from_dict(cls, d: dict) -> "Frontier":
         """From :meth:`to_dict` output; other keys (a store's ``wall_seconds``) are ignored."""
         rows = tuple(FrontierRow(**{**r, "layers": tuple(r["layers"])}) for r in d["rows"])
-        return cls(model=d["model"], rows=rows, n_dev=int(d["n_dev"]), n_test=int(d["n_test"]))
+        return cls(model=d["model"], rows=rows, n_dev=int(d["n_dev"]), n_test=int(d["n_test"]),
+                   dataset=d.get("dataset", "stsb"))
 
     def row(self, depth: int) -> FrontierRow:
         for r in self.rows:
@@ -110,13 +118,16 @@ def depth_parameters(model: str, depths) -> dict[int, int]:
     return {int(d): count_parameters(truncate_encoder(skeleton, int(d))) for d in depths}
 
 
-def zero_training_frontier(encoder, data_dir=None, *, depths=None) -> Frontier:
-    """The frontier of ``encoder`` (a :class:`~layerwise.encoders.LayerEncoder`) on STS-B dev / test.
+def zero_training_frontier(encoder, data_dir=None, *, depths=None, dataset: str = "stsb") -> Frontier:
+    """The frontier of ``encoder`` (a :class:`~layerwise.encoders.LayerEncoder`) on ``dataset``'s dev / test pairs
+    (the splits TMFT trains with: STS-B dev / test, SICK-R trial / test).
 
     ``depths``: hidden states to truncate at (default: every one, 0..L). The search at depth ``l`` sees the
     stacks ``(n, l + 1, d)`` of states 0..l only.
     """
-    dev, test = (load_sts("stsb", data_dir=data_dir, split=s) for s in ("dev", "test"))
+    if dataset not in FRONTIER_SPLITS:
+        raise ValueError(f"dataset={dataset!r}: the frontier is searched on {', '.join(FRONTIER_SPLITS)}")
+    dev, test = (load_sts(dataset, data_dir=data_dir, split=s) for s in FRONTIER_SPLITS[dataset])
     n_states = encoder.n_states
     depths = tuple(range(n_states)) if depths is None else tuple(int(d) for d in depths)
     bad = [d for d in depths if not 0 <= d < n_states]
@@ -134,7 +145,7 @@ def zero_training_frontier(encoder, data_dir=None, *, depths=None) -> Frontier:
         rows.append(FrontierRow(d, chosen, float(search.best_score_), float(test_score), float(single), params[d]))
         logger.info("frontier depth %d: %s dev %.2f test %.2f", d, chosen, search.best_score_, test_score)
 
-    return Frontier(model_key(encoder.identity), tuple(rows), len(dev), len(test))
+    return Frontier(model_key(encoder.identity), tuple(rows), len(dev), len(test), dataset)
 
 
 def throughput(model: str, depths, sentences, batch_size: int = 32, *, repeats: int = 3,

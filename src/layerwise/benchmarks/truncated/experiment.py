@@ -6,7 +6,7 @@ Parts (page ``tmft`` by default):
   keyed on the model identity (weights, tokenizer, config hashes), the content checksums of every data set the run
   reads (STS-B train/dev/test; word pairs for ``ws``; MLM sentences for ``mlm``) and every :class:`TMFTConfig` field;
 * ``frontier-<model>``: the zero-training frontier, keyed on the model, the STS-B dev/test checksums and the encoder
-  settings;
+  settings; ``frontier-<model>-sickr`` the same on SICK-R trial/test (the page's TMFT on SICK-R beside it);
 * ``throughput-<model>``: encoding speed per depth, keyed on the model, the depths, the sentences' checksum, the
   batch and the machine (a timing is only valid where it was taken).
 
@@ -24,7 +24,13 @@ from pathlib import Path
 from layerwise.benchmarks.page_parts import RunTimer, latest_by_name, run_record, sts_checksum
 from layerwise.benchmarks.significance_parts import OUTPUTS_KEY, load_gold, save_gold
 from layerwise.benchmarks.store import Part, ResultsStore, model_key
-from layerwise.benchmarks.truncated.analysis import Frontier, Throughput, throughput, zero_training_frontier
+from layerwise.benchmarks.truncated.analysis import (
+    FRONTIER_SPLITS,
+    Frontier,
+    Throughput,
+    throughput,
+    zero_training_frontier,
+)
 from layerwise.data import load_sts
 from layerwise.data.checksum import content_checksum
 from layerwise.encoders.layer_encoder import LayerEncoder
@@ -34,7 +40,7 @@ from layerwise.training.distributed import run_on_main
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PAGE_NAME", "SpeedSettings", "frontier_part", "result_from_payload", "run_part_name", "run_runs", "throughput_part",
+__all__ = ["PAGE_NAME", "SpeedSettings", "frontier_part", "frontier_part_name", "result_from_payload", "run_part_name", "run_runs", "throughput_part",
            "stored", "stored_gold"]
 
 PAGE_NAME = "tmft"
@@ -112,18 +118,25 @@ def run_runs(configs: list[TMFTConfig], store: ResultsStore, *, checkpoints, dat
     return results
 
 
+def frontier_part_name(model: str, dataset: str = "stsb") -> str:
+    """``frontier-<model>`` (STS-B), ``frontier-<model>-<dataset>`` on another data set."""
+    return f"frontier-{Path(model).name}" + ("" if dataset == "stsb" else f"-{dataset}")
+
+
 def frontier_part(model: str, store: ResultsStore, *, data_dir=None, max_length: int = 128, command=(),
-                  page: str = PAGE_NAME) -> Frontier:
-    """The zero-training frontier of ``model`` at every depth, from the store or computed and saved."""
-    data = {s: sts_checksum(load_sts("stsb", data_dir=data_dir, split=s)) for s in ("dev", "test")}
+                  page: str = PAGE_NAME, dataset: str = "stsb") -> Frontier:
+    """The zero-training frontier of ``model`` at every depth on ``dataset`` (:data:`~.analysis.FRONTIER_SPLITS`),
+    from the store or computed and saved."""
+    data = {s: sts_checksum(load_sts(dataset, data_dir=data_dir, split=s)) for s in FRONTIER_SPLITS[dataset]}
     encoder = LayerEncoder(model, max_length=max_length, cache_dir=False, show_progress=show_bar())
+    dev = "STS-B dev" if dataset == "stsb" else f"{dataset} {FRONTIER_SPLITS[dataset][0]}"
     key = {"model": model_key(encoder.identity), "data": data, "max_length": encoder.max_length, "dtype": "float32",
-           "search": "exact, every subset of 0..l, chosen on STS-B dev"}
-    name = f"frontier-{Path(model).name}"
+           "search": f"exact, every subset of 0..l, chosen on {dev}"}
+    name = frontier_part_name(model, dataset)
     part = store.load(page, name, key)
     if part is None:
         t0 = time.perf_counter()
-        frontier = zero_training_frontier(encoder, data_dir)
+        frontier = zero_training_frontier(encoder, data_dir, dataset=dataset)
         part = Part(page, name, key, {**frontier.to_dict(), "wall_seconds": time.perf_counter() - t0},
                     runs=[run_record(command)])
         store.save(part)

@@ -43,8 +43,9 @@ def draw_cost(page: TMFTPage):
 
     fig = Figure(figsize=(6.0, 4.0), layout="constrained")
     ax = fig.subplots()
-    gs = curves(page)
-    for model, _ in page_models(page):
+    models = dict(page_models(page))
+    gs = [g for g in curves(page) if g.model in models]  # STS-B runs (those on another data set have their table)
+    for model in models:
         for pre in ("none", "ws", "mlm"):
             pts = [(g.parameters / 1e6, g.mean_std()[0]) for g in gs if g.model == model and g.pre_step == pre]
             if pts:

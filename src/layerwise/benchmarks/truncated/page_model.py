@@ -33,6 +33,8 @@ class TMFTPage:
     devices: list[str] = field(default_factory=list)  # where the TMFT runs shown trained ("cpu", "cuda"...)
     estimates: dict[str, list] = field(default_factory=dict)  # model -> estimated seconds per run not stored yet
     gold: dict = field(default_factory=dict)  # data checksum -> gold test scores (the paired tests read them)
+    # the first model's frontier on another data set, by the name its runs group under ("all-MiniLM-L6-v2 on sickr")
+    other_frontiers: dict[str, Frontier] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,9 @@
 
 Order of work (so that a cut-off run leaves a useful partial page): the frontier and throughput of every model (minutes),
 then TMFT seed 0 at every depth of the first model, LC-TMFT on the subset the first model's full-depth frontier chose
-on dev, the WS and MLM pre-steps, the other seeds, the epoch check (1 and 10 epochs at two depths), the second model's
+on dev, the WS and MLM pre-steps, the other seeds, the epoch check (1 and 10 epochs at two depths), the first model's
+TMFT on SICK-R (the paper's second data set: trained on its train split, kept by trial, tested on test; seed 0 at
+every depth, with the untrained frontier on SICK-R beside it), the second model's
 depths (about 4x the first model's time per layer on CPU, so 1 epoch each), and last the paper's settings for the first
 model (10 epochs, 5 seeds, every depth: about 13 h on 2 CPU cores, 10 min on an H100 in 8 shards). ``--option device=cuda`` trains
 there; ``--option shard=i/n`` trains every n-th run from the i-th, so n processes (or machines) share one grid, each
@@ -28,6 +30,7 @@ from layerwise.benchmarks.truncated.experiment import (
     PAGE_NAME,
     SpeedSettings,
     frontier_part,
+    frontier_part_name,
     result_from_payload,
     run_part_name,
     run_runs,
@@ -65,6 +68,10 @@ class TMFTPageConfig:
     mpnet_epochs: int = 1  # the second model's runs cost about 4x per layer: 1 epoch (the check covers 1 epoch too)
     check_depths: tuple[int, ...] = (3, 6)  # first model, TMFT seed 0, at each of check_epochs too
     check_epochs: tuple[int, ...] = (1, 10)
+    # the first model's TMFT on SICK-R (train, checkpoint by trial, scored on test), beside its untrained frontier
+    # there: the paper's second data set; empty: left out
+    sickr_depths: tuple[int, ...] = (0, 1, 2, 3, 4, 5, 6)
+    sickr_seeds: tuple[int, ...] = (0,)
     lc_tmft: bool = True  # TMFT on the subset chosen by the first model's full-depth frontier
     lc_seeds: tuple[int, ...] = (0,)
     overrides: tuple[tuple[str, object], ...] = ()  # TMFTConfig fields for every run
@@ -105,6 +112,8 @@ class TMFTPageConfig:
         out += [self.base(m, (d,), "none", s) for s in self.seeds[1:] for d in self.minilm_depths]
         out += [self.base(m, (d,), "none", self.seeds[0], e) for e in self.check_epochs if e != self.epochs
                 for d in self.check_depths]
+        out += [replace(self.base(m, (d,), "none", s), dataset="sickr") for s in self.sickr_seeds
+                for d in self.sickr_depths]
         if self.mpnet:  # the costliest runs on CPU (about 4x the first model's time per layer)
             out += [self.base(self.mpnet, (d,), "none", s, self.mpnet_epochs) for s in self.mpnet_seeds
                     for d in self.mpnet_depths]
@@ -170,6 +179,9 @@ def run(ctx: PageContext) -> None:
         speed = SpeedSettings(page.throughput_sentences, page.throughput_batch_size, page.throughput_repeats,
                               max_length)
         throughput_part(model, depths, ctx.store, data_dir=ctx.data_dir, settings=speed, command=ctx.command)
+    if page.sickr_depths:
+        frontier_part(page.minilm, ctx.store, data_dir=ctx.data_dir, max_length=max_length, command=ctx.command,
+                      dataset="sickr")
     if not page.train:
         return
     lc = frontiers[page.minilm].rows[-1].layers
@@ -204,6 +216,14 @@ def load_page(ctx: PageContext):
                     env = part.runs[-1].get("environment", {}) if part.runs else {}
                     loads[name] = env.get("machine", {}).get("load_average_1_5_15")
     minilm = Path(page.minilm).name
+    others = {}  # the first model's frontier on another data set, by the name its runs group under
+    if page.sickr_depths:
+        part = parts.get(frontier_part_name(page.minilm, "sickr"))
+        if part is None:
+            missing.append(frontier_part_name(page.minilm, "sickr"))
+        else:
+            others[f"{minilm} on sickr"] = Frontier.from_dict(part.payload)
+            used.append(part)
     lc = frontiers[minilm].rows[-1].layers if minilm in frontiers else None
     results, done, todo = [], [], []
     for config in page.configs(lc):
@@ -224,7 +244,7 @@ def load_page(ctx: PageContext):
     run_loads = {p.name: run_time_row(p, p.payload) for p in used if p.name.startswith("run-")}
     devices = sorted({p.payload.get("device", "cpu") for p in used if p.name.startswith("run-")})
     return TMFTPage(TITLE, asdict(page), results, frontiers, speeds, lc, missing, provenance_lines(used), seconds,
-                    loads, run_loads, devices, estimates, gold=stored_gold(ctx.store, results))
+                    loads, run_loads, devices, estimates, gold=stored_gold(ctx.store, results), other_frontiers=others)
 
 
 def estimate_seconds(config: TMFTConfig, done: list[tuple[TMFTConfig, float]]) -> float | None:
@@ -264,8 +284,9 @@ PAGE = register(ResultsPage(
     method="truncated",
     title=TITLE,
     models=tuple(m for m in (TMFTPageConfig.minilm, TMFTPageConfig.mpnet) if m),
-    data=("stsb", "wordsim", "snli_devtest", "wiki1m_head"),
+    data=("stsb", "sickr", "wordsim", "snli_devtest", "wiki1m_head"),
     grid={"minilm_depths": TMFTPageConfig.minilm_depths, "mpnet_depths": TMFTPageConfig.mpnet_depths,
+          "sickr": {"depths": TMFTPageConfig.sickr_depths, "seeds": TMFTPageConfig.sickr_seeds},
           "pre_steps": TMFTPageConfig.pre_steps, "seeds": TMFTPageConfig.seeds, "epochs": TMFTPageConfig.epochs,
           "check": {"depths": TMFTPageConfig.check_depths, "epochs": TMFTPageConfig.check_epochs},
           "paper": {"depths": TMFTPageConfig.paper_depths, "seeds": TMFTPageConfig.paper_seeds,

@@ -120,6 +120,47 @@ def _note(what: str, baseline: str) -> str:
                              "resampled", "layerwise results run tmft")
 
 
+def _sickr_section(page: TMFTPage) -> list[str]:
+    """The first model's TMFT trained and tested on SICK-R per depth, against its TMFT at full depth there (paired
+    test over SICK-R's test pairs) and beside the untrained model's scores on the same pairs (its frontier)."""
+    s, model = page.settings, page_models(page)[0][0]
+    depths = sorted(s.get("sickr_depths") or ())
+    if not depths:
+        return ["Not in this page's grid (`--option sickr_depths='[0, 3, 6]'` adds it).", ""]
+    name, epochs = f"{model} on sickr", epochs_of(s, model)
+    gs = {d: find(curves(page), name, "none", (d,), epochs) for d in depths}
+    fr, top = page.other_frontiers.get(name), max(depths)
+    sizes = (f" ({fr.n_dev} trial pairs, {fr.n_test} test pairs)" if fr else "")
+    lines = [f"TMFT of {model} on SICK-R{sizes}: trained on SICK-R train (relatedness 1-5 mapped onto 0-1), the "
+             f"checkpoint with the best SICK-R trial Spearman kept, scored on SICK-R test; {epochs} epoch(s), seed(s) "
+             f"{', '.join(map(str, s['sickr_seeds']))}, every other setting as on STS-B. The untrained columns are the "
+             "same model with no training on the same test pairs: hidden state l alone (TMFT's start), and the best "
+             "subset of 0..l chosen on SICK-R trial by the exact search.", "",
+             significance_note("each depth's TMFT test score on SICK-R", f"depth {top}",
+                               "the difference of the two mean test Spearman correlations over their seeds, the "
+                               "SICK-R test pairs resampled", "layerwise results run tmft"), "",
+             f"| depth | parameters | TMFT on SICK-R | vs depth {top} | p vs depth {top} | untrained, state l alone | "
+             "frontier (no training) |", "|---|---|---|---|---|---|---|"]
+    full = gs.get(top)
+    for d in depths:
+        g, row = gs[d], fr.row(d) if fr and d in {r.depth for r in fr.rows} else None
+        vs = f"{g.mean_std()[0] - full.mean_std()[0]:+.2f}" if g and full and d != top else ""
+        p = p_cell(group_test(page.gold, g.results, full.results)) if g and full and d != top else \
+            ("reference" if g else "")
+        untrained = (f"{row.single_test_spearman:.2f} | {row.test_spearman:.2f} ({','.join(map(str, row.layers))})"
+                     if row else "not run yet | not run yet")
+        params = g.parameters if g else (row.parameters if row else None)
+        lines.append(f"| {d} | {'?' if params is None else f'{params:,}'} | {g.cell() if g else 'not run yet'} | "
+                     f"{vs} | {p} | {untrained} |")
+    if fr and full:
+        untrained_full = fr.rows[-1].single_test_spearman
+        wins = [d for d in depths if gs[d] and d < top and gs[d].mean_std()[0] >= untrained_full]
+        lines += ["", f"- The untrained full model on SICK-R test: {untrained_full:.2f}; TMFT at depth {top}: "
+                  f"{full.mean_std()[0]:.2f} ({full.mean_std()[0] - untrained_full:+.2f}). Truncated depths whose TMFT "
+                  f"reaches the untrained full model: {wins or 'none'}."]
+    return lines + [""]
+
+
 def _epoch_check(page: TMFTPage) -> list[str]:
     s, model = page.settings, page_models(page)[0][0]
     counts = [s["epochs"], *[e for e in s["check_epochs"] if e != s["epochs"]]]
@@ -325,6 +366,7 @@ def render_markdown(page: TMFTPage) -> str:
               "Spearman (every model and pre-step pooled).", "",
               "## Zero-training frontier", "", *_frontier_table(page), "## LC-TMFT", "", *_lc_lines(page),
               "## Epoch check", "", *_epoch_check(page), "## The paper's settings", "", *_paper_settings(page),
+              "## TMFT on SICK-R", "", *_sickr_section(page),
               "## Throughput", "", *_speed_table(page),
               "![throughput per depth](tmft-speed.png)", "", "## Where truncation helps", "", *_verdict(page), "",
               "## Notes", "",
