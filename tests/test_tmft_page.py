@@ -391,9 +391,12 @@ def test_a_missing_run_is_estimated_from_stored_runs_of_its_depth_per_epoch():
     def run(layers, pre="none", epochs=3, seed=0, model="m"):
         return TMFTConfig(model=model, layers=layers, pre_step=pre, epochs=epochs, seed=seed)
 
-    done = [(run((3,)), 300.0), (run((3,), seed=1), 330.0), (run((3,), seed=2), 900.0),  # one slowed by other jobs
-            (run((3,), "ws"), 600.0), (run((6,)), 1200.0)]
+    done = [(run((3,)), 300.0, "cpu"), (run((3,), seed=1), 330.0, "cpu"), (run((3,), seed=2), 900.0, "cpu"),
+            (run((3,), "ws"), 600.0, "cpu"), (run((6,)), 1200.0, "cpu"),  # seed 2 at 3 slowed by other jobs
+            (run((3,), seed=3), 3.0, "cuda"), (run((9,)), 30.0, "cuda")]  # a GPU's times: not a CPU's estimate
     assert estimate_seconds(run((3,), epochs=10), done) == pytest.approx(1100.0)  # median 110 s/epoch x 10
     assert estimate_seconds(run((3,), "ws", seed=1), done) == pytest.approx(600.0)  # its own pre-step's runs
     assert estimate_seconds(run((6,), "mlm"), done) == pytest.approx(1200.0)  # no MLM run at 6: plain TMFT's
     assert estimate_seconds(run((9,)), done) is None and estimate_seconds(run((3,), model="other"), done) is None
+    assert estimate_seconds(run((9,)), done, "cuda") == pytest.approx(30.0)
+    assert estimate_seconds(run((3,)), done, "cuda") == pytest.approx(3.0)

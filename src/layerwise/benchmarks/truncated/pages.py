@@ -234,10 +234,10 @@ def load_page(ctx: PageContext):
             continue
         results.append(result_from_payload(part.payload))
         used.append(part)
-        done.append((config, float(part.payload.get("wall_seconds", 0.0))))
+        done.append((config, float(part.payload.get("wall_seconds", 0.0)), part.payload.get("device", "cpu")))
     estimates = {}  # model -> the estimated wall seconds of each run not stored yet (None: nothing comparable)
     for config in todo:
-        estimates.setdefault(Path(config.model).name, []).append(estimate_seconds(config, done))
+        estimates.setdefault(Path(config.model).name, []).append(estimate_seconds(config, done, page.device or "cpu"))
     if page.lc_tmft and lc is None:
         missing.append(f"LC-TMFT runs of {minilm} (need frontier-{minilm} for the subset)")
     seconds = {p.name: float(p.payload.get("wall_seconds", 0.0)) for p in used}
@@ -247,18 +247,19 @@ def load_page(ctx: PageContext):
                     loads, run_loads, devices, estimates, gold=stored_gold(ctx.store, results), other_frontiers=others)
 
 
-def estimate_seconds(config: TMFTConfig, done: list[tuple[TMFTConfig, float]]) -> float | None:
-    """About how long a run not stored yet takes: the median wall seconds per epoch of the stored runs of the same
-    model and layers (the same pre-step, else none), times its epochs; ``None`` when no such run is stored."""
+def estimate_seconds(config: TMFTConfig, done: list[tuple[TMFTConfig, float, str]], device: str = "cpu"
+                     ) -> float | None:
+    """About how long a run not stored yet takes on ``device`` (where this page's runs train): the median wall
+    seconds per epoch of the stored runs of the same model and layers (the same pre-step, else none) on that device,
+    times its epochs; ``None`` when no such run is stored there (a GPU's times say nothing of a CPU's)."""
     import numpy as np
 
     for same in (config.pre_step, "none"):
-        rates = [wall / c.epochs for c, wall in done
-                 if (c.model, c.layers, c.pre_step) == (config.model, config.layers, same)]
+        rates = [wall / c.epochs for c, wall, where in done
+                 if (c.model, c.layers, c.pre_step) == (config.model, config.layers, same) and where == device]
         if rates:
             return float(np.median(rates)) * config.epochs
     return None
-
 
 
 def render(ctx: PageContext) -> list[Path]:

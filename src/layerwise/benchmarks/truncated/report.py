@@ -306,8 +306,9 @@ def _time_lines(page: TMFTPage) -> list[str]:
                 if runs else "no TMFT run done yet")
         if todo:
             done += (f"; {len(todo)} not run yet" + (f", about {sum(known) / 3600:.1f} h more for {len(known)} of "
-                     "them (each from the stored runs of its depth and pre-step, per epoch, times its epochs)"
-                     if known else "") + (f"; {len(todo) - len(known)} with no comparable run stored to estimate"
+                     f"them on {page.settings.get('device') or 'cpu'} (each from the stored runs of its depth and pre-step there, per "
+                     "epoch, times its epochs)"
+                     if known else "") + (f"; {len(todo) - len(known)} with no comparable run stored on that device to estimate"
                                           if len(known) < len(todo) else ""))
         lines.append(f"- {model}: {done}")
     if page.run_loads:
