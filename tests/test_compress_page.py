@@ -819,6 +819,17 @@ def test_the_page_says_which_training_of_the_every_depth_student_each_depth_cuts
     assert _every_depth_lines(ModelResults("m", {}, {}, [], [original], original, original)) == []
 
 
+def test_the_tmft_pages_sts_b_figures_leave_out_its_runs_on_other_data_sets(tmp_path):
+    from layerwise.benchmarks.compress.goals import tmft_page_scores
+
+    store = ResultsStore(tmp_path)
+    for name, over, score in (("a", {}, 70.0), ("b", {"seed": 1}, 72.0), ("c", {"dataset": "sickr"}, 50.0),
+                              ("d", {"epochs": 1}, 60.0), ("e", {"pre_step": "ws"}, 61.0)):
+        config = {"model": "m", "layers": [3], "pre_step": "none", "epochs": 3, "seed": 0, **over}
+        store.save(Part("tmft", f"run-{name}", {"config": config}, {"config": config, "test_spearman": score}))
+    assert tmft_page_scores(store, "m") == {3: pytest.approx(71.0)}  # STS-B, 3 epochs, no pre-step: seeds 0 and 1
+
+
 def test_the_goal_line_names_a_test_set_that_the_average_hides():
     from layerwise.benchmarks.compress.goals import goal_lines
     from layerwise.benchmarks.compress.stored import ModelResults

@@ -67,7 +67,7 @@ def tmft_page_scores(store: ResultsStore, model: str) -> dict[int, float]:
     for part in store.parts("tmft"):
         cfg = part.payload.get("config") or {}
         if cfg.get("model") == model and cfg.get("pre_step") == "none" and cfg.get("epochs") == epochs \
-                and len(cfg.get("layers") or []) == 1:
+                and len(cfg.get("layers") or []) == 1 and cfg.get("dataset", "stsb") == "stsb":  # not SICK-R's
             scores.setdefault(int(cfg["layers"][0]), []).append(float(part.payload["test_spearman"]))
     return {depth: sum(v) / len(v) for depth, v in scores.items()}
 
