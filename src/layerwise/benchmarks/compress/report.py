@@ -388,17 +388,10 @@ def write_page(ctx: PageContext) -> list[Path]:
              "and is timed against the original torch model in one run.", ""]
     paths = []
     for r in results:
-        name = Path(r.model).name
-        png = plot_frontier(r.candidates, ctx.output / f"compress-{name}.png", title=name, chosen=r.chosen)
+        png = plot_frontier(r.candidates, ctx.output / f"compress-{Path(r.model).name}.png", title=Path(r.model).name,
+                            chosen=r.chosen)
         paths.append(png)
-        status = _status_line(r, _stop_part(parts, r), results)
-        tmft, here, others = tmft_page_scores(ctx.store, r.model), stored_tmft(parts, r.model), other_protocols(parts, r)
-        lines += [f"## {name}", "", _data_line(r), "", status, "", *_quantization_line(r), *_mixed_line(r),
-                  *_graph_scores_line(r),
-                  *goal_lines(r, tmft, here, others), "", *_protocol_lines(r, others), *_training_lines(r),
-                  *_every_depth_lines(r),
-                  *_tmft_lines(here, tmft), *_reference_lines(r), "",
-                  *_table(r, tmft), "", f"![frontier]({png.name})", ""]
+        lines += _model_lines(ctx, parts, r, results, png)
     limit = results[0].parts[0].key["protocol"].get("corpus_limit")  # the protocol of the models shown
     for name in [m for m in MODELS if m not in {Path(r.model).name for r in results}]:
         lines += [f"## {name}", "", "**Not run yet.** `layerwise results run compress --data-dir DATA --option "
@@ -406,21 +399,39 @@ def write_page(ctx: PageContext) -> list[Path]:
                   + " --option timings=per-depth` computes it under the protocol above (one part per depth, deepest "
                   "first, each stored when timed: resumable; every depth trains a student, so several CPU hours on a "
                   "2-CPU machine).", ""]
-    s = results[0].chosen.speed
-    lines += ["## How to read it", "",
-              f"Throughput ratio: the original torch model's median pass over the candidate's, passes interleaved in "
-              f"one run ({s['sentences']} corpus sentences, batch {s['batch_size']}, max length {s['max_length']}, "
-              f"{len(s['seconds'])} timed passes each, {s['threads']} threads); the original torch row, timed against "
-              "itself, shows the timing's noise, and the goal lines give the range of the per-pass ratios (each original "
-              "pass over the candidate pass beside it). *Against the run's original*: the median of every pass of the "
-              "original in the candidate's run (it is timed beside each candidate of a depth part: dozens of passes) "
-              "over the candidate's median pass. Pairing passes cancels a change of load during the run; pooling "
-              "cancels the original's own pass-to-pass noise, about 10 % per pass here, which moves the paired ratio of "
-              "one candidate by as much (two candidates of one architecture and backend can differ by 20 % on it). "
-              "The choice uses the paired ratio; the goal line gives both readings. ONNX fp32 gives the torch vectors "
-              "(difference per candidate in its stored part); int8 is close, not equal.", "",
-              *[f"- {k}: {v}" for k, v in RECIPES.items()], "",
-              "## Published figures (theirs, their hardware; not measured here)", "", *[f"- {p}" for p in PUBLISHED],
+    lines += [*_reading_lines(results), "## Published figures (theirs, their hardware; not measured here)", "",
+              *[f"- {p}" for p in PUBLISHED],
               "", "## Provenance", "", *provenance_lines([p for r in results for p in r.parts]
                                                               + [p for p in parts if "tmft_depth" in p.key]), ""]
     return [write_text(ctx.output / f"{NAME}.md", "\n".join(lines)), *paths]
+
+
+def _model_lines(ctx: PageContext, parts: list[Part], r: ModelResults, results: list[ModelResults], png: Path
+                 ) -> list[str]:
+    """One model's section: its protocol, status, goals, students, TMFT, runs, the table and its frontier plot."""
+    status = _status_line(r, _stop_part(parts, r), results)
+    tmft, here, others = tmft_page_scores(ctx.store, r.model), stored_tmft(parts, r.model), other_protocols(parts, r)
+    return [f"## {Path(r.model).name}", "", _data_line(r), "", status, "", *_quantization_line(r), *_mixed_line(r),
+            *_graph_scores_line(r),
+            *goal_lines(r, tmft, here, others), "", *_protocol_lines(r, others), *_training_lines(r),
+            *_every_depth_lines(r),
+            *_tmft_lines(here, tmft), *_reference_lines(r), "",
+            *_table(r, tmft), "", f"![frontier]({png.name})", ""]
+
+
+def _reading_lines(results: list[ModelResults]) -> list[str]:
+    """How to read the ratios (the timing of the first model's choice) and the recipes."""
+    s = results[0].chosen.speed
+    return ["## How to read it", "",
+            f"Throughput ratio: the original torch model's median pass over the candidate's, passes interleaved in "
+            f"one run ({s['sentences']} corpus sentences, batch {s['batch_size']}, max length {s['max_length']}, "
+            f"{len(s['seconds'])} timed passes each, {s['threads']} threads); the original torch row, timed against "
+            "itself, shows the timing's noise, and the goal lines give the range of the per-pass ratios (each original "
+            "pass over the candidate pass beside it). *Against the run's original*: the median of every pass of the "
+            "original in the candidate's run (it is timed beside each candidate of a depth part: dozens of passes) "
+            "over the candidate's median pass. Pairing passes cancels a change of load during the run; pooling "
+            "cancels the original's own pass-to-pass noise, about 10 % per pass here, which moves the paired ratio of "
+            "one candidate by as much (two candidates of one architecture and backend can differ by 20 % on it). "
+            "The choice uses the paired ratio; the goal line gives both readings. ONNX fp32 gives the torch vectors "
+            "(difference per candidate in its stored part); int8 is close, not equal.", "",
+            *[f"- {k}: {v}" for k, v in RECIPES.items()], ""]
