@@ -722,8 +722,8 @@ def test_the_original_carried_over_is_credited_to_the_run_that_timed_it_whatever
 
 def test_the_students_of_earlier_protocols_stand_beside_this_one_and_the_tmft_line_says_who_saw_pairs():
     from layerwise.benchmarks.compress.goals import goal_lines
-    from layerwise.benchmarks.compress.report import _protocol_lines
     from layerwise.benchmarks.compress.stored import by_model, other_protocols
+    from layerwise.benchmarks.compress.students_report import protocol_lines
 
     def cand(recipe, depth, backend, dev, stsb):
         return {"recipe": recipe, "depth": depth, "layers": [depth], "backend": backend, "parameters": 1, "dev": dev,
@@ -745,20 +745,20 @@ def test_the_students_of_earlier_protocols_stand_beside_this_one_and_the_tmft_li
     assert r.protocol == new
     others = other_protocols(parts, r)
     assert [p for p, _ in others] == [old]
-    lines = _protocol_lines(r, others)
+    lines = protocol_lines(r, others)
     assert lines[2] == "| depth | student | this protocol (lr 0.001, train_pairs stsb) | lr 0.0001, train_pairs none |"
     assert "| 1 | distilled | 75.00 / 71.00 / 70.00 | 70.00 / 66.00 / 65.00 |" in lines  # dev / STS-B test / average
     assert "| 2 | every-depth | 79.00 / 80.00 / 79.00 | – |" in lines
     assert not any("| 1 | every-depth |" in line for line in lines)  # neither protocol has one there
-    assert _protocol_lines(by_model(parts[:2])[0], []) == []  # nothing earlier: no table
+    assert protocol_lines(by_model(parts[:2])[0], []) == []  # nothing earlier: no table
     student = next(line for line in goal_lines(r, {1: 60.0, 2: 70.0}) if line.startswith("- distilled"))
     assert student.endswith("higher at 1 of 1 depths (1: 71.00 vs 60.00); both learn from labelled pairs (stsb train: "
                             "the students beside the MSE on the corpus, TMFT from STS-B train alone, for 3 epoch(s))")
 
 
 def test_the_page_says_where_the_students_trained_from_their_facts():
-    from layerwise.benchmarks.compress.report import _training_lines
     from layerwise.benchmarks.compress.stored import ModelResults
+    from layerwise.benchmarks.compress.students_report import training_lines
     from layerwise.methods.compress.frontier import Candidate
 
     def cand(recipe, depth, backend, extra):
@@ -775,15 +775,15 @@ def test_the_page_says_where_the_students_trained_from_their_facts():
                   cand("distilled", 2, "torch", {"device": "cpu", "seconds": 400.0}),
                   cand("distilled", 3, "torch", {"steps": 1})]  # stored before the device was recorded: not counted
     r = ModelResults("m", {"budget": 1.0}, {}, [], candidates, original, original)
-    assert _training_lines(r)[0].startswith("Students trained on cuda:0 (NVIDIA H100 80GB HBM3): 2 student(s), 30-43 s "
+    assert training_lines(r)[0].startswith("Students trained on cuda:0 (NVIDIA H100 80GB HBM3): 2 student(s), 30-43 s "
                                             "each; cpu: 1 student(s), 400 s (whether resumed not recorded: a "
                                             "resumed student's time is its last process's) (each student's `run.json`)")
-    assert _training_lines(ModelResults("m", {}, {}, [], [original], original, original)) == []
+    assert training_lines(ModelResults("m", {}, {}, [], [original], original, original)) == []
 
 
 def test_the_page_says_which_training_of_the_every_depth_student_each_depth_cuts():
-    from layerwise.benchmarks.compress.report import _every_depth_lines, _training_lines
     from layerwise.benchmarks.compress.stored import ModelResults
+    from layerwise.benchmarks.compress.students_report import every_depth_lines, training_lines
     from layerwise.methods.compress.frontier import Candidate
 
     def cand(recipe, depth, backend, extra):
@@ -796,27 +796,27 @@ def test_the_page_says_which_training_of_the_every_depth_student_each_depth_cuts
     original = cand("original", 4, "torch", {})
     one = [original, *(cand("every-depth", d, "torch", a) for d in (4, 3, 2)), cand("every-depth", 2, "onnx", b)]
     r = ModelResults("m", {}, {}, [], one, original, original)
-    assert _every_depth_lines(r) == ["Every-depth student: one training, cut at each depth (depth(s) 4, 3, 2: weights "
+    assert every_depth_lines(r) == ["Every-depth student: one training, cut at each depth (depth(s) 4, 3, 2: weights "
                                      "sha256 aaaaaaaaaaaa, trained on cpu, 2561 s).", ""]
-    assert "1 student(s)" in _training_lines(r)[0]
+    assert "1 student(s)" in training_lines(r)[0]
     # depths 4 and 3 built on one machine, 2 and 1 on another: two models, each named with the depths it gives
     two = [original, *(cand("every-depth", d, "torch", a) for d in (4, 3)),
            *(cand("every-depth", d, "torch", b) for d in (2, 1))]
     r = ModelResults("m", {}, {}, [], two, original, original)
-    line = _every_depth_lines(r)[0]
+    line = every_depth_lines(r)[0]
     assert line.startswith("Every-depth student: **2 trainings** of the same recipe and seed")
     assert "depth(s) 4, 3: weights sha256 aaaaaaaaaaaa, trained on cpu, 2561 s; depth(s) 2, 1: weights sha256 " \
            "bbbbbbbbbbbb, trained on cpu, 2400 s." in line
-    assert "2 student(s), 2400-2561 s each" in _training_lines(r)[0]
+    assert "2 student(s), 2400-2561 s each" in training_lines(r)[0]
     old = [original, cand("every-depth", 2, "torch", {"steps": 9}), cand("every-depth", 1, "torch", {"steps": 9})]
-    assert _every_depth_lines(ModelResults("m", {}, {}, [], old, original, original))[0] == (
+    assert every_depth_lines(ModelResults("m", {}, {}, [], old, original, original))[0] == (
         "Every-depth student (depth(s) 2, 1: weights not recorded (trained before candidates recorded them), so which "
         "training they cut is not known).")
     mixed = [original, cand("every-depth", 2, "torch", a), cand("every-depth", 1, "torch", {"steps": 9})]
-    assert _every_depth_lines(ModelResults("m", {}, {}, [], mixed, original, original))[0] == (
+    assert every_depth_lines(ModelResults("m", {}, {}, [], mixed, original, original))[0] == (
         "Every-depth student (depth(s) 2: weights sha256 aaaaaaaaaaaa, trained on cpu, 2561 s; depth(s) 1: weights not recorded (trained before candidates recorded them), so which training "
         "they cut is not known).")
-    assert _every_depth_lines(ModelResults("m", {}, {}, [], [original], original, original)) == []
+    assert every_depth_lines(ModelResults("m", {}, {}, [], [original], original, original)) == []
 
 
 def test_the_tmft_pages_sts_b_figures_leave_out_its_runs_on_other_data_sets(tmp_path):
@@ -1006,7 +1006,7 @@ def test_students_that_learnt_from_pairs_under_another_protocol_are_read_against
 
 
 def test_the_students_training_time_says_when_it_is_a_resumed_runs_last_process():
-    from layerwise.benchmarks.compress.report import _trained
+    from layerwise.benchmarks.compress.students_report import _trained
 
     def facts(seconds, steps_this_run=None):
         return {"seconds": seconds, "steps": 10, **({} if steps_this_run is None else {"steps_this_run": steps_this_run})}

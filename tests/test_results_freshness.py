@@ -190,6 +190,52 @@ def test_the_compress_page_leaves_out_only_its_render_modules():
     assert "from layerwise.benchmarks.compress.report import TITLE, write_page" in pages_code
 
 
+def test_a_benchmark_module_that_declares_it_only_renders_is_left_out_of_its_pages_sources(tmp_path, monkeypatch):
+    from layerwise.benchmarks import measured_code
+
+    compress = get_page("compress").sources()
+    assert ":(exclude)src/layerwise/benchmarks/compress/students_report.py" in compress  # declared by itself alone
+    assert len([p for p in compress if p.startswith(":(exclude)")]) == len(set(compress))  - len(
+        [p for p in compress if not p.startswith(":(exclude)")])  # each excluded path once
+    # the twin, by hand: only a module-level RENDER_ONLY = True counts, not a comment, a False or a nested one
+    package = tmp_path / "layerwise"
+    bench = package / "benchmarks" / "fake"
+    bench.mkdir(parents=True)
+    (bench / "render.py").write_text("RENDER_ONLY = True\n")
+    (bench / "comment.py").write_text("# RENDER_ONLY = True\nx = 1\n")
+    (bench / "false.py").write_text("RENDER_ONLY = False\n")
+    (bench / "nested.py").write_text("def f():\n    RENDER_ONLY = True\n")
+    monkeypatch.setattr(measured_code, "_PACKAGE_DIR", package)
+    measured_code.render_only_modules.cache_clear()
+    try:
+        found = measured_code.render_only_modules(("src/layerwise/benchmarks/fake", "src/layerwise/encoders"))
+    finally:
+        measured_code.render_only_modules.cache_clear()
+    assert found == ("src/layerwise/benchmarks/fake/render.py",)
+
+
+def test_no_benchmark_module_that_computes_imports_one_that_only_renders():
+    # a render-only module is left out of its page's sources: were the page's run to import it, its numbers could
+    # change with no page going stale. Only render-only modules import them, and a page module its page writer.
+    from layerwise.benchmarks.measured_code import render_only_modules
+
+    root = Path(__file__).resolve().parents[1]
+    render_only = set(render_only_modules(("src/layerwise/benchmarks",)))
+    assert "src/layerwise/benchmarks/compress/report.py" in render_only
+    modules = {"src/" + p.relative_to(root / "src").with_suffix("").as_posix().replace("/", "."): p
+               for p in (root / "src/layerwise/benchmarks").rglob("*.py")}
+    for path in (root / "src/layerwise").rglob("*.py"):
+        importer = path.relative_to(root).as_posix()
+        if importer in render_only:
+            continue
+        for line in re.findall(r"^\s*from (layerwise\.[\w.]+) import ([^\n(]+|\([^)]*\))", path.read_text(), re.M):
+            target = modules.get("src/" + line[0])
+            if target is None or target.relative_to(root).as_posix() not in render_only:
+                continue
+            names = {n.strip() for n in line[1].strip("()").split(",") if n.strip()}
+            assert names <= {"TITLE", "write_page"}, (importer, line)
+
+
 def test_every_page_measures_paths_that_exist():
     # a measured path that names nothing (the export page once declared methods/export, a package that never
     # existed) makes the page current whatever its real code does

@@ -7,6 +7,11 @@ changes its numbers as surely. :func:`library_imports` finds those modules: ever
 given packages import, directly or through each other, at module level or inside a function, read from the source
 with :mod:`ast` (nothing is imported). Only modules under :data:`LIBRARY_ROOTS` count: the code that computes, not
 the benchmarks' bookkeeping (the store, keys, atomic writes, reports, errors, progress bars).
+
+A module of a page's benchmark package that only writes the page from its store says so itself, with a module-level
+``RENDER_ONLY = True`` (:func:`render_only_modules` finds them): the page's sources leave it out, so a change to the
+page's text, or a new module for it, marks no stored number stale. Its page's ``run`` must not import it (the
+tests hold the benchmark packages to that).
 """
 
 from __future__ import annotations
@@ -15,11 +20,14 @@ import ast
 from functools import cache
 from pathlib import Path
 
-__all__ = ["LIBRARY_ROOTS", "library_imports"]
+__all__ = ["LIBRARY_ROOTS", "RENDER_ONLY_MARK", "library_imports", "render_only_modules"]
 
 #: Paths (relative to the checkout) of the code that computes numbers; an import elsewhere is bookkeeping.
 LIBRARY_ROOTS = ("src/layerwise/methods/", "src/layerwise/export/", "src/layerwise/encode/",
                  "src/layerwise/base.py")
+
+#: The module-level assignment by which a benchmark module declares that it only renders its page from the store.
+RENDER_ONLY_MARK = "RENDER_ONLY"
 
 _PACKAGE_DIR = Path(__file__).resolve().parents[1]  # src/layerwise
 _CHECKOUT_PREFIX = "src/layerwise/"
@@ -80,3 +88,27 @@ def library_imports(packages: tuple[str, ...], through: tuple[str, ...] = ()) ->
     roots = tuple(LIBRARY_ROOTS) + tuple(p if p.endswith(".py") else p.rstrip("/") + "/" for p in through)
     found = (_checkout_path(path) for path in _closure(tuple(start), roots))
     return tuple(sorted(path for path in found if path.startswith(LIBRARY_ROOTS)))
+
+
+def _declares_render_only(path: Path) -> bool:
+    """Whether ``path`` assigns ``RENDER_ONLY = True`` at module level."""
+    text = path.read_text(encoding="utf-8")
+    if RENDER_ONLY_MARK not in text:  # most modules: no parse
+        return False
+    return any(isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and node.value.value is True
+               and any(isinstance(t, ast.Name) and t.id == RENDER_ONLY_MARK for t in node.targets)
+               for node in ast.parse(text).body)
+
+
+@cache
+def render_only_modules(paths: tuple[str, ...]) -> tuple[str, ...]:
+    """The modules under ``paths`` (checkout paths of folders or files) in the benchmark packages
+    (``src/layerwise/benchmarks/``) that declare ``RENDER_ONLY = True``, as sorted checkout paths."""
+    found: set[str] = set()
+    for entry in paths:
+        if not (entry + "/").startswith(_CHECKOUT_PREFIX + "benchmarks/"):
+            continue
+        path = _PACKAGE_DIR / entry.removeprefix(_CHECKOUT_PREFIX)
+        files = sorted(path.rglob("*.py")) if path.is_dir() else [path] if path.is_file() else []
+        found.update(_checkout_path(f) for f in files if _declares_render_only(f))
+    return tuple(sorted(found))

@@ -7,7 +7,10 @@ A :class:`ResultsPage` names what the page covers (method, models, data, grid, s
 ``layerwise results run NAME`` / ``layerwise results render NAME`` call them. ``measures`` names the source paths
 whose code the page's numbers depend on: ``layerwise results list`` marks the page stale when one of them changed
 after the commit its parts were computed on. ``renders`` names the modules that only write the page from its store:
-every render runs them again, so a change there leaves the stored numbers as they are and marks nothing stale.
+every render runs them again, so a change there leaves the stored numbers as they are and marks nothing stale; a
+module of the page's benchmark package may say so itself instead (``RENDER_ONLY = True``,
+:func:`~layerwise.benchmarks.measured_code.render_only_modules`), so that a new one needs no change to the page's
+declaration (which its run reads, and whose change would mark every stored part stale).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from layerwise.benchmarks.measured_code import library_imports
+from layerwise.benchmarks.measured_code import library_imports, render_only_modules
 from layerwise.benchmarks.page_parts import code_line, latest_by_name
 from layerwise.benchmarks.store import Part, ResultsStore
 from layerwise.reports import write_text
@@ -64,7 +67,8 @@ class ResultsPage:
     # package and the shared floors (:meth:`sources`)
     measures: tuple[str, ...] = ()
     # modules under those paths that only write the page from its store (read by render alone, which every
-    # ``results render`` runs again): left out of ``sources`` (git pathspecs ``:(exclude)PATH``)
+    # ``results render`` runs again): left out of ``sources`` (git pathspecs ``:(exclude)PATH``), with the modules
+    # there that declare ``RENDER_ONLY = True``
     renders: tuple[str, ...] = ()
     # the stored parts the page's render reads, of all its store holds; None: the newest part of each name
     # (:func:`~layerwise.benchmarks.page_parts.latest_by_name`). Freshness judges these and prune keeps them.
@@ -83,7 +87,8 @@ class ResultsPage:
             own = (f"src/layerwise/methods/{self.method}", f"src/layerwise/benchmarks/{self.method}")
             imported = [path for path in library_imports(own, SHARED_SOURCES) if not path.startswith(tuple(p + "/" for p in own))]
             measured = (*own, *SHARED_SOURCES, *imported)
-        return (*measured, *(f":(exclude){path}" for path in self.renders))
+        left_out = dict.fromkeys((*self.renders, *render_only_modules(tuple(measured))))  # each once, in order
+        return (*measured, *(f":(exclude){path}" for path in left_out))
 
 
 PAGES: dict[str, ResultsPage] = {}

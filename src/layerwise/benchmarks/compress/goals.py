@@ -15,6 +15,8 @@ from layerwise.methods.compress.frontier import Candidate
 
 __all__ = ["GOAL_RATIOS", "INT8_GOAL", "INT8_PAIRS", "goal_lines", "ratio_note", "run_ratio", "tmft_page_scores"]
 
+RENDER_ONLY = True  # writes the page from its store; no stored number goes through it (measured_code)
+
 GOAL_RATIOS = {"all-MiniLM-L6-v2": 3.0, "all-mpnet-base-v2": 4.0}
 INT8_GOAL = 0.5
 INT8_PAIRS = (("onnx-int8", "onnx"), ("onnx-int8-mixed", "onnx"), ("openvino-int8", "openvino"))

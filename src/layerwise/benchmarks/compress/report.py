@@ -1,6 +1,7 @@
 """The ``compress`` page's report, read from the store alone (:mod:`.stored`): every model's candidates under its
 main protocol (:func:`~.stored.by_model`: the one stored at the most depths), the choice, issue 25's goals with their
-figures (:mod:`.goals`), the runs the timings come from, the table, the frontier plot.
+figures (:mod:`.goals`), its students (:mod:`.students_report`), the runs the timings come from, the table, the
+frontier plot.
 
 A depth part may carry over candidates an earlier run timed (:meth:`~layerwise.Compressor.adopt`): they are marked
 :data:`CARRIED_MARK` and that run's original is listed beside the part's own (:func:`~.stored.donor_part` finds the run).
@@ -21,8 +22,8 @@ from layerwise.benchmarks.compress.stored import (
     other_protocols,
     started,
     sts_average,
-    tests_average,
 )
+from layerwise.benchmarks.compress.students_report import every_depth_lines, protocol_lines, tmft_lines, training_lines
 from layerwise.benchmarks.compress.tmft_check import stored_tmft
 from layerwise.benchmarks.page_parts import part_revisions, provenance_lines
 from layerwise.benchmarks.registry import PageContext
@@ -33,6 +34,8 @@ from layerwise.methods.compress.frontier import RECIPES, Candidate, plot_frontie
 from layerwise.reports import write_text
 
 __all__ = ["CARRIED_MARK", "TITLE", "write_page"]
+
+RENDER_ONLY = True  # writes the page from its store; no stored number goes through it (measured_code)
 
 TITLE = ("Compress: the fastest model within a quality budget (cut, LC cut, distilled, every-depth; torch, ONNX, "
          "ONNX int8, OpenVINO, OpenVINO int8)")
@@ -47,26 +50,6 @@ PUBLISHED = [
 
 
 CARRIED_MARK = "†"  # a candidate timed in an earlier run (carried over by Compressor.adopt)
-
-
-def _tmft_lines(here: dict[int, dict], tmft: dict[int, float]) -> list[str]:
-    """TMFT trained by this page (:mod:`.tmft_check`), per depth: its scores on this page's sets, beside the tmft
-    page's own STS-B test figure (the mean of its seeds, on its machines) as a check."""
-    if not here:
-        return []
-    tests = [t for t in TESTS if any(t in p["tests"] for p in here.values())]
-    lines = ["TMFT trained by this page (`--option tmft=true`: the tmft page's run at each depth, seed 0, no pre-step, "
-             "the checkpoint with the best STS-B dev kept; no timing, as it has the distilled student's architecture), "
-             "Spearman x100:", "",
-             "| depth | epochs | STS-B dev | " + " | ".join(tests) + " | STS average | tmft page STS-B test | "
-             "trained on | minutes |", "|---" * (7 + len(tests)) + "|"]
-    for depth, p in here.items():
-        page = f"{tmft[depth]:.2f}" if depth in tmft else ""
-        lines.append(f"| {depth} | {p['config']['epochs']} | {p['dev']:.2f} | "
-                     + " | ".join(f"{p['tests'][t]:.2f}" if t in p["tests"] else "" for t in tests)
-                     + f" | {tests_average(p['tests']):.2f} | {page} | {p.get('device', '?')} | "
-                     f"{p.get('wall_seconds', 0) / 60:.1f} |")
-    return lines + [""]
 
 
 def _table(r: ModelResults, tmft: dict[int, float]) -> list[str]:
@@ -109,114 +92,6 @@ def _data_line(r: ModelResults) -> str:
             + f"; every-depth student: {'yes' if protocol.get('every_depth') else 'no'}"
             + (f"; labelled pairs, every student's second loss: {protocol['train_pairs']} train "
                "(TMFT's (cos - score / 5)^2 beside the MSE, weight 1)" if protocol.get("train_pairs") else "") + ".")
-
-
-def _protocol_lines(r: ModelResults, others: list[tuple[dict, list[Candidate]]]) -> list[str]:
-    """The students (torch) at each depth under this protocol and under the earlier ones still in the store, side
-    by side: what the training recipe changes. ``others``: :func:`~.stored.other_protocols`."""
-    if not others:
-        return []
-
-    def named(protocol: dict, keys) -> str:  # the settings a protocol differs in, with its values
-        return ", ".join(f"{k} {'none' if protocol.get(k) is None else protocol[k]}" for k in sorted(keys))
-
-    differing = {k for p, _ in others for k in {*p, *r.protocol} if p.get(k) != r.protocol.get(k)}
-    columns = [(f"this protocol ({named(r.protocol, differing)})", r.candidates)]
-    columns += [(named(p, {k for k in differing if p.get(k) != r.protocol.get(k)}), c) for p, c in others]
-    rows = []
-    for depth in sorted({c.depth for _, cands in columns for c in cands if c.recipe in STUDENTS}):
-        for recipe in STUDENTS:
-            cells = []
-            for _, cands in columns:
-                c = next((c for c in cands if (c.recipe, c.depth, c.backend) == (recipe, depth, "torch")), None)
-                avg = None if c is None else sts_average(c)
-                cells.append("–" if c is None else f"{c.dev:.2f} / {c.tests.get('stsb', float('nan')):.2f} / "
-                             + ("–" if avg is None else f"{avg:.2f}"))
-            if any(cell != "–" for cell in cells):
-                rows.append(f"| {depth} | {recipe} | " + " | ".join(cells) + " |")
-    trained = [_trained(_where_trained(cands)) or "not recorded" for _, cands in columns]
-    rows.append("| | trained on | " + " | ".join(trained) + " |")
-    return ["The students (torch) under this protocol and under the earlier ones still in the store (their parts "
-            "are not re-run; each protocol is named by the settings it differs in), STS-B dev / STS-B test / STS "
-            "average:", "", "| depth | student | " + " | ".join(label for label, _ in columns) + " |",
-            "|---|---|" + "---|" * len(columns), *rows, ""]
-
-
-def _student_id(c: Candidate) -> tuple:
-    """Which trained model a student's candidate cuts: the distilled student of its depth, or the every-depth
-    student by its weights (a run spanning machines trains it again, and that is another model)."""
-    return (c.recipe, c.depth if c.recipe == "distilled" else c.extra.get("weights_sha256"))
-
-
-def _where_trained(candidates: list[Candidate]) -> dict[str, list[dict]]:
-    """device (with its GPU, where recorded) -> the training facts of each student among ``candidates`` (an
-    every-depth student once, cut at every depth), where recorded."""
-    where: dict[str, dict] = {}
-    for c in candidates:
-        if c.recipe in STUDENTS and c.backend == "torch" and "device" in c.extra:
-            gpu = (c.extra.get("machine") or {}).get("gpu")
-            student = _student_id(c)
-            where.setdefault(c.extra["device"] + (f" ({gpu})" if gpu else ""), {})[student] = c.extra
-    return {device: list(students.values()) for device, students in where.items()}
-
-
-def _trained(where: dict[str, list[dict]]) -> str:
-    """"cpu: 2 student(s), 850-910 s each", with the students a kill interrupted: their time is the last process's
-    (``steps_this_run`` of ``steps``), and a student recorded before that was kept may have resumed unseen."""
-    out = []
-    for device, facts in where.items():
-        seconds = [f["seconds"] for f in facts]
-        resumed = [f for f in facts if f.get("steps_this_run") is not None and f["steps_this_run"] < f["steps"]]
-        unknown = sum(f.get("steps_this_run") is None for f in facts)
-        span = f"{seconds[0]:.0f} s" if len(seconds) == 1 else f"{min(seconds):.0f}-{max(seconds):.0f} s each"
-        out.append(f"{device}: {len(facts)} student(s), {span}"
-                   + "".join(f" (one resumed: {f['seconds']:.0f} s are its last {f['steps_this_run']} of "
-                             f"{f['steps']} steps)" for f in resumed)
-                   + (" (whether resumed not recorded: a resumed student's time is its last process's)"
-                      if unknown else ""))
-    return "; ".join(out)
-
-
-def _every_depth_lines(r: ModelResults) -> list[str]:
-    """Which training of the every-depth student each depth's every-depth rows cut, by its weights' checksum: one
-    for every depth, or several where the depths were built on different machines (the work folder, with the
-    student, does not survive a new one): trainings of the same recipe and seed, but different models."""
-    trainings: dict[str | None, list[Candidate]] = {}
-    for c in sorted(r.candidates, key=lambda c: -c.depth):
-        if c.recipe == "every-depth" and c.backend == "torch":
-            trainings.setdefault(c.extra.get("weights_sha256"), []).append(c)
-    unknown = trainings.pop(None, [])
-    if not trainings and not unknown:
-        return []
-
-    def depths(cands: list[Candidate]) -> str:
-        return "depth(s) " + ", ".join(str(c.depth) for c in cands)
-
-    def described(sha: str, cands: list[Candidate]) -> str:
-        facts = cands[0].extra
-        where = facts.get("device", "?") + (f", {facts['seconds']:.0f} s" if "seconds" in facts else "")
-        return f"{depths(cands)}: weights sha256 {sha[:12]}, trained on {where}"
-
-    unrecorded = (f"{'; ' if trainings else ''}{depths(unknown)}: weights not recorded (trained before candidates "
-                  "recorded them), so which training they cut is not known" if unknown else "")
-    if len(trainings) <= 1:
-        head = "Every-depth student: one training, cut at each depth (" if not unknown else "Every-depth student ("
-        return [head + "".join(described(*t) for t in trainings.items()) + unrecorded + ").", ""]
-    return [f"Every-depth student: **{len(trainings)} trainings** of the same recipe and seed, which are different "
-            "models (the depths were built on different machines, and a new machine trains the student again): "
-            + "; ".join(described(sha, cands) for sha, cands in trainings.items()) + unrecorded
-            + ". Each every-depth row is its own training's cut; rows of different trainings compare as two "
-            "trainings do, not as one model's depths.", ""]
-
-
-def _training_lines(r: ModelResults) -> list[str]:
-    """Where and how long the students trained (their candidates' training facts, where recorded): on a machine with
-    a GPU, say, while every candidate is scored and timed on the machine of the runs table."""
-    where = _where_trained(r.candidates)
-    if not where:
-        return []
-    return ["Students trained on " + _trained(where)
-            + " (each student's `run.json`); every candidate scored and timed on the machine of the runs table.", ""]
 
 
 def _run_row(part: Part, label, carried: str) -> tuple:
@@ -413,9 +288,9 @@ def _model_lines(ctx: PageContext, parts: list[Part], r: ModelResults, results: 
     tmft, here, others = tmft_page_scores(ctx.store, r.model), stored_tmft(parts, r.model), other_protocols(parts, r)
     return [f"## {Path(r.model).name}", "", _data_line(r), "", status, "", *_quantization_line(r), *_mixed_line(r),
             *_graph_scores_line(r),
-            *goal_lines(r, tmft, here, others), "", *_protocol_lines(r, others), *_training_lines(r),
-            *_every_depth_lines(r),
-            *_tmft_lines(here, tmft), *_reference_lines(r), "",
+            *goal_lines(r, tmft, here, others), "", *protocol_lines(r, others), *training_lines(r),
+            *every_depth_lines(r),
+            *tmft_lines(here, tmft), *_reference_lines(r), "",
             *_table(r, tmft), "", f"![frontier]({png.name})", ""]
 
 
