@@ -1016,3 +1016,41 @@ def test_the_students_training_time_says_when_it_is_a_resumed_runs_last_process(
                                                     "10 steps)")
     assert _trained({"cuda:0": [facts(30.0)]}) == ("cuda:0: 1 student(s), 30 s (whether resumed not recorded: a "
                                                    "resumed student's time is its last process's)")
+
+
+def test_depths_timed_on_different_cpus_are_named_and_chosen_among_per_cpu():
+    """Two depth parts built in two sessions, on one platform string but two CPU generations (the int8
+    instructions differ): the runs table tells the CPUs apart, and the page gives the rule's choice among each
+    CPU's depths alone beside the choice across them (ratios do not compare across CPUs)."""
+    from layerwise.benchmarks.compress.goals import goal_lines, timing_cpus
+    from layerwise.benchmarks.compress.report import _reference_lines
+    from layerwise.benchmarks.compress.stored import by_model
+
+    def cand(recipe, depth, backend, dev, seconds):
+        return {"recipe": recipe, "depth": depth, "layers": [depth], "backend": backend, "parameters": 1,
+                "dev": dev, "tests": {"stsb": dev}, "speed": {"seconds": [seconds], "original_seconds": [1.0]}}
+
+    def part(depth, isa, original_int8, student_seconds):
+        key = {"model": {"name": "m"}, "data": {"stsb": "x"},
+               "protocol": {"budget": 1.0, "backends": ["torch", "onnx-int8"]}, "depth": depth}
+        machine = {"platform": "Linux-vm", "cpu_model": "AMD EPYC", "int8_isa": isa}
+        payload = {"model": "m", "corpus": {}, "result": {"candidates": [
+            cand("original", 2, "torch", 80.0, 1.0), cand("original", 2, "onnx-int8", 80.0, original_int8),
+            cand("distilled", depth, "onnx-int8", 79.5, student_seconds)]}}
+        return Part("compress", f"m-l{depth}", key, payload,
+                    runs=[{"started": f"2026-12-0{depth} 10:00", "environment": {"machine": machine}}])
+
+    older = part(2, ["avx2", "avx512_vnni"], 1 / 2.7, 1 / 3.3)
+    newer = part(1, ["avx2", "avx512_vnni", "avx_vnni"], 1 / 3.5, 1 / 6.0)
+    [r] = by_model([older, newer])
+    assert [[p.key["depth"] for p in parts] for parts in timing_cpus(r).values()] == [[2], [1]]
+    lines = goal_lines(r, {})
+    assert lines[0].startswith("- **timed on 2 different CPUs**")
+    assert ("depth(s) 2 on Linux-vm (AMD EPYC), int8 avx2 avx512_vnni: distilled-l2-onnx-int8, 3.30x" in lines[0]
+            and "depth(s) 1 on Linux-vm (AMD EPYC), int8 avx2 avx512_vnni avx_vnni: distilled-l1-onnx-int8, 6.00x"
+            in lines[0])
+    assert lines[1].startswith("- chosen on dev (budget 1): **distilled-l1-onnx-int8**")  # across CPUs, as before
+    rows = [row for row in _reference_lines(r) if row.startswith(("| 1 |", "| 2 |"))]
+    assert len(rows) == 2 and "avx_vnni" in rows[0] and "avx_vnni" not in rows[1]
+    [one] = by_model([older])
+    assert not goal_lines(one, {})[0].startswith("- **timed on")  # one CPU: no such line

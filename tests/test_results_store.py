@@ -187,10 +187,11 @@ def test_the_machine_records_its_cpu_and_int8_instructions_and_the_page_says_whe
     from layerwise.benchmarks.page_parts import provenance_lines
     from layerwise.reports import cpu_facts, environment
 
-    avx2 = "processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu sse avx avx2 fma\n"
+    avx2 = "processor\t: 0\ncpu family\t: 26\nmodel\t\t: 2\nmodel name\t: AMD EPYC\nflags\t\t: fpu sse avx avx2 fma\n"
     vnni = "model name\t: Intel Xeon\nflags\t\t: avx2 avx512f avx512_vnni\n"
-    assert cpu_facts(avx2) == {"cpu_model": "AMD EPYC", "int8_isa": ["avx2"]}
-    assert cpu_facts(vnni) == {"cpu_model": "Intel Xeon", "int8_isa": ["avx2", "avx512f", "avx512_vnni"]}
+    assert cpu_facts(avx2) == {"cpu_model": "AMD EPYC", "cpu_family_model": "26/2", "int8_isa": ["avx2"]}
+    assert cpu_facts(vnni) == {"cpu_model": "Intel Xeon", "cpu_family_model": None,
+                               "int8_isa": ["avx2", "avx512f", "avx512_vnni"]}
     env = environment(["layerwise", "results", "run", "x"])
     assert {"cpu_model", "int8_isa"} <= set(env["machine"]) and {"onnxruntime", "openvino", "nncf"} <= set(env["versions"])
     lines = []
@@ -199,7 +200,7 @@ def test_the_machine_records_its_cpu_and_int8_instructions_and_the_page_says_whe
         e["machine"].update(platform="host", cpu_count=2, gpu=None, **cpu_facts(text))
         e["versions"] = {"torch": "2.13.0+cpu"}
         lines.append(provenance_lines([Part("p", "n", {}, {}, runs=[{"started": "x", "environment": e}])])[-1])
-    assert lines == ["- machine: host (AMD EPYC), 2 CPUs, int8 instructions avx2 (no VNNI); torch 2.13.0+cpu",
+    assert lines == ["- machine: host (AMD EPYC, family/model 26/2), 2 CPUs, int8 instructions avx2 (no VNNI); torch 2.13.0+cpu",
                      "- machine: host (Intel Xeon), 2 CPUs, int8 instructions avx2 avx512f avx512_vnni; torch 2.13.0+cpu"]
 
 

@@ -75,17 +75,21 @@ INT8_DOT_FLAGS = frozenset({"avx512_vnni", "avx_vnni", "amx_int8"})
 
 
 def cpu_facts(cpuinfo: str | None = None) -> dict:
-    """``cpu_model`` and ``int8_isa`` (which of :data:`INT8_ISA_FLAGS` the CPU has), read from ``/proc/cpuinfo``
-    (or the text ``cpuinfo``); both ``None`` where it cannot be read (not Linux)."""
+    """``cpu_model``, ``cpu_family_model`` ("family/model", e.g. "26/2": a virtual machine's model name may be
+    only "AMD EPYC", which two CPU generations share, and their speed-ups differ) and ``int8_isa`` (which of
+    :data:`INT8_ISA_FLAGS` the CPU has), read from ``/proc/cpuinfo`` (or the text ``cpuinfo``); ``None`` where
+    it cannot be read (not Linux) or does not say."""
     if cpuinfo is None:
         try:
             cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
         except OSError:
-            return {"cpu_model": None, "int8_isa": None}
+            return {"cpu_model": None, "cpu_family_model": None, "int8_isa": None}
     fields = dict(line.split(":", 1) for line in cpuinfo.splitlines() if ":" in line)
     fields = {k.strip(): v.strip() for k, v in fields.items()}
     flags = set(fields.get("flags", "").split())
-    return {"cpu_model": fields.get("model name"), "int8_isa": [f for f in INT8_ISA_FLAGS if f in flags]}
+    family, model = fields.get("cpu family"), fields.get("model")
+    return {"cpu_model": fields.get("model name"), "cpu_family_model": f"{family}/{model}" if family and model else None,
+            "int8_isa": [f for f in INT8_ISA_FLAGS if f in flags]}
 
 
 def _optional_version(module: str) -> str | None:

@@ -21,7 +21,7 @@ from layerwise.reports import INT8_DOT_FLAGS, changed_files, environment, save_f
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["BUSY", "SUPERSEDED", "CommitParts", "Freshness", "RunTimer", "code_line", "freshness", "freshness_of",
+__all__ = ["BUSY", "SUPERSEDED", "CommitParts", "Freshness", "RunTimer", "code_line", "cpu_label", "freshness", "freshness_of",
            "latest_by_name", "machine_line", "merge_revisions", "part_revisions", "part_source", "parts_by_commit",
            "provenance_lines", "prune_superseded", "run_record", "run_time_row", "run_time_table", "save_png",
            "stale_parts", "sts_checksum"]
@@ -174,12 +174,24 @@ def part_cpus(part: Part) -> str:
     return f"{n} CPUs" + (f", {BUSY}" if load and load[0] > n + 0.5 else "")
 
 
+def cpu_label(machine: dict) -> str:
+    """A run's CPU in short, from its recorded ``machine``: platform, CPU model with family/model, int8 instructions,
+    as far as recorded. Two runs of one platform string may be two CPU generations (a virtual machine's model name
+    may be only "AMD EPYC"), whose speed-ups differ: their ratios do not compare."""
+    cpu = ", ".join(x for x in (machine.get("cpu_model"), machine.get("cpu_family_model")
+                                and f"family/model {machine['cpu_family_model']}") if x)
+    isa = machine.get("int8_isa")
+    return (machine.get("platform", "?") + (f" ({cpu})" if cpu else "")
+            + ("" if isa is None else f", int8 {' '.join(isa) or 'none'}"))
+
+
 def machine_line(env: dict) -> str:
     """One run's machine and versions, from its recorded ``environment``: platform, CPU model, CPUs, the int8
     instructions (VNNI or not), the GPU, then the package versions."""
     m = env["machine"]
     gpu = f", GPU {m['gpu']}" if m.get("gpu") else ""
-    cpu = f" ({m['cpu_model']})" if m.get("cpu_model") else ""
+    family = f", family/model {m['cpu_family_model']}" if m.get("cpu_family_model") else ""  # recorded since 2026-12-02
+    cpu = f" ({m['cpu_model']}{family})" if m.get("cpu_model") else ""
     # the int8 kernels' instruction sets (recorded since 2026-12-01): without VNNI they can saturate
     isa = m.get("int8_isa")
     vnni = "" if isa is None else f", int8 instructions {' '.join(isa) or 'none'}" + (

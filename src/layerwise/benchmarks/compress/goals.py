@@ -9,11 +9,12 @@ from pathlib import Path
 
 from layerwise.benchmarks.compress.stored import ModelResults, started, sts_average, tests_average
 from layerwise.benchmarks.compress.tmft_check import tmft_config
-from layerwise.benchmarks.store import ResultsStore
+from layerwise.benchmarks.page_parts import cpu_label
+from layerwise.benchmarks.store import Part, ResultsStore
 from layerwise.methods.compress.build import STUDENTS
-from layerwise.methods.compress.frontier import Candidate
+from layerwise.methods.compress.frontier import Candidate, choose
 
-__all__ = ["GOAL_RATIOS", "INT8_GOAL", "INT8_PAIRS", "goal_lines", "ratio_note", "run_ratio", "tmft_page_scores"]
+__all__ = ["GOAL_RATIOS", "INT8_GOAL", "INT8_PAIRS", "goal_lines", "ratio_note", "run_ratio", "timing_cpus", "tmft_page_scores"]
 
 RENDER_ONLY = True  # writes the page from its store; no stored number goes through it (measured_code)
 
@@ -85,7 +86,7 @@ def goal_lines(r: ModelResults, tmft: dict[int, float], here: dict[int, dict] | 
           and (sts_average(c) or 0) >= (sts_average(original) or 0) - 1.0]
     best = max(ok, key=lambda c: c.ratio, default=original)
     layers = ",".join(map(str, chosen.layers))
-    lines = [f"- chosen on dev (budget {r.protocol['budget']:g}): **{chosen.name}** (hidden states {layers}), "
+    lines = _cpus_line(r) + [f"- chosen on dev (budget {r.protocol['budget']:g}): **{chosen.name}** (hidden states {layers}), "
              f"{chosen.ratio:.2f}x{ratio_note(r, chosen)}, STS-B dev {chosen.dev:.2f} (original {original.dev:.2f}), STS-B test "
              f"{chosen.tests.get('stsb', float('nan')):.2f} (original {original.tests.get('stsb', float('nan')):.2f})"]
     goal = GOAL_RATIOS.get(Path(r.model).name)
@@ -116,6 +117,39 @@ def goal_lines(r: ModelResults, tmft: dict[int, float], here: dict[int, dict] | 
                          + (f"; {', '.join(f'{n} {d:+.2f}' for n, d in sorted(over.items(), key=lambda kv: -abs(kv[1])))}"
                             f"; {_directions(over)}" if over else "") + ")")
     return lines
+
+
+def timing_cpus(r: ModelResults) -> dict[str, list[Part]]:
+    """The CPU each depth part was timed on (:func:`~layerwise.benchmarks.page_parts.cpu_label` of its run) ->
+    those parts, deepest first."""
+    cpus: dict[str, list[Part]] = {}
+    for part in sorted(r.parts, key=lambda p: -p.key["depth"]):
+        machine = (part.runs[-1].get("environment", {}) if part.runs else {}).get("machine", {})
+        cpus.setdefault(cpu_label(machine), []).append(part)
+    return cpus
+
+
+def _cpus_line(r: ModelResults) -> list[str]:
+    """Where the depths were timed on more than one CPU: which, and the choice of the same rule among each CPU's
+    depths alone (a ratio compares with the others of its own runs, not across CPUs)."""
+    cpus = timing_cpus(r)
+    if len(cpus) < 2:
+        return []
+    budget = float(r.protocol["budget"])
+    per_cpu = []
+    for label, parts in cpus.items():
+        # the candidates as these parts hold them: the original too is the one timed in these runs
+        own = list({(c.recipe, c.layers, c.backend): c for part in reversed(parts)
+                     for c in map(Candidate.from_dict, part.payload["result"]["candidates"])}.values())
+        original = next(c for c in own if c.recipe == "original" and c.backend == "torch")
+        best = choose(own, original.dev, budget)
+        depths = ", ".join(str(part.key["depth"]) for part in parts)
+        per_cpu.append(f"depth(s) {depths} on {label}: {best.name}, {best.ratio:.2f}x, STS-B dev {best.dev:.2f}")
+    return [f"- **timed on {len(cpus)} different CPUs** (the depths were built in different sessions): a ratio "
+            "compares with the others of its own CPU only (the runs table below gives each run's original on every "
+            "backend), so the choice and the goal readings below, which compare candidates across CPUs, are not "
+            "like for like. The same rule (fastest within the budget on dev) among each CPU's depths alone: "
+            + "; ".join(per_cpu) + "."]
 
 
 def _pooled_goal(r: ModelResults, ok: list[Candidate], best: Candidate, goal: float | None) -> str:

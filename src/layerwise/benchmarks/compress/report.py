@@ -25,7 +25,7 @@ from layerwise.benchmarks.compress.stored import (
 )
 from layerwise.benchmarks.compress.students_report import every_depth_lines, protocol_lines, tmft_lines, training_lines
 from layerwise.benchmarks.compress.tmft_check import stored_tmft
-from layerwise.benchmarks.page_parts import part_revisions, provenance_lines
+from layerwise.benchmarks.page_parts import cpu_label, part_revisions, provenance_lines
 from layerwise.benchmarks.registry import PageContext
 from layerwise.benchmarks.store import Part
 from layerwise.methods.compress.backends import ONNX_INT8_MIXED, OPENVINO_INT8
@@ -106,7 +106,7 @@ def _run_row(part: Part, label, carried: str) -> tuple:
     unrecorded = sum("computed" not in c.get("extra", {}) for c in candidates)
     if unrecorded:
         code += f" ({unrecorded} of {len(candidates)} candidates measured before candidates recorded their code)"
-    return label, (started(part) or "?")[:10], env.get("machine", {}).get("platform", "?"), ratios, carried, code
+    return label, (started(part) or "?")[:10], cpu_label(env.get("machine", {})), ratios, carried, code
 
 
 def _reference_lines(r: ModelResults) -> list[str]:
