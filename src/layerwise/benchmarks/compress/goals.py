@@ -121,7 +121,8 @@ def goal_lines(r: ModelResults, tmft: dict[int, float], here: dict[int, dict] | 
 
 def timing_cpus(r: ModelResults) -> dict[str, list[Part]]:
     """The CPU each depth part was timed on (:func:`~layerwise.benchmarks.page_parts.cpu_label` of its run) ->
-    those parts, deepest first."""
+    those parts, deepest first. A candidate carried over from an earlier run counts with the part that holds it
+    (the runs table names that earlier run and its machine)."""
     cpus: dict[str, list[Part]] = {}
     for part in sorted(r.parts, key=lambda p: -p.key["depth"]):
         machine = (part.runs[-1].get("environment", {}) if part.runs else {}).get("machine", {})
