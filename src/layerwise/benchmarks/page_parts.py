@@ -178,11 +178,17 @@ def cpu_label(machine: dict) -> str:
     """A run's CPU in short, from its recorded ``machine``: platform, CPU model with family/model, int8 instructions,
     as far as recorded. Two runs of one platform string may be two CPU generations (a virtual machine's model name
     may be only "AMD EPYC"), whose speed-ups differ: their ratios do not compare."""
-    cpu = ", ".join(x for x in (machine.get("cpu_model"), machine.get("cpu_family_model")
-                                and f"family/model {machine['cpu_family_model']}") if x)
     isa = machine.get("int8_isa")
-    return (machine.get("platform", "?") + (f" ({cpu})" if cpu else "")
+    return (machine.get("platform", "?") + _cpu_name(machine)
             + ("" if isa is None else f", int8 {' '.join(isa) or 'none'}"))
+
+
+def _cpu_name(machine: dict) -> str:
+    """" (AMD EPYC, family/model 26/2)" as far as recorded (the family since 2026-12-02), or ""."""
+    if not machine.get("cpu_model"):
+        return ""
+    family = f", family/model {machine['cpu_family_model']}" if machine.get("cpu_family_model") else ""
+    return f" ({machine['cpu_model']}{family})"
 
 
 def machine_line(env: dict) -> str:
@@ -190,8 +196,7 @@ def machine_line(env: dict) -> str:
     instructions (VNNI or not), the GPU, then the package versions."""
     m = env["machine"]
     gpu = f", GPU {m['gpu']}" if m.get("gpu") else ""
-    family = f", family/model {m['cpu_family_model']}" if m.get("cpu_family_model") else ""  # recorded since 2026-12-02
-    cpu = f" ({m['cpu_model']}{family})" if m.get("cpu_model") else ""
+    cpu = _cpu_name(m)
     # the int8 kernels' instruction sets (recorded since 2026-12-01): without VNNI they can saturate
     isa = m.get("int8_isa")
     vnni = "" if isa is None else f", int8 instructions {' '.join(isa) or 'none'}" + (

@@ -7,12 +7,12 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from layerwise.benchmarks.compress.stored import ModelResults, started, sts_average, tests_average
+from layerwise.benchmarks.compress.stored import ModelResults, model_candidates, started, sts_average, tests_average
 from layerwise.benchmarks.compress.tmft_check import tmft_config
 from layerwise.benchmarks.page_parts import cpu_label
 from layerwise.benchmarks.store import Part, ResultsStore
 from layerwise.methods.compress.build import STUDENTS
-from layerwise.methods.compress.frontier import Candidate, choose
+from layerwise.methods.compress.frontier import Candidate
 
 __all__ = ["GOAL_RATIOS", "INT8_GOAL", "INT8_PAIRS", "goal_lines", "ratio_note", "run_ratio", "timing_cpus", "tmft_page_scores"]
 
@@ -138,12 +138,9 @@ def _cpus_line(r: ModelResults) -> list[str]:
         return []
     budget = float(r.protocol["budget"])
     per_cpu = []
-    for label, parts in cpus.items():
-        # the candidates as these parts hold them: the original too is the one timed in these runs
-        own = list({(c.recipe, c.layers, c.backend): c for part in reversed(parts)
-                     for c in map(Candidate.from_dict, part.payload["result"]["candidates"])}.values())
-        original = next(c for c in own if c.recipe == "original" and c.backend == "torch")
-        best = choose(own, original.dev, budget)
+    key = {k: v for k, v in r.parts[0].key.items() if k != "depth"}
+    for label, parts in cpus.items():  # the candidates as these parts hold them: the original timed in these runs
+        _, _, best = model_candidates(parts, key, budget)
         depths = ", ".join(str(part.key["depth"]) for part in parts)
         per_cpu.append(f"depth(s) {depths} on {label}: {best.name}, {best.ratio:.2f}x, STS-B dev {best.dev:.2f}")
     return [f"- **timed on {len(cpus)} different CPUs** (the depths were built in different sessions): a ratio "
