@@ -972,6 +972,40 @@ def test_a_protocol_run_at_fewer_depths_stands_beside_the_complete_one_not_in_it
     assert r.protocol == one
 
 
+def test_a_model_is_read_under_the_page_protocol_once_it_has_a_depth_under_it():
+    """The page compares its models under one protocol: a model whose earlier runs (other settings) cover more depths
+    is read under the settings of the model stored at every depth as soon as one depth of it is stored there, its
+    earlier runs beside it; with no depth under the page's protocol, or no model complete, the most depths win."""
+    from layerwise.benchmarks.compress.report import page_results
+    from layerwise.benchmarks.compress.stored import other_protocols
+
+    def part(model, protocol, depth, n_layers, started="2026-12-01"):
+        key = {"model": {"name": model}, "data": {"stsb": "x"}, "protocol": protocol, "depth": depth}
+        cands = [{"recipe": "original", "depth": n_layers, "layers": [n_layers], "backend": "torch", "parameters": 1,
+                  "dev": 80.0, "tests": {"stsb": 82.0}, "speed": {"seconds": [1.0], "original_seconds": [1.0]}},
+                 {"recipe": "distilled", "depth": depth, "layers": [depth], "backend": "torch", "parameters": 1,
+                  "dev": 79.5, "tests": {"stsb": 81.5}, "speed": {"seconds": [.5], "original_seconds": [1.0]}}]
+        return Part("compress", f"{model}-l{depth}", key,
+                    {"model": model, "corpus": {}, "result": {"candidates": cands, "n_layers": n_layers}},
+                    runs=[{"started": started}])
+
+    page = {"budget": 1.0, "backends": ["torch", "onnx"], "every_depth": True, "lr": 0.001}
+    old = {"budget": 1.0, "backends": ["torch"], "every_depth": True, "lr": 0.0001}
+    small = [part("a", page, 1, 2), part("a", page, 2, 2)]
+    big_old = [part("b", old, 2, 3, "2026-11-27"), part("b", old, 3, 3, "2026-11-27")]
+    # the same settings but an additive one (no every-depth student): the page's protocol all the same
+    big_new = part("b", {**page, "every_depth": False}, 1, 3, "2026-12-07")
+    a, b = page_results([*small, *big_old])  # nothing of b under the page's protocol: its most depths
+    assert a.protocol == page and b.protocol == old
+    parts = [*small, *big_old, big_new]
+    a, b = page_results(parts)
+    assert a.protocol == page and b.protocol == {**page, "every_depth": False} and b.parts == [big_new]
+    assert [p for p, _ in other_protocols(parts, b)] == [old]  # the earlier runs stand beside it
+    # no model stored at every depth: no page protocol, each model's most depths
+    a, b = page_results([small[0], *big_old, big_new])
+    assert b.protocol == old
+
+
 def test_students_that_learnt_from_pairs_under_another_protocol_are_read_against_tmft_too():
     """The like-for-like reading: where the model's main protocol trains its students on the corpus' MSE alone, the
     students of a stored protocol with ``train_pairs`` meet TMFT on the goal's STS average in a line of their own."""

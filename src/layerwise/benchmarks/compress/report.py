@@ -1,5 +1,6 @@
 """The ``compress`` page's report, read from the store alone (:mod:`.stored`): every model's candidates under its
-main protocol (:func:`~.stored.by_model`: the one stored at the most depths), the choice, issue 25's goals with their
+main protocol (:func:`page_results`: the page's protocol where the model has depth parts under it, else the one stored
+at the most depths), the choice, issue 25's goals with their
 figures (:mod:`.goals`), its students (:mod:`.students_report`), the runs the timings come from, the table, the
 frontier plot.
 
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from layerwise.benchmarks.compress.goals import goal_lines, run_ratio, tmft_page_scores
 from layerwise.benchmarks.compress.stored import (
+    ADDITIVE,
     MODELS,
     NAME,
     TESTS,
@@ -240,9 +242,9 @@ def _status_line(r: ModelResults, stop: Part | None, results: list[ModelResults]
 
 def write_page(ctx: PageContext) -> list[Path]:
     """Write ``compress.md`` and one frontier plot per model from the store alone (each model under its main
-    protocol: the one stored at the most depths, the newest among equals)."""
+    protocol, :func:`page_results`)."""
     parts = ctx.store.parts(NAME)  # read once: the depth parts and the stop parts
-    results = by_model(parts)
+    results = page_results(parts)
     if not results:
         raise FileNotFoundError(f"no compress parts in {ctx.store.root}; run `layerwise results run compress` first")
     lines = [f"# {TITLE}", "",
@@ -279,6 +281,34 @@ def write_page(ctx: PageContext) -> list[Path]:
               "", "## Provenance", "", *provenance_lines([p for r in results for p in r.parts]
                                                               + [p for p in parts if "tmft_depth" in p.key]), ""]
     return [write_text(ctx.output / f"{NAME}.md", "\n".join(lines)), *paths]
+
+
+def page_results(parts: list[Part]) -> list[ModelResults]:
+    """Each model's stored depth parts under the protocol the page reads it by: the page's protocol, the settings
+    (but the :data:`~.stored.ADDITIVE` ones, which only add candidates) of the first model (in :data:`~.stored.MODELS`
+    order) stored at every depth, wherever the model has a depth part under it; otherwise :func:`~.stored.by_model`'s (the one stored at
+    the most depths, the newest among equals). So a model whose earlier runs, under settings the page has since
+    left, cover more depths is read under the page's settings once one depth of them is stored: the goals compare the
+    models under one protocol, and the earlier runs stand with the earlier protocols (:func:`~.stored.other_protocols`).
+    With no protocol stored at every depth, every model is :func:`~.stored.by_model`'s."""
+    def core(part: Part) -> dict:
+        return {k: v for k, v in part.key["protocol"].items() if k not in ADDITIVE}
+
+    results = by_model(parts)
+    complete = [r for r in results
+                if len({p.key["depth"] for p in r.parts}) == r.parts[0].payload["result"].get("n_layers")]
+    if not complete:
+        return results
+    page = core(complete[0].parts[0])
+    out = []
+    for r in results:
+        mine = [p for p in parts if "depth" in p.key and p.payload.get("model") == r.model]
+        if core(r.parts[0]) == page or not any(core(p) == page for p in mine):
+            out.append(r)
+            continue
+        others = [p for p in parts if not ("depth" in p.key and p.payload.get("model") == r.model)]
+        out += [s for s in by_model([*others, *(p for p in mine if core(p) == page)]) if s.model == r.model]
+    return out
 
 
 def _model_lines(ctx: PageContext, parts: list[Part], r: ModelResults, results: list[ModelResults], png: Path
