@@ -352,6 +352,29 @@ def test_search_layers_and_ablate_on_the_users_pairs_in_each_format(bert, env, c
             assert code == 2 and f"{flag} sets the ablation parts on SentEval tasks, and none runs here" in err
 
 
+def test_search_tests_lc_against_the_last_layer_and_adds_max_pooling_on_request(bert, env, capsys):
+    """``--bootstrap N`` prints each compared column's paired bootstrap against the last layer (the run's JSON holds
+    the same tests) and ``--max-pooling`` adds LC (max); without them neither is computed."""
+    pairs = _pair_file(env, "tested", "csv", 40, 3)
+    common = ["search", "--pairs", pairs, "--dev-size", "20", "--splits", "2", "--model", bert, "--max-length", "32",
+              "-q", *PAIR_OPTIONS]
+    code, out, err = _run([*common, "--output", env / "plain"], capsys)
+    assert code == 0, err
+    assert "p against" not in out and "lc_max" not in out
+    doc = json.loads(next((env / "plain").glob("search-*.json")).read_text())
+    assert not doc["lc"]["significance"]
+    code, out, err = _run([*common, "--output", env / "tested", "--bootstrap", "200", "--max-pooling"], capsys)
+    assert code == 0, err
+    doc = json.loads(next((env / "tested").glob("search-*.json")).read_text())
+    tests = doc["lc"]["significance"]
+    assert {"lc", "lc_max", "first0_last"} <= set(tests) and "lc_max" in doc["lc"]["splits"][0]["test"]
+    block = out.split("p against the last layer (paired bootstrap over ")[1]
+    assert block.startswith(f"{tests['lc']['n_units']} test pairs, 200 resamples; yes: p < 0.01):")
+    for name, t in tests.items():  # each printed line is the stored test
+        verdict = "yes" if t["p_value"] < 0.01 else "no"
+        assert f"{name:12s} {t['difference']:+.2f}  p {t['p_value']:.4f} ({verdict})" in block
+
+
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_search_chooses_on_dev_reports_on_test_and_saves_the_estimator(bert, env, capsys, fmt, tmp_path):
     from sentence_transformers import SentenceTransformer
@@ -443,6 +466,7 @@ def _no_model_load(monkeypatch):
     ["search", "--dev", "{good}", *PAIR_OPTIONS],
     ["transfer", "--test", "{labeled}"],
     ["transfer", "--train", "{labeled}", "--tasks", "mr"],
+    ["transfer", "--train", "{labeled}", "--bootstrap", "100"],
 ])
 def test_bad_files_and_options_give_one_line_and_exit_2_before_any_model_loads(bert, env, capsys, monkeypatch, argv):
     files = {"bad": _pair_file(env, "pairs", "csv"), "good": _pair_file(env, "good", "tsv"),

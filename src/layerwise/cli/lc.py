@@ -57,6 +57,12 @@ def _add_sts_parsers(sub) -> None:
                    help="dev pairs per split (default: 350, or half the pairs of a data set under 700)")
     p.add_argument("--seed", type=seed, default=0, help="split k uses seed + k (default: 0)")
     p.add_argument("--no-head", action="store_true", help="skip LC + MLP (the checkpoint's pooler head)")
+    p.add_argument("--max-pooling", action="store_true",
+                   help="also LC (max): LC's chosen hidden states pooled by the elementwise maximum of their token "
+                        "means instead of their average (the paper's max pooling of a subset)")
+    p.add_argument("--bootstrap", type=nonnegative_int, default=0, metavar="N",
+                   help="test LC (and LC + MLP, LC (max), first0_last) against the last layer: paired bootstrap over "
+                        "the test pairs, N resamples (the results pages use 2000; default 0: no test)")
 
     p = sub.add_parser("layers", help="per-layer analysis: each hidden state's STS score alone")
     add_common(p)
@@ -101,6 +107,9 @@ def _add_transfer_parser(sub) -> None:
     p.add_argument("--seed", type=seed, default=0, help="outer split k uses seed + k (default 0)")
     p.add_argument("--jobs", type=positive_int, default=2, help="parallel classifier fits (threads, default 2)")
     p.add_argument("--no-head", action="store_true", help="skip LC + MLP (the checkpoint's pooler head)")
+    p.add_argument("--bootstrap", type=nonnegative_int, default=0, metavar="N",
+                   help="--tasks: test LC against each baseline, paired bootstrap over the outer splits' test "
+                        "examples, N resamples (the results pages use 2000; default 0: no test)")
 
 
 def _add_ablate_parser(sub) -> None:
@@ -179,7 +188,8 @@ def run_sts(args, command) -> int:
                   aggregation=args.aggregation, encoder_options=encoder_options(args))
     if args.command == "search":
         config = experiments.SearchConfig(n_splits=args.splits, dev_size=args.dev_size, seed=args.seed,
-                                          max_layers=args.max_layers, head=not args.no_head, **common)
+                                          max_layers=args.max_layers, head=not args.no_head,
+                                          bootstrap=args.bootstrap, max_pooling=args.max_pooling, **common)
         result = experiments.run_search(config, data, dev_test=dev_test)
         result.environment = environment(command)
         _print_search(result, experiments.write_search_outputs(result, args.output))
@@ -216,14 +226,30 @@ def _print_search(result, paths: dict) -> None:
     print("test Spearman x100" + ("" if one else ", mean ± std over splits") + ":")
     for method, v in lc.summary("spearman").items():
         print(f"  {method:12s} {fmt(v['mean'], None if one else v['std'])}")
+    _print_significance(lc.significance, "the last layer", "pairs")
     print(f"time: encode {result.seconds['encode']:.1f}s, protocol {result.seconds['protocol']:.1f}s")
     for kind, path in paths.items():
         print(f"wrote {kind}: {path}")
 
 
+def _print_significance(tests: dict, against: str, units: str, indent: str = "  ") -> None:
+    """The paired bootstrap tests of a run (column -> SignificanceResult dict), one line each; nothing where none."""
+    if not tests:
+        return
+    first = next(iter(tests.values()))
+    print(f"{indent}p against {against} (paired bootstrap over {first['n_units']} test {units}, "
+          f"{first['n_resamples']} resamples; yes: p < 0.01):")
+    for name, t in tests.items():
+        print(f"{indent}  {name:12s} {t['difference']:+.2f}  p {t['p_value']:.4f} "
+              f"({'yes' if t['p_value'] < 0.01 else 'no'})")
+
+
 def run_transfer(args, command) -> int:
     if args.command == "ablate":
         return run_ablate(args, command)
+    if args.train and getattr(args, "bootstrap", 0):
+        raise ValueError("--bootstrap tests LC over the outer splits of --tasks; with --train/--test there is one "
+                         "split of your files: leave --bootstrap out")
     if args.train:
         return run_transfer_files(args, command)
     from layerwise.benchmarks.lc.transfer_report import write_transfer_outputs
@@ -236,7 +262,7 @@ def run_transfer(args, command) -> int:
         raise ValueError(f"--shortlist must be 0 (exhaustive) or positive, got {args.shortlist}")
     protocol = TransferProtocol(n_outer=args.outer_splits, n_inner=args.inner_splits, max_layers=args.max_layers,
                                 shortlist=args.shortlist or None, seed=args.seed, ridge_alpha=args.ridge_alpha,
-                                screen_dim=args.screen_dim, inner=args.inner)
+                                screen_dim=args.screen_dim, inner=args.inner, bootstrap=args.bootstrap)
     config = TransferRunConfig(model=args.model, tasks=tuple(args.tasks), protocol=protocol, head=not args.no_head,
                                n_jobs=args.jobs, data_dir=args.data_dir, encoder_options=encoder_options(args))
     run = run_transfer_tasks(config, ResultsStore(args.output), command=command)
@@ -247,6 +273,8 @@ def run_transfer(args, command) -> int:
     for task, t in run.tasks.items():
         cells = "  ".join(f"{m} {fmt(v['mean'], None if one else v['std'])}" for m, v in t.result.summary().items())
         print(f"  {task:5s} {cells}  ({t.encode_seconds:.0f}s encode, {t.protocol_seconds:.0f}s protocol)")
+        _print_significance({f"lc vs {b}": v for b, v in t.result.significance.items()}, "each baseline",
+                            "examples", indent="    ")
     for kind, path in paths.items():
         print(f"wrote {kind}: {path}")
     return 0
