@@ -141,6 +141,10 @@ def test_page_runs_resumes_and_renders(tiny_bert, data_dir, tmp_path, monkeypatc
     row = next(s for s in md.split("## The paper's settings")[1].splitlines() if s.startswith("| 2 |"))
     assert f"| {np.mean(paper):.2f} ± {np.std(paper, ddof=1):.2f} (2) | {np.mean(paper) - np.mean(tests):+.2f} |" in row
     assert row.endswith("(yes) |") or row.endswith("(no) |")  # tested: every run kept its predictions
+    paper_runs = [p for n, p in parts.items() if n.startswith(f"run-{name}-none-") and n.endswith("-ep2")]
+    hours = sum(p.payload["wall_seconds"] for p in paper_runs) / 3600  # trained here, on the CPU: their hours
+    assert (f"The {len(paper_runs)} stored 2-epoch runs took" in md and f"trained on cpu: {len(paper_runs)} of them on "
+            f"the CPU, {hours:.2f} h of it." in md)
     ws = parts[f"run-{name}-ws-L2-seed0-ep1"].payload["pre_step"]  # the word step's own scores, per depth
     assert f"| 2 | {ws['dev_spearman']:.2f} | {ws['test_spearman']:.2f} |" in md
     assert "| run | wall (min) | CPU/wall |" in md  # every run of this page recorded every column

@@ -35,6 +35,7 @@ class TMFTPage:
     gold: dict = field(default_factory=dict)  # data checksum -> gold test scores (the paired tests read them)
     # the first model's frontier on another data set, by the name its runs group under ("all-MiniLM-L6-v2 on sickr")
     other_frontiers: dict[str, Frontier] = field(default_factory=dict)
+    run_devices: dict[str, str] = field(default_factory=dict)  # run part name -> the device it trained on
 
 
 @dataclass(frozen=True)

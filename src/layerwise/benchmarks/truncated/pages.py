@@ -242,9 +242,10 @@ def load_page(ctx: PageContext):
         missing.append(f"LC-TMFT runs of {minilm} (need frontier-{minilm} for the subset)")
     seconds = {p.name: float(p.payload.get("wall_seconds", 0.0)) for p in used}
     run_loads = {p.name: run_time_row(p, p.payload) for p in used if p.name.startswith("run-")}
-    devices = sorted({p.payload.get("device", "cpu") for p in used if p.name.startswith("run-")})
+    run_devices = {p.name: p.payload.get("device", "cpu") for p in used if p.name.startswith("run-")}
     return TMFTPage(TITLE, asdict(page), results, frontiers, speeds, lc, missing, provenance_lines(used), seconds,
-                    loads, run_loads, devices, estimates, gold=stored_gold(ctx.store, results), other_frontiers=others)
+                    loads, run_loads, sorted(set(run_devices.values())), estimates,
+                    gold=stored_gold(ctx.store, results), other_frontiers=others, run_devices=run_devices)
 
 
 def estimate_seconds(config: TMFTConfig, done: list[tuple[TMFTConfig, float, str]], device: str = "cpu"

@@ -205,11 +205,16 @@ def _paper_settings(page: TMFTPage) -> list[str]:
         p = p_cell(group_test(page.gold, g.results, base.results)) if g and base else ""
         lines.append(f"| {d} | {base.cell() if base else 'not run yet'} | {g.cell() if g else 'not run yet'} | "
                      f"{diff} | {p} |")
-    walls = [v for k, v in page.wall_seconds.items() if k.startswith(f"run-{model}-none-") and k.endswith(f"-ep{paper}")]
-    if walls:
-        lines += ["", f"The {len(walls)} stored {paper}-epoch runs took {sum(walls) / 60:.1f} min of wall time in all "
-                  f"(devices of this page's runs: {', '.join(page.devices) or 'cpu'}; each run's device, machine "
-                  "and the processes that shared it are under *Provenance and time*)."]
+    names = [k for k in page.wall_seconds if k.startswith(f"run-{model}-none-") and k.endswith(f"-ep{paper}")]
+    if names:
+        where = {k: page.run_devices.get(k, "cpu") for k in names}
+        on_cpu = [page.wall_seconds[k] for k in names if where[k] == "cpu"]
+        cost = (f"{len(on_cpu)} of them on the CPU, {sum(on_cpu) / 3600:.2f} h of it" if on_cpu else
+                "none on a CPU, so their CPU hours are not measured here")
+        total = sum(page.wall_seconds[k] for k in names) / 60
+        lines += ["", f"The {len(names)} stored {paper}-epoch runs took {total:.1f} min of wall time in all, trained "
+                  f"on {', '.join(sorted(set(where.values())))}: {cost}. Each run's machine and the processes that "
+                  "shared it are under *Provenance and time*."]
     return lines + [""]
 
 
