@@ -11,7 +11,7 @@ import torch
 
 from layerwise.methods.lattemix import LatteMixConfig, build_model, load_model, pair_similarity
 from layerwise.methods.lattemix.divergences import categorical_l2, thresholded_kl
-from layerwise.methods.lattemix.principal import fit_first_component
+from layerwise.methods.lattemix.principal import fit_first_component, word_coordinates
 from layerwise.methods.lattemix.similarity import Mixtures
 
 
@@ -141,6 +141,21 @@ def test_first_component_against_the_svd():
     np.testing.assert_allclose(removed - x, -np.outer(centred @ pc.direction, pc.direction), atol=1e-8)
     with pytest.raises(ValueError, match="at least 2"):
         fit_first_component(x[:1])
+
+
+def test_word_coordinates_average_each_types_coordinates_as_a_loop_does():
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(300, 8)) * np.linspace(3, 0.5, 8)
+    ids = rng.integers(0, 20, size=300) * 7  # sparse ids, not 0..n-1
+    pc = fit_first_component(x)
+    types, counts, coords = word_coordinates(pc, x, ids)
+    for t, c, v in zip(types, counts, coords, strict=True):  # slow twin: each type's occurrences by hand
+        rows = [i for i in range(len(ids)) if ids[i] == t]
+        assert c == len(rows)
+        assert v == pytest.approx(np.mean([(x[i] - pc.mean) @ pc.direction for i in rows]))
+    assert list(types) == sorted(set(ids.tolist()))
+    with pytest.raises(ValueError, match="one token id per vector"):
+        word_coordinates(pc, x, ids[:-1])
 
 
 def test_a_model_saved_before_the_options_existed_still_loads(tmp_path):

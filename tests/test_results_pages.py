@@ -276,6 +276,11 @@ def test_lattemix_page_runs_resumes_and_renders(tiny_bert, tmp_path, monkeypatch
     assert "not tested" not in next(r for r in rows if r[0] == "groups")[-3:]
     pc = next(p for p in store.parts("lattemix") if p.name.startswith("pc-")).payload
     assert 0 < pc["share"] < 1 and set(pc["scores"]) == {"mean", "mean_pc1_removed"}
+    words = pc["words"]  # per word type: the ids lined up with the token vectors (else the run had raised)
+    assert words["n_types_read"] == sum(b["n_types"] for b in words["count_bins"]) > 0
+    assert [r[2] for r in words["highest"]] == sorted((r[2] for r in words["highest"]), reverse=True)
+    assert words["highest"][0][2] >= words["lowest"][0][2] and all(r[1] >= words["min_count"] for r in words["lowest"])
+    assert "*Per word type*" in (tmp_path / "out" / "lattemix.md").read_text()
     mean_row = next(r for r in rows if r[0] == "mean pooling (no special tokens)" and len(r) == 3)
     assert mean_row[2] == "reference"
     assert float(mean_row[1]) == pytest.approx(pc["scores"]["mean"]["stsb"], abs=0.005)

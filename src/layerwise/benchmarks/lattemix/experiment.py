@@ -147,7 +147,8 @@ def run_sweep(page: PageConfig, store: ResultsStore, model: str, *, data_dir=Non
         if store.load(PAGE_NAME, name, key) is None:
             todo.append((vary, change, config, key, name))
     pc_key = _tested_key({**part_key(page, model_key(enc.identity), sums, layer=layer, config=base, seeds=[],
-                                     train_limit=page.sweep_train_limit), "what": "first principal component"})
+                                     train_limit=page.sweep_train_limit),
+                            "what": "first principal component, and per word type"})
     pc_name = f"pc-{_short(model)}"
     pc_todo = page.first_pc and store.load(PAGE_NAME, pc_name, pc_key) is None
     if not todo and not pc_todo:

@@ -107,6 +107,7 @@ class FirstPCResult:
     scores: dict  # "mean" / "mean_pc1_removed" -> set -> Spearman x100 (no special tokens)
     training_text: dict = field(default_factory=dict)
     predictions: dict = field(default_factory=dict)  # the same keys -> set -> packed ranks; {}: not kept
+    words: dict = field(default_factory=dict)  # the component per word type (run.first_pc_words); {}: not read
 
     def to_payload(self) -> dict:
         return asdict(self)

@@ -140,7 +140,31 @@ def _first_pc_section(parts: PageParts, model: str) -> list[str]:
             "| pooling | " + " | ".join(sets) + f" | p vs {rows[0][0]} |", "|---|" + "---|" * (len(sets) + 1),
             *(f"| {label} | " + " | ".join(f"{pc.scores[key][d]:.2f}" for d in sets) + " | "
               + ("reference" if key == "mean" else p_cell(parts.tests.get(("pc",)))) + " |" for label, key in rows),
-            ""]
+            "", *_first_pc_words(pc.words)]
+
+
+def _first_pc_words(words: dict) -> list[str]:
+    """The component read per word type (Fig. 2 / Tables 8 and 10: the first-principal-component word embeddings),
+    or a line saying the stored part predates that reading."""
+    if not words:
+        return ["*Per word type*: not read by the stored part (computed before it was); `layerwise results run "
+                "lattemix` reads it.", ""]
+    rho = words["spearman_log_count"]
+
+    def listed(rows: list) -> str:
+        return ", ".join(f"`{token}` ({count}, {coord:+.2f})" for token, count, coord in rows)
+
+    return [f"*Per word type* (the paper's first-principal-component word embeddings, Fig. 2 / Tables 8 and 10, as "
+            f"read here): each token type's coordinate averaged over its occurrences in the training text "
+            f"(`principal.word_coordinates`), for the {words['n_types_read']} types seen at least "
+            f"{words['min_count']} times (of {words['n_types']} in it). Spearman's rho of that coordinate with the type's log count: "
+            + ("not defined (too few types)" if rho is None else f"{rho:+.3f}")
+            + " (how far the component orders words by frequency).", "",
+            "| types by count (rarest first) | types | mean coordinate |", "|---|---|---|",
+            *(f"| {b['counts'][0]}-{b['counts'][1]} | {b['n_types']} | {b['mean_coordinate']:+.3f} |"
+              for b in words["count_bins"]), "",
+            f"Highest on the component (token, count, coordinate): {listed(words['highest'])}.", "",
+            f"Lowest: {listed(words['lowest'])}.", ""]
 
 
 def render_markdown(parts: PageParts) -> str:

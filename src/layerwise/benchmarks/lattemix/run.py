@@ -23,13 +23,14 @@ from layerwise.benchmarks.lattemix.results import (
 )
 from layerwise.benchmarks.significance_parts import pack_predictions
 from layerwise.data import load_snli, load_sts, load_wiki_head
+from layerwise.encoders.batching import cut_texts
 from layerwise.encoders.layer_encoder import LayerEncoder
 from layerwise.encoders.tokens import TokenStack
 from layerwise.evaluation.metrics import aggregate_correlation, cosine_rows, spearman
 from layerwise.evaluation.unit_outputs import pack_ranks
 from layerwise.layers import validate_layers
 from layerwise.methods.lattemix.config import LatteMixConfig
-from layerwise.methods.lattemix.principal import fit_first_component
+from layerwise.methods.lattemix.principal import FirstComponent, fit_first_component, word_coordinates
 from layerwise.methods.lattemix.similarity import SIMILARITIES, pair_similarity, sentence_mixtures
 from layerwise.methods.lattemix.train import TrainConfig, train_on_token_stack
 
@@ -102,6 +103,8 @@ class LatteMixData:
     eval_tokens: TokenStack  # every unique evaluation sentence
     datasets: dict  # name -> (STSData, index of sentences1 in eval_tokens, index of sentences2)
     seconds: dict
+    train_token_ids: np.ndarray | None = None  # the token id of every row of train_tokens (None: not read)
+    token_names: dict | None = None  # token id -> the tokenizer's string for it, for the ids in train_token_ids
 
 
 def prepare(
@@ -127,6 +130,8 @@ def prepare(
     eval_tokens = encoder.encode_tokens(eval_sentences, layers)
     t2 = time.perf_counter()
     info["n_tokens"] = int(len(train_tokens.special))
+    ids = train_token_ids(encoder, train, train_tokens)
+    unique = [int(i) for i in np.unique(ids)]
     return LatteMixData(
         model=encoder.identity.to_dict(),
         layers=layers,
@@ -138,6 +143,8 @@ def prepare(
             for name, d in data.items()
         },
         seconds={"encode_train": t1 - t0, "encode_eval": t2 - t1},
+        train_token_ids=ids,
+        token_names=dict(zip(unique, encoder.tokenizer.convert_ids_to_tokens(unique), strict=True)),
     )
 
 
@@ -190,7 +197,50 @@ def evaluate_first_pc(data: LatteMixData, layer: int, *, aggregation: str = "all
     sims = {label: {name: _similarities(data, name, lambda a, b, e=emb: cosine_rows(e[a], e[b]))
                     for name in data.datasets} for label, emb in (("mean", mean), ("mean_pc1_removed", pc.remove(mean)))}
     out = {"share": pc.share, "n_tokens": pc.n_tokens, "scores": score_similarities(data, sims, aggregation)}
+    if data.train_token_ids is not None:
+        out["words"] = first_pc_words(pc, data, layer)
     return {**out, "predictions": {k: pack_predictions(v) for k, v in sims.items()}} if keep_predictions else out
+
+
+def train_token_ids(encoder: LayerEncoder, texts, stack: TokenStack) -> np.ndarray:
+    """The token id of every row of ``stack``, the token vectors :meth:`LayerEncoder.encode_tokens` gave for
+    ``texts``: ``texts`` tokenized again as the encoder does (:func:`~layerwise.encoders.batching.cut_texts`, its tokenizer,
+    truncated to its max length). Raises where
+    a sentence's ids and rows differ in number (the two would not line up)."""
+    ids = encoder.tokenizer(cut_texts(list(texts), encoder.max_length), truncation=True,
+                            max_length=encoder.max_length)["input_ids"]
+    lengths = np.diff(stack.offsets)
+    if len(ids) != len(lengths) or any(len(a) != n for a, n in zip(ids, lengths, strict=True)):
+        raise RuntimeError("the tokenizer's ids of the training sentences do not line up with their token vectors")
+    return np.concatenate([np.asarray(a, dtype=np.int64) for a in ids])
+
+
+WORDS_MIN_COUNT = 5  # a word type read at word level occurs at least this often in the training text
+WORDS_SHOWN = 10  # types listed at each end of the component
+WORDS_BINS = 5  # equal-sized bins of the types by their count
+
+
+def first_pc_words(pc: FirstComponent, data: LatteMixData, layer: int) -> dict:
+    """The first principal component read per word type (``principal.word_coordinates`` on the training tokens,
+    special tokens left out), over the types that occur at least :data:`WORDS_MIN_COUNT` times: Spearman's rho of
+    their coordinate with their log count, their mean coordinate per count bin (rarest first), and the
+    :data:`WORDS_SHOWN` types at each end of the component as [token, count, coordinate]."""
+    tokens = data.train_tokens
+    types, counts, coords = word_coordinates(pc, tokens.token_vectors(layer, include_special=False),
+                                             data.train_token_ids[~tokens.special])
+    often = counts >= WORDS_MIN_COUNT
+    types, counts, coords = types[often], counts[often], coords[often]
+    order = np.argsort(coords, kind="stable")
+    by_count = np.array_split(np.argsort(counts, kind="stable"), WORDS_BINS)
+
+    def row(i: int) -> list:
+        return [data.token_names[int(types[i])], int(counts[i]), round(float(coords[i]), 4)]
+
+    return {"min_count": WORDS_MIN_COUNT, "n_types": int(often.size), "n_types_read": int(len(types)),
+            "spearman_log_count": spearman(coords, np.log(counts)) if len(types) > 2 else None,
+            "count_bins": [{"counts": [int(counts[b].min()), int(counts[b].max())], "n_types": int(len(b)),
+                            "mean_coordinate": round(float(coords[b].mean()), 4)} for b in by_count if len(b)],
+            "highest": [row(i) for i in order[::-1][:WORDS_SHOWN]], "lowest": [row(i) for i in order[:WORDS_SHOWN]]}
 
 
 def evaluate_config(

@@ -10,6 +10,9 @@ corpus's token vectors (m, d) and gives, for any token vectors,
 with w the unit eigenvector of the largest eigenvalue of the covariance 1/m sum (u_i - mean)(u_i - mean)^T and
 ``share`` = that eigenvalue over the trace (the fraction of the variance on it). The covariance is accumulated in
 float64 in chunks, so m may be large; its eigenvector's sign is fixed so that the largest |w_j| is positive.
+
+:func:`word_coordinates` reads it per word (token type): the coordinate averaged over each type's occurrences, beside
+how often the type occurs, which is how the component can be seen to track frequency.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["FirstComponent", "fit_first_component"]
+__all__ = ["FirstComponent", "fit_first_component", "word_coordinates"]
 
 
 @dataclass(frozen=True)
@@ -57,3 +60,15 @@ def fit_first_component(vectors: np.ndarray, *, chunk: int = 65536) -> FirstComp
     total = float(values.sum())
     share = float(values[-1] / total) if total > 0 else 0.0
     return FirstComponent(mean=mean, direction=_fix_sign(vectors_[:, -1]), share=share, n_tokens=len(v))
+
+
+def word_coordinates(component: FirstComponent, vectors: np.ndarray, ids: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per token type of ``vectors`` (m, d), whose token ids are ``ids`` (m,): ``(types, counts, coordinates)``,
+    sorted by id, each type's coordinate on ``component`` averaged over its ``count`` occurrences."""
+    ids = np.asarray(ids)
+    if ids.ndim != 1 or len(ids) != len(vectors):
+        raise ValueError(f"need one token id per vector: {len(vectors)} vectors, ids of shape {ids.shape}")
+    types, inverse, counts = np.unique(ids, return_inverse=True, return_counts=True)
+    sums = np.bincount(inverse, weights=component.coordinate(vectors), minlength=len(types))
+    return types, counts, sums / counts
