@@ -159,7 +159,9 @@ def _first_pc_words(words: dict) -> list[str]:
             f"(`principal.word_coordinates`), for the {words['n_types_read']} types seen at least "
             f"{words['min_count']} times (of {words['n_types']} in it). Spearman's rho of that coordinate with the type's log count: "
             + ("not defined (too few types)" if rho is None else f"{rho:+.3f}")
-            + " (how far the component orders words by frequency).", "",
+            + (" (|rho| < 0.3: this component does not order these words by how often they occur; the types at its "
+               "ends, below, show what it does separate)" if rho is not None and abs(rho) < 0.3 else
+               " (how far the component orders words by frequency)") + ".", "",
             "| types by count (rarest first) | types | mean coordinate |", "|---|---|---|",
             *(f"| {b['counts'][0]}-{b['counts'][1]} | {b['n_types']} | {b['mean_coordinate']:+.3f} |"
               for b in words["count_bins"]), "",

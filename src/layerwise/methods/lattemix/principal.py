@@ -1,7 +1,8 @@
 """The first principal component of token (word) vectors, as Latte-Mix's Fig. 2 / Tables 8 and 10 read them.
 
-Contextual token vectors share one dominant direction (their first principal component, which tracks word
-frequency more than meaning); a sentence's mean vector is pulled along it. :class:`FirstComponent` is fitted on a
+Contextual token vectors share one dominant direction (their first principal component; in BERT-style encoders it
+is reported to track word frequency more than meaning, which :func:`word_coordinates` lets one check for a given
+encoder); a sentence's mean vector is pulled along it. :class:`FirstComponent` is fitted on a
 corpus's token vectors (m, d) and gives, for any token vectors,
 
     coordinate(u) = (u - mean) . w          the "first-principal-component word embedding" (one number per token)
