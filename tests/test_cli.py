@@ -149,6 +149,26 @@ def test_train_then_retrieval_on_tiny_model(tiny_bert, env, capsys):
     assert (out / "last").is_dir()  # the failed start removed nothing: the data error came first
 
 
+def test_transfer_bootstrap_prints_lc_against_each_baseline_as_stored(tiny_bert, env, capsys):
+    from conftest import write_senteval
+
+    data, out = write_senteval(env / "data", n=60), env / "out"
+    args = ["transfer", "--model", str(tiny_bert), "--data-dir", str(data), "--tasks", "CR", "--outer-splits", "2",
+            "--inner-splits", "2", "--jobs", "1", "--output", str(out), "-q"]
+    assert main([*args, "--bootstrap", "50"]) == 0
+    printed = capsys.readouterr().out
+    (state,) = (out / "transfer").glob("tiny-bert-cr--*.json")
+    tests = json.loads(state.read_text())["payload"]["result"]["significance"]
+    assert set(tests) == {"cls", "last", "last_four", "random", "lc_mlp"}
+    n = tests["last"]["n_units"]  # the test examples of the outer splits, pooled
+    assert f"p against each baseline (paired bootstrap over {n} test examples, 50 resamples; yes: p < 0.01):" in printed
+    for name, t in tests.items():
+        verdict = "yes" if t["p_value"] < 0.01 else "no"
+        assert f"lc vs {name:9s} {t['difference']:+.2f}  p {t['p_value']:.4f} ({verdict})" in printed
+    assert main(args) == 0  # no --bootstrap: another part, and nothing tested or printed
+    assert "p against" not in capsys.readouterr().out
+
+
 def test_transfer_end_to_end_and_resume(tiny_bert, env, capsys):
     from conftest import write_senteval
 

@@ -372,7 +372,7 @@ def test_search_tests_lc_against_the_last_layer_and_adds_max_pooling_on_request(
     assert block.startswith(f"{tests['lc']['n_units']} test pairs, 200 resamples; yes: p < 0.01):")
     for name, t in tests.items():  # each printed line is the stored test
         verdict = "yes" if t["p_value"] < 0.01 else "no"
-        assert f"{name:12s} {t['difference']:+.2f}  p {t['p_value']:.4f} ({verdict})" in block
+        assert f"{name:{max(map(len, tests))}s} {t['difference']:+.2f}  p {t['p_value']:.4f} ({verdict})" in block
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

@@ -239,8 +239,9 @@ def _print_significance(tests: dict, against: str, units: str, indent: str = "  
     first = next(iter(tests.values()))
     print(f"{indent}p against {against} (paired bootstrap over {first['n_units']} test {units}, "
           f"{first['n_resamples']} resamples; yes: p < 0.01):")
+    width = max(map(len, tests))
     for name, t in tests.items():
-        print(f"{indent}  {name:12s} {t['difference']:+.2f}  p {t['p_value']:.4f} "
+        print(f"{indent}  {name:{width}s} {t['difference']:+.2f}  p {t['p_value']:.4f} "
               f"({'yes' if t['p_value'] < 0.01 else 'no'})")
 
 
