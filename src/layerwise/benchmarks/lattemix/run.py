@@ -204,9 +204,9 @@ def evaluate_first_pc(data: LatteMixData, layer: int, *, aggregation: str = "all
 
 def train_token_ids(encoder: LayerEncoder, texts, stack: TokenStack) -> np.ndarray:
     """The token id of every row of ``stack``, the token vectors :meth:`LayerEncoder.encode_tokens` gave for
-    ``texts``: ``texts`` tokenized again as the encoder does (:func:`~layerwise.encoders.batching.cut_texts`, its tokenizer,
-    truncated to its max length). Raises where
-    a sentence's ids and rows differ in number (the two would not line up)."""
+    ``texts``: ``texts`` tokenized again as the encoder does (:func:`~layerwise.encoders.batching.cut_texts`, its
+    tokenizer, truncated to its max length). Raises where a sentence's ids and rows differ in number (the two would
+    not line up)."""
     ids = encoder.tokenizer(cut_texts(list(texts), encoder.max_length), truncation=True,
                             max_length=encoder.max_length)["input_ids"]
     lengths = np.diff(stack.offsets)
