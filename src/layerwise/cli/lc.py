@@ -233,16 +233,21 @@ def _print_search(result, paths: dict) -> None:
 
 
 def _print_significance(tests: dict, against: str, units: str, indent: str = "  ") -> None:
-    """The paired bootstrap tests of a run (column -> SignificanceResult dict), one line each; nothing where none."""
+    """The paired bootstrap tests of a run (column -> SignificanceResult dict), one line each; nothing where none.
+
+    The verdict is worded as on the results pages (``significance_parts.p_cell``), at the pages' level.
+    """
+    from layerwise.benchmarks.significance_parts import ALPHA, p_cell
+    from layerwise.evaluation.significance import SignificanceResult
+
     if not tests:
         return
     first = next(iter(tests.values()))
     print(f"{indent}p against {against} (paired bootstrap over {first['n_units']} test {units}, "
-          f"{first['n_resamples']} resamples; yes: p < 0.01):")
+          f"{first['n_resamples']} resamples; yes: p < {ALPHA}):")
     width = max(map(len, tests))
     for name, t in tests.items():
-        print(f"{indent}  {name:{width}s} {t['difference']:+.2f}  p {t['p_value']:.4f} "
-              f"({'yes' if t['p_value'] < 0.01 else 'no'})")
+        print(f"{indent}  {name:{width}s} {t['difference']:+.2f}  p {p_cell(SignificanceResult(**t))}")
 
 
 def run_transfer(args, command) -> int:
