@@ -781,6 +781,31 @@ def test_the_page_says_where_the_students_trained_from_their_facts():
     assert training_lines(ModelResults("m", {}, {}, [], [original], original, original)) == []
 
 
+def test_a_student_below_the_untrained_cut_of_its_depth_is_named_as_failed_with_what_it_recorded():
+    from layerwise.benchmarks.compress.stored import ModelResults
+    from layerwise.benchmarks.compress.students_report import failed_lines
+    from layerwise.methods.compress.frontier import Candidate
+
+    def cand(recipe, depth, dev, backend="torch", extra=None):
+        return Candidate.from_dict({"recipe": recipe, "depth": depth, "layers": [depth], "backend": backend,
+                                    "parameters": 1, "dev": dev, "tests": {}, "extra": extra or {},
+                                    "speed": {"seconds": [1.0], "original_seconds": [1.0]}})
+
+    collapsed = {"mse_distilled": 0.0107, "mse_cut": 0.0203, "mse_sentences": 1000, "final_loss": 0.112}
+    original = cand("original", 12, 88.11)
+    candidates = [original, cand("cut", 9, 71.34), cand("distilled", 9, 7.50, extra=collapsed),
+                  cand("distilled", 9, 7.93, "onnx-int8", collapsed),  # its backends: the torch row names it
+                  cand("cut", 6, 60.0), cand("distilled", 6, 80.0, extra=collapsed),  # above its cut: trained
+                  cand("every-depth", 5, 40.0)]  # no cut at its depth stored: nothing to tell it by
+    lines = failed_lines(ModelResults("m", {"lr": 0.001}, {}, [], candidates, original, original))
+    assert len(lines) == 4 and lines[2].startswith(
+        "- **distilled-l9 failed to train**: STS-B dev 7.50, below the untrained cut at its depth (71.34); its "
+        "embeddings are nearer the teacher's than the cut's (MSE 0.0107 against 0.0203 on 1000 sentences)")
+    assert "last 10 steps 0.112; this protocol's learning rate 0.001." in lines[2]
+    trained = [original, cand("cut", 9, 71.34), cand("distilled", 9, 86.0, extra=collapsed)]
+    assert failed_lines(ModelResults("m", {"lr": 0.001}, {}, [], trained, original, original)) == []
+
+
 def test_the_page_says_which_training_of_the_every_depth_student_each_depth_cuts():
     from layerwise.benchmarks.compress.stored import ModelResults
     from layerwise.benchmarks.compress.students_report import every_depth_lines, training_lines

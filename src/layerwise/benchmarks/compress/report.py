@@ -25,7 +25,13 @@ from layerwise.benchmarks.compress.stored import (
     started,
     sts_average,
 )
-from layerwise.benchmarks.compress.students_report import every_depth_lines, protocol_lines, tmft_lines, training_lines
+from layerwise.benchmarks.compress.students_report import (
+    every_depth_lines,
+    failed_lines,
+    protocol_lines,
+    tmft_lines,
+    training_lines,
+)
 from layerwise.benchmarks.compress.tmft_check import stored_tmft
 from layerwise.benchmarks.page_parts import cpu_label, part_revisions, provenance_lines
 from layerwise.benchmarks.registry import PageContext
@@ -318,7 +324,7 @@ def _model_lines(ctx: PageContext, parts: list[Part], r: ModelResults, results: 
     tmft, here, others = tmft_page_scores(ctx.store, r.model), stored_tmft(parts, r.model), other_protocols(parts, r)
     return [f"## {Path(r.model).name}", "", _data_line(r), "", status, "", *_quantization_line(r), *_mixed_line(r),
             *_graph_scores_line(r),
-            *goal_lines(r, tmft, here, others), "", *protocol_lines(r, others), *training_lines(r),
+            *goal_lines(r, tmft, here, others), "", *protocol_lines(r, others), *failed_lines(r), *training_lines(r),
             *every_depth_lines(r),
             *tmft_lines(here, tmft), *_reference_lines(r), "",
             *_table(r, tmft), "", f"![frontier]({png.name})", ""]

@@ -9,7 +9,7 @@ from layerwise.benchmarks.compress.stored import TESTS, ModelResults, sts_averag
 from layerwise.methods.compress.build import STUDENTS
 from layerwise.methods.compress.frontier import Candidate
 
-__all__ = ["every_depth_lines", "protocol_lines", "tmft_lines", "training_lines"]
+__all__ = ["every_depth_lines", "failed_lines", "protocol_lines", "tmft_lines", "training_lines"]
 
 RENDER_ONLY = True  # writes the page from its store; no stored number goes through it (measured_code)
 
@@ -140,3 +140,27 @@ def training_lines(r: ModelResults) -> list[str]:
         return []
     return ["Students trained on " + _trained(where)
             + " (each student's `run.json`); every candidate scored and timed on the machine of the runs table.", ""]
+
+
+def failed_lines(r: ModelResults) -> list[str]:
+    """Each student (torch) of this protocol that scores below the untrained cut of its depth on dev: its training
+    failed, and the page says so beside its figures, with what the candidate recorded of it (its distance to the
+    teacher's embeddings against the cut's, its last loss, the protocol's learning rate)."""
+    cuts = {c.depth: c for c in r.candidates if c.recipe == "cut" and c.backend == "torch"}
+    lines = []
+    for c in sorted(r.candidates, key=lambda c: -c.depth):
+        cut = cuts.get(c.depth)
+        if c.recipe not in STUDENTS or c.backend != "torch" or cut is None or c.dev >= cut.dev:
+            continue
+        x = c.extra
+        mse = (f"; its embeddings are nearer the teacher's than the cut's (MSE {x['mse_distilled']:.4f} against "
+               f"{x['mse_cut']:.4f} on {x['mse_sentences']} sentences) while their ranking is lost (as a student that "
+               "maps every sentence near the teacher's mean embedding would be)" if {"mse_distilled", "mse_cut"} <= set(x)
+               and x["mse_distilled"] < x["mse_cut"] else "")
+        loss = f"; its loss over the last 10 steps {x['final_loss']:.3f}" if "final_loss" in x else ""
+        lines.append(f"- **{c.recipe}-l{c.depth} failed to train**: STS-B dev {c.dev:.2f}, below the untrained "
+                     f"cut at its depth ({cut.dev:.2f}){mse}{loss}; this protocol's learning rate "
+                     f"{r.protocol.get('lr', '?')}. Its rows are measured as they are, not a recipe's reach: a "
+                     "student of this model under another protocol (the table above) shows what the recipe keeps.")
+    return ["Students whose training failed under this protocol (dev below the untrained cut of their depth):",
+            "", *lines, ""] if lines else []
