@@ -797,13 +797,15 @@ def test_a_student_below_the_untrained_cut_of_its_depth_is_named_as_failed_with_
                   cand("distilled", 9, 7.93, "onnx-int8", collapsed),  # its backends: the torch row names it
                   cand("cut", 6, 60.0), cand("distilled", 6, 80.0, extra=collapsed),  # above its cut: trained
                   cand("every-depth", 5, 40.0)]  # no cut at its depth stored: nothing to tell it by
-    lines = failed_lines(ModelResults("m", {"lr": 0.001}, {}, [], candidates, original, original))
+    r = ModelResults("m", {"lr": 0.001}, {}, [], candidates, original, original)
+    lines = failed_lines(r, [({"lr": 0.0001}, [cand("distilled", 9, 86.0)])])
     assert len(lines) == 4 and lines[2].startswith(
         "- **distilled-l9 failed to train**: STS-B dev 7.50, below the untrained cut at its depth (71.34); its "
         "embeddings are nearer the teacher's than the cut's (MSE 0.0107 against 0.0203 on 1000 sentences)")
     assert "last 10 steps 0.112; this protocol's learning rate 0.001." in lines[2]
+    assert "(the table above)" in lines[2] and "(the table above)" not in failed_lines(r, [])[2]
     trained = [original, cand("cut", 9, 71.34), cand("distilled", 9, 86.0, extra=collapsed)]
-    assert failed_lines(ModelResults("m", {"lr": 0.001}, {}, [], trained, original, original)) == []
+    assert failed_lines(ModelResults("m", {"lr": 0.001}, {}, [], trained, original, original), []) == []
 
 
 def test_the_page_says_which_training_of_the_every_depth_student_each_depth_cuts():

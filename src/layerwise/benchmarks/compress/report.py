@@ -324,7 +324,7 @@ def _model_lines(ctx: PageContext, parts: list[Part], r: ModelResults, results: 
     tmft, here, others = tmft_page_scores(ctx.store, r.model), stored_tmft(parts, r.model), other_protocols(parts, r)
     return [f"## {Path(r.model).name}", "", _data_line(r), "", status, "", *_quantization_line(r), *_mixed_line(r),
             *_graph_scores_line(r),
-            *goal_lines(r, tmft, here, others), "", *protocol_lines(r, others), *failed_lines(r), *training_lines(r),
+            *goal_lines(r, tmft, here, others), "", *protocol_lines(r, others), *failed_lines(r, others), *training_lines(r),
             *every_depth_lines(r),
             *tmft_lines(here, tmft), *_reference_lines(r), "",
             *_table(r, tmft), "", f"![frontier]({png.name})", ""]

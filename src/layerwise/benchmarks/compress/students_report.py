@@ -142,10 +142,11 @@ def training_lines(r: ModelResults) -> list[str]:
             + " (each student's `run.json`); every candidate scored and timed on the machine of the runs table.", ""]
 
 
-def failed_lines(r: ModelResults) -> list[str]:
+def failed_lines(r: ModelResults, others: list[tuple[dict, list[Candidate]]]) -> list[str]:
     """Each student (torch) of this protocol that scores below the untrained cut of its depth on dev: its training
     failed, and the page says so beside its figures, with what the candidate recorded of it (its distance to the
-    teacher's embeddings against the cut's, its last loss, the protocol's learning rate)."""
+    teacher's embeddings against the cut's, its last loss, the protocol's learning rate); where ``others``
+    (:func:`~.stored.other_protocols`) are stored, the table of :func:`protocol_lines` shows them beside it."""
     cuts = {c.depth: c for c in r.candidates if c.recipe == "cut" and c.backend == "torch"}
     lines = []
     for c in sorted(r.candidates, key=lambda c: -c.depth):
@@ -160,7 +161,8 @@ def failed_lines(r: ModelResults) -> list[str]:
         loss = f"; its loss over the last 10 steps {x['final_loss']:.3f}" if "final_loss" in x else ""
         lines.append(f"- **{c.recipe}-l{c.depth} failed to train**: STS-B dev {c.dev:.2f}, below the untrained "
                      f"cut at its depth ({cut.dev:.2f}){mse}{loss}; this protocol's learning rate "
-                     f"{r.protocol.get('lr', '?')}. Its rows are measured as they are, not a recipe's reach: a "
-                     "student of this model under another protocol (the table above) shows what the recipe keeps.")
+                     f"{r.protocol.get('lr', '?')}. Its rows are measured as they are, not a recipe's reach"
+                     + (": the students of this model under other protocols (the table above) show what the recipe "
+                        "keeps." if others else "."))
     return ["Students whose training failed under this protocol (dev below the untrained cut of their depth):",
             "", *lines, ""] if lines else []
