@@ -1033,6 +1033,54 @@ def test_a_model_is_read_under_the_page_protocol_once_it_has_a_depth_under_it():
     assert b.protocol == old
 
 
+def test_a_model_whose_student_fails_at_the_page_learning_rate_is_read_at_one_where_none_fails():
+    """The one setting a model may keep its own value of: where a student falls below the untrained cut of its depth
+    on dev under the page's protocol, and a run of the page's protocol at another learning rate trained every student,
+    the model is read there and its section says why; where that run failed too, or none exists, the page's."""
+    from layerwise.benchmarks.compress.report import beside, own_setting_lines, page_protocol, page_results
+    from layerwise.benchmarks.compress.stored import other_protocols
+
+    def part(model, protocol, depth, n_layers, student_dev, started="2026-12-01"):
+        key = {"model": {"name": model}, "data": {"stsb": "x"}, "protocol": protocol, "depth": depth}
+        cands = [{"recipe": recipe, "depth": d, "layers": [d], "backend": "torch", "parameters": 1, "dev": dev,
+                  "tests": {"stsb": dev}, "speed": {"seconds": [d / n_layers], "original_seconds": [1.0]}}
+                 for recipe, d, dev in (("original", n_layers, 88.0), ("cut", depth, 70.0),
+                                        ("distilled", depth, student_dev))]
+        return Part("compress", f"{model}-l{depth}", key,
+                    {"model": model, "corpus": {}, "result": {"candidates": cands, "n_layers": n_layers}},
+                    runs=[{"started": started}])
+
+    page = {"budget": 1.0, "backends": ["torch"], "lr": 0.001}
+    low = {**page, "lr": 0.0001}
+    other = {**low, "epochs": 2}  # differs in more than the learning rate: never the page's
+    complete = [part("a", page, 1, 2, 80.0), part("a", page, 2, 2, 85.0)]
+    failed = part("b", page, 9, 12, 7.5, "2026-12-06")
+    trained = part("b", low, 9, 12, 86.0, "2026-12-07")
+    a, b = page_results([*complete, failed, trained])
+    assert a.protocol == page and b.protocol == low and b.parts == [trained]
+    parts = [*complete, failed, trained]
+    lines = own_setting_lines(b, page_protocol(parts), other_protocols(parts, b))
+    assert lines[0].startswith("**Learning rate 0.0001, not the page's 0.001**: under the page's protocol this "
+                               "model's students failed to train (distilled-l9 STS-B dev 7.50 against the untrained "
+                               "cut's 70.00;")
+    assert own_setting_lines(a, page_protocol(parts), other_protocols(parts, a)) == []
+    # failed at the other rate too, or only a run that differs in more than the rate: the page's protocol
+    assert page_results([*complete, failed, part("b", low, 9, 12, 50.0)])[1].parts == [failed]
+    assert page_results([*complete, failed, part("b", other, 9, 12, 86.0)])[1].parts == [failed]
+    # trained at the page's rate: the page's, whatever another rate gives
+    ok = part("b", page, 9, 12, 80.0)
+    assert page_results([*complete, ok, trained])[1].parts == [ok]
+    # no depth under the page's protocol: the most depths, as before (no failure to read the rate by)
+    assert page_results([*complete, trained])[1].parts == [trained]
+    # an earlier run at that rate with fewer backends, at another depth: beside the one read, not lost
+    fewer = part("b", {**low, "backends": []}, 11, 12, 89.0, "2026-11-28")
+    parts = [*complete, failed, trained, fewer]
+    b = page_results(parts)[1]
+    assert b.parts == [trained]
+    assert [(p, [c.depth for c in cands if c.recipe == "distilled"]) for p, cands in beside(parts, b)] == [
+        ({**low, "backends": []}, [11]), (page, [9])]
+
+
 def test_students_that_learnt_from_pairs_under_another_protocol_are_read_against_tmft_too():
     """The like-for-like reading: where the model's main protocol trains its students on the corpus' MSE alone, the
     students of a stored protocol with ``train_pairs`` meet TMFT on the goal's STS average in a line of their own."""

@@ -9,7 +9,7 @@ from layerwise.benchmarks.compress.stored import TESTS, ModelResults, sts_averag
 from layerwise.methods.compress.build import STUDENTS
 from layerwise.methods.compress.frontier import Candidate
 
-__all__ = ["every_depth_lines", "failed_lines", "protocol_lines", "tmft_lines", "training_lines"]
+__all__ = ["every_depth_lines", "failed_lines", "failed_students", "protocol_lines", "tmft_lines", "training_lines"]
 
 RENDER_ONLY = True  # writes the page from its store; no stored number goes through it (measured_code)
 
@@ -142,17 +142,21 @@ def training_lines(r: ModelResults) -> list[str]:
             + " (each student's `run.json`); every candidate scored and timed on the machine of the runs table.", ""]
 
 
+def failed_students(candidates: list[Candidate]) -> list[tuple[Candidate, Candidate]]:
+    """Each student (torch) among ``candidates`` that scores below the untrained cut of its depth on dev, with that
+    cut, deepest first: its training failed (a student with no cut of its depth stored is not judged)."""
+    cuts = {c.depth: c for c in candidates if c.recipe == "cut" and c.backend == "torch"}
+    return [(c, cuts[c.depth]) for c in sorted(candidates, key=lambda c: -c.depth)
+            if c.recipe in STUDENTS and c.backend == "torch" and c.depth in cuts and c.dev < cuts[c.depth].dev]
+
+
 def failed_lines(r: ModelResults, others: list[tuple[dict, list[Candidate]]]) -> list[str]:
-    """Each student (torch) of this protocol that scores below the untrained cut of its depth on dev: its training
-    failed, and the page says so beside its figures, with what the candidate recorded of it (its distance to the
-    teacher's embeddings against the cut's, its last loss, the protocol's learning rate); where ``others``
-    (:func:`~.stored.other_protocols`) are stored, the table of :func:`protocol_lines` shows them beside it."""
-    cuts = {c.depth: c for c in r.candidates if c.recipe == "cut" and c.backend == "torch"}
+    """Each student of this protocol whose training failed (:func:`failed_students`), named beside its figures with
+    what the candidate recorded of it (its distance to the teacher's embeddings against the cut's, its last loss, the
+    protocol's learning rate); where ``others`` (:func:`~.stored.other_protocols`) are stored, the table of
+    :func:`protocol_lines` shows them beside it."""
     lines = []
-    for c in sorted(r.candidates, key=lambda c: -c.depth):
-        cut = cuts.get(c.depth)
-        if c.recipe not in STUDENTS or c.backend != "torch" or cut is None or c.dev >= cut.dev:
-            continue
+    for c, cut in failed_students(r.candidates):
         x = c.extra
         mse = (f"; its embeddings are nearer the teacher's than the cut's (MSE {x['mse_distilled']:.4f} against "
                f"{x['mse_cut']:.4f} on {x['mse_sentences']} sentences) while their ranking is lost (as a student that "
