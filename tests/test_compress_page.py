@@ -1003,7 +1003,7 @@ def test_a_model_is_read_under_the_page_protocol_once_it_has_a_depth_under_it():
     """The page compares its models under one protocol: a model whose earlier runs (other settings) cover more depths
     is read under the settings of the model stored at every depth as soon as one depth of it is stored there, its
     earlier runs beside it; with no depth under the page's protocol, or no model complete, the most depths win."""
-    from layerwise.benchmarks.compress.report import page_results
+    from layerwise.benchmarks.compress.reading import page_results
     from layerwise.benchmarks.compress.stored import other_protocols
 
     def part(model, protocol, depth, n_layers, started="2026-12-01"):
@@ -1037,7 +1037,7 @@ def test_a_model_whose_student_fails_at_the_page_learning_rate_is_read_at_one_wh
     """The one setting a model may keep its own value of: where a student falls below the untrained cut of its depth
     on dev under the page's protocol, and a run of the page's protocol at another learning rate trained every student,
     the model is read there and its section says why; where that run failed too, or none exists, the page's."""
-    from layerwise.benchmarks.compress.report import beside, own_setting_lines, page_protocol, page_results
+    from layerwise.benchmarks.compress.reading import beside, own_setting_lines, page_protocol, page_results
     from layerwise.benchmarks.compress.stored import other_protocols
 
     def part(model, protocol, depth, n_layers, student_dev, started="2026-12-01"):
