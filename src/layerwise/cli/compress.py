@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -93,17 +92,6 @@ def _tests(args: argparse.Namespace) -> dict:
     return out
 
 
-def failed_student_lines(candidates: list, lr: float) -> list[str]:
-    """One warning per student whose training failed (below the untrained cut of its depth on dev: the results page's
-    rule, :func:`~layerwise.benchmarks.compress.students_report.failed_students`), naming the fix, a lower rate."""
-    from layerwise.benchmarks.compress.students_report import failed_students
-
-    return [f"warning: {c.recipe}-l{c.depth} failed to train: dev Spearman {c.dev:.2f}, below the untrained cut at "
-            f"its depth ({cut.dev:.2f}); its candidates are measured as they are. Train again with a lower learning "
-            f"rate (this run: --lr {lr:g}; try {lr / 10:g}) in a new --output folder"
-            for c, cut in failed_students(candidates)]
-
-
 def run(args, command) -> int:
     from layerwise import reports
     from layerwise.export.sentence_transformers import check_destination
@@ -147,17 +135,13 @@ def run(args, command) -> int:
     params = {"model": args.model, "corpus": f"{args.corpus} ({len(set(corpus))} distinct sentences)",
               "dev": args.dev, "tests": ", ".join(args.test) or "none", "budget": args.budget,
               **({} if args.train_pairs is None else {"train pairs": f"{args.train_pairs} (weight {args.pairs_weight})"})}
-    failed = failed_student_lines(est.candidates_, args.lr)
-    warnings = ["## Warnings", "", *(f"- {line.removeprefix('warning: ')}" for line in failed), ""] if failed else []
-    lines = report_lines(report, title=title) + warnings + run_section(env, params, time.perf_counter() - t0)
+    lines = report_lines(report, title=title) + run_section(env, params, time.perf_counter() - t0)
     paths = {"model": est.save(out / "model"), "report": write_text(out / "report.md", "\n".join(lines) + "\n"),
              "json": write_json(out / "report.json", {**report, "environment": env}),
              "plot": plot_frontier(est.candidates_, out / "frontier.png", title=title, chosen=est.chosen_)}
     c = est.chosen_
     print(f"chosen {c.name}: dev Spearman {c.dev:.2f} (original {est.original_.dev:.2f}), {c.ratio:.2f}x the "
           f"original's throughput, {c.parameters / 1e6:.2f} M parameters")
-    for line in failed:
-        print(line, file=sys.stderr)
     if est.unbuilt_depths_:
         print(f"depths not built (--stop-outside-budget): {', '.join(map(str, est.unbuilt_depths_))}")
     for kind, path in paths.items():

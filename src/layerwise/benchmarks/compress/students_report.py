@@ -145,8 +145,8 @@ def training_lines(r: ModelResults) -> list[str]:
 def failed_students(candidates: list[Candidate]) -> list[tuple[Candidate, Candidate]]:
     """Each student (torch) among ``candidates`` that scores below the untrained cut of its depth on dev, with that
     cut, deepest first: its training failed (as all-mpnet-base-v2's depth-9 student did at 1e-3 on this page, where
-    too high a learning rate is the likeliest cause). A student with no plain cut of its depth among ``candidates`` is not judged. ``layerwise compress``
-    warns of the same students."""
+    too high a learning rate is the likeliest cause). A student with no plain cut of its depth among ``candidates``
+    is not judged."""
     cuts = {c.depth: c for c in candidates if c.recipe == "cut" and c.backend == "torch"}
     return [(c, cuts[c.depth]) for c in sorted(candidates, key=lambda c: -c.depth)
             if c.recipe in STUDENTS and c.backend == "torch" and c.depth in cuts and c.dev < cuts[c.depth].dev]
