@@ -1070,8 +1070,10 @@ def test_a_model_whose_student_fails_at_the_page_learning_rate_is_read_at_one_wh
     # trained at the page's rate: the page's, whatever another rate gives
     ok = part("b", page, 9, 12, 80.0)
     assert page_results([*complete, ok, trained])[1].parts == [ok]
-    # no depth under the page's protocol: the most depths, as before (no failure to read the rate by)
+    # no depth under the page's protocol: the most depths, as before (no failure to read the rate by), and no line
     assert page_results([*complete, trained])[1].parts == [trained]
+    alone = [*complete, trained]
+    assert own_setting_lines(page_results(alone)[1], page_protocol(alone), other_protocols(alone, b)) == []
     # an earlier run at that rate with fewer backends, at another depth: beside the one read, not lost
     fewer = part("b", {**low, "backends": []}, 11, 12, 89.0, "2026-11-28")
     parts = [*complete, failed, trained, fewer]

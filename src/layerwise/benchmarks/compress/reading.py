@@ -98,6 +98,8 @@ def own_setting_lines(r: ModelResults, page: dict | None, others: list[tuple[dic
     if page is None or own == page.get(OWN_SETTING) or _settings(r.protocol) != {**page, OWN_SETTING: own}:
         return []
     at_page = next((c for p, c in others if _settings(p) == page), [])
+    if not failed_students(at_page):  # not read here by the rule (no depth under the page's protocol, say)
+        return []
     failed = "; ".join(f"{c.recipe}-l{c.depth} STS-B dev {c.dev:.2f} against the untrained cut's {cut.dev:.2f}"
                        for c, cut in failed_students(at_page))
     return [f"**Learning rate {r.protocol[OWN_SETTING]:g}, not the page's {page[OWN_SETTING]:g}**: under the page's "
