@@ -1074,8 +1074,10 @@ def test_a_model_whose_student_fails_at_the_page_learning_rate_is_read_at_one_wh
     assert page_results([*complete, trained])[1].parts == [trained]
     alone = [*complete, trained]
     assert own_setting_lines(page_results(alone)[1], page_protocol(alone), other_protocols(alone, b)) == []
-    # an earlier run at that rate with fewer backends, at another depth: beside the one read, not lost
+    # an earlier run at that rate with fewer backends, at another depth: not read in the page's run's place (its
+    # candidates on the other backends would be lost), but beside the one read, not lost either
     fewer = part("b", {**low, "backends": []}, 11, 12, 89.0, "2026-11-28")
+    assert page_results([*complete, failed, fewer])[1].parts == [failed]
     parts = [*complete, failed, trained, fewer]
     b = page_results(parts)[1]
     assert b.parts == [trained]

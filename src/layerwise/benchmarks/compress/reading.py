@@ -45,8 +45,9 @@ def page_results(parts: list[Part]) -> list[ModelResults]:
     compare the models under one protocol, and the earlier runs stand with the earlier protocols
     (:func:`~.stored.other_protocols`). One exception, :data:`OWN_SETTING`: where a student of the model fails to
     train under the page's protocol (:func:`~.students_report.failed_students`: below the untrained cut of its depth
-    on dev) and none fails under the page's protocol with another learning rate, the model is read under that one
-    (the most depths, the newest among equals), and its section says so (:func:`own_setting_lines`). With no protocol
+    on dev) and none fails under the page's protocol with another learning rate, on at least the backends of the
+    model's run under the page's, the model is read under that one (the most depths, the newest among equals), and
+    its section says so (:func:`own_setting_lines`). With no protocol
     stored at every depth, every model is :func:`~.stored.by_model`'s."""
     results = by_model(parts)
     page = page_protocol(parts)
@@ -69,7 +70,11 @@ def _read_under(page: dict, r: ModelResults, parts: list[Part]) -> ModelResults:
     own = {_core(p)[OWN_SETTING]: {**page, OWN_SETTING: _core(p)[OWN_SETTING]} for p in mine
            if OWN_SETTING in _core(p) and _core(p)[OWN_SETTING] != page.get(OWN_SETTING)
            and {**_core(p), OWN_SETTING: page.get(OWN_SETTING)} == page}
-    trained = [s for s in map(under, own.values()) if not failed_students(s.candidates)]
+    # a run at another rate that measured fewer backends than the page's run of the model would drop candidates
+    # (the int8 ones, say) that do not depend on the rate: not read in its place
+    backends = set(at_page.protocol["backends"])
+    trained = [s for s in map(under, own.values())
+               if not failed_students(s.candidates) and backends <= set(s.protocol["backends"])]
     return max(trained, key=lambda s: (len({p.key["depth"] for p in s.parts}), max(map(started, s.parts))),
                default=at_page)
 
