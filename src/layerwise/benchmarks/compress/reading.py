@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 
-from layerwise.benchmarks.compress.stored import ADDITIVE, ModelResults, by_model, other_protocols, started
+from layerwise.benchmarks.compress.stored import ModelResults, _read_candidates, by_model, other_protocols, started
+from layerwise.benchmarks.compress.stored import _core as _settings  # the package's one definition
 from layerwise.benchmarks.compress.students_report import failed_students
 from layerwise.benchmarks.store import Part
 from layerwise.methods.compress.frontier import Candidate
@@ -18,11 +19,6 @@ RENDER_ONLY = True  # chooses which stored parts the page shows; no stored numbe
 #: the one setting of the page's protocol a model may be read under its own value of: the learning rate, where the
 #: model's students fail to train at the page's and train at another stored one (:func:`page_results`)
 OWN_SETTING = "lr"
-
-
-def _settings(protocol: dict) -> dict:
-    """``protocol`` less its :data:`~.stored.ADDITIVE` fields: what makes each candidate's numbers what they are."""
-    return {k: v for k, v in protocol.items() if k not in ADDITIVE}
 
 
 def _core(part: Part) -> dict:
@@ -89,9 +85,8 @@ def beside(parts: list[Part], r: ModelResults) -> list[tuple[dict, list[Candidat
         if ("depth" in part.key and part.payload.get("model") == r.model and part.key["depth"] not in depths
                 and part.key["protocol"] != r.protocol and _core(part) == _settings(r.protocol)):
             groups.setdefault(json.dumps(part.key["protocol"], sort_keys=True), []).append(part)
-    own = [(max(map(started, g)), g[0].key["protocol"],
-            [Candidate.from_dict(d) for p in sorted(g, key=lambda p: p.key["depth"])
-             for d in p.payload["result"]["candidates"]]) for g in groups.values()]
+    own = [(max(map(started, g)), g[0].key["protocol"], _read_candidates(sorted(g, key=lambda p: p.key["depth"])))
+           for g in groups.values()]
     return [(protocol, cands) for _, protocol, cands in sorted(own, key=lambda o: o[0], reverse=True)] \
         + other_protocols(parts, r)
 
@@ -102,13 +97,13 @@ def own_setting_lines(r: ModelResults, page: dict | None, others: list[tuple[dic
     own = r.protocol.get(OWN_SETTING)
     if page is None or own == page.get(OWN_SETTING) or _settings(r.protocol) != {**page, OWN_SETTING: own}:
         return []
-    at_page = next((c for p, c in others if _settings(p) == page), [])
-    if not failed_students(at_page):  # not read here by the rule (no depth under the page's protocol, say)
+    failed = failed_students(next((c for p, c in others if _settings(p) == page), []))
+    if not failed:  # not read here by the rule (no depth under the page's protocol, say)
         return []
-    failed = "; ".join(f"{c.recipe}-l{c.depth} STS-B dev {c.dev:.2f} against the untrained cut's {cut.dev:.2f}"
-                       for c, cut in failed_students(at_page))
+    named = "; ".join(f"{c.recipe}-l{c.depth} STS-B dev {c.dev:.2f} against the untrained cut's {cut.dev:.2f}"
+                      for c, cut in failed)
     return [f"**Learning rate {r.protocol[OWN_SETTING]:g}, not the page's {page[OWN_SETTING]:g}**: under the page's "
-            f"protocol this model's students failed to train ({failed}; the table of the other protocols above), and "
+            f"protocol this model's students failed to train ({named}; the table of the other protocols above), and "
             f"at {r.protocol[OWN_SETTING]:g} none did, so the page reads it there, every other setting the page's. "
             "The rule is fixed in the code, not chosen per result: a model is read at its own learning rate only "
             "where a student fails at the page's (below the untrained cut of its depth on STS-B dev) and none fails at "
