@@ -152,3 +152,40 @@ def test_train_students_flag_trains_only_and_the_same_command_then_loads_them(ti
     assert not (out / "work" / "candidates").exists()
     monkeypatch.setattr(students_module, "distill_student", lambda *a, **k: pytest.fail("trained again"))
     assert main(_args(tiny_bert, corpus, dev, out)) == 0 and (out / "report.json").is_file()
+
+
+def test_a_student_below_its_untrained_cut_is_warned_of_with_the_fix_on_stderr_and_in_the_report(
+        tiny_bert, env, capsys, monkeypatch):
+    """Which students failed is :func:`~layerwise.methods.compress.diagnostics.failed_students`'s (tested on
+    its own below); here it names the depth-1 student, and the warning reaches the user and the report."""
+    from layerwise.methods.compress import diagnostics
+
+    corpus, dev, _ = _files(env)
+    out = env / "out"
+    monkeypatch.setattr(diagnostics, "failed_students", lambda cands: [
+        (c, c) for c in cands if c.recipe == "distilled" and c.backend == "torch"])
+    assert main(_args(tiny_bert, corpus, dev, out, "--lr", "0.003")) == 0
+    err = capsys.readouterr().err
+    assert "warning: distilled-l1 failed to train: dev Spearman" in err and "--lr 0.003; try 0.0003" in err
+    md = (out / "report.md").read_text()
+    assert "## Warnings" in md and "- distilled-l1 failed to train" in md
+
+
+def test_failed_students_are_those_below_the_untrained_cut_of_their_depth_on_dev():
+    from layerwise.methods.compress.diagnostics import failed_student_lines, failed_students
+    from layerwise.methods.compress.frontier import Candidate
+
+    def cand(recipe, depth, dev, backend="torch"):
+        return Candidate.from_dict({"recipe": recipe, "depth": depth, "layers": [depth], "backend": backend,
+                                    "parameters": 1, "dev": dev, "tests": {}, "extra": {}, "speed": {}})
+
+    cands = [cand("original", 12, 88.0), cand("cut", 9, 71.3), cand("distilled", 9, 7.5),
+             cand("distilled", 9, 7.9, "onnx-int8"), cand("cut", 6, 60.0), cand("distilled", 6, 80.0),
+             cand("every-depth", 6, 59.0), cand("every-depth", 5, 10.0)]  # depth 5: no cut to judge it by
+    assert [(s.recipe, s.depth, cut.dev) for s, cut in failed_students(cands)] == [
+        ("distilled", 9, 71.3), ("every-depth", 6, 60.0)]
+    assert failed_student_lines(cands, 1e-3)[0] == (
+        "warning: distilled-l9 failed to train: dev Spearman 7.50, below the untrained cut at its depth (71.30); its "
+        "candidates are measured as they are. Train again with a lower learning rate (this run: --lr 0.001; try "
+        "0.0001) in a new --output folder")
+    assert failed_students([c for c in cands if c.recipe != "cut"]) == []

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -96,6 +97,7 @@ def run(args, command) -> int:
     from layerwise import reports
     from layerwise.export.sentence_transformers import check_destination
     from layerwise.methods.compress import Compressor, CompressSettings
+    from layerwise.methods.compress.diagnostics import failed_student_lines
     from layerwise.methods.compress.frontier import plot_frontier, report_lines
     from layerwise.reports import environment, git_state, run_section, write_json, write_text
 
@@ -135,13 +137,17 @@ def run(args, command) -> int:
     params = {"model": args.model, "corpus": f"{args.corpus} ({len(set(corpus))} distinct sentences)",
               "dev": args.dev, "tests": ", ".join(args.test) or "none", "budget": args.budget,
               **({} if args.train_pairs is None else {"train pairs": f"{args.train_pairs} (weight {args.pairs_weight})"})}
-    lines = report_lines(report, title=title) + run_section(env, params, time.perf_counter() - t0)
+    failed = failed_student_lines(est.candidates_, args.lr)  # a student below its untrained cut: say so, and the fix
+    warnings = ["## Warnings", "", *(f"- {line.removeprefix('warning: ')}" for line in failed), ""] if failed else []
+    lines = report_lines(report, title=title) + warnings + run_section(env, params, time.perf_counter() - t0)
     paths = {"model": est.save(out / "model"), "report": write_text(out / "report.md", "\n".join(lines) + "\n"),
              "json": write_json(out / "report.json", {**report, "environment": env}),
              "plot": plot_frontier(est.candidates_, out / "frontier.png", title=title, chosen=est.chosen_)}
     c = est.chosen_
     print(f"chosen {c.name}: dev Spearman {c.dev:.2f} (original {est.original_.dev:.2f}), {c.ratio:.2f}x the "
           f"original's throughput, {c.parameters / 1e6:.2f} M parameters")
+    for line in failed:
+        print(line, file=sys.stderr)
     if est.unbuilt_depths_:
         print(f"depths not built (--stop-outside-budget): {', '.join(map(str, est.unbuilt_depths_))}")
     for kind, path in paths.items():

@@ -8,8 +8,8 @@ import json
 
 from layerwise.benchmarks.compress.stored import ModelResults, _read_candidates, by_model, other_protocols, started
 from layerwise.benchmarks.compress.stored import _core as _settings  # the package's one definition
-from layerwise.benchmarks.compress.students_report import failed_students
 from layerwise.benchmarks.store import Part
+from layerwise.methods.compress.diagnostics import failed_students
 from layerwise.methods.compress.frontier import Candidate
 
 __all__ = ["OWN_SETTING", "beside", "own_setting_lines", "page_protocol", "page_results"]
@@ -40,7 +40,7 @@ def page_results(parts: list[Part]) -> list[ModelResults]:
     has since left, cover more depths is read under the page's settings once one depth of them is stored: the goals
     compare the models under one protocol, and the earlier runs stand with the earlier protocols
     (:func:`~.stored.other_protocols`). One exception, :data:`OWN_SETTING`: where a student of the model fails to
-    train under the page's protocol (:func:`~.students_report.failed_students`: below the untrained cut of its depth
+    train under the page's protocol (:func:`~layerwise.methods.compress.diagnostics.failed_students`: below the untrained cut of its depth
     on dev) and none fails under the page's protocol with another learning rate, on at least the backends of the
     model's run under the page's, the model is read under that one (the most depths, the newest among equals), and
     its section says so (:func:`own_setting_lines`). With no protocol

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from layerwise.benchmarks.compress.stored import TESTS, ModelResults, sts_average, tests_average
 from layerwise.methods.compress.build import STUDENTS
+from layerwise.methods.compress.diagnostics import failed_students
 from layerwise.methods.compress.frontier import Candidate
 
-__all__ = ["every_depth_lines", "failed_lines", "failed_students", "protocol_lines", "tmft_lines", "training_lines"]
+__all__ = ["every_depth_lines", "failed_lines", "protocol_lines", "tmft_lines", "training_lines"]
 
 RENDER_ONLY = True  # writes the page from its store; no stored number goes through it (measured_code)
 
@@ -140,16 +141,6 @@ def training_lines(r: ModelResults) -> list[str]:
         return []
     return ["Students trained on " + _trained(where)
             + " (each student's `run.json`); every candidate scored and timed on the machine of the runs table.", ""]
-
-
-def failed_students(candidates: list[Candidate]) -> list[tuple[Candidate, Candidate]]:
-    """Each student (torch) among ``candidates`` that scores below the untrained cut of its depth on dev, with that
-    cut, deepest first: its training failed (as all-mpnet-base-v2's depth-9 student did at 1e-3 on this page, where
-    too high a learning rate is the likeliest cause). A student with no plain cut of its depth among ``candidates``
-    is not judged."""
-    cuts = {c.depth: c for c in candidates if c.recipe == "cut" and c.backend == "torch"}
-    return [(c, cuts[c.depth]) for c in sorted(candidates, key=lambda c: -c.depth)
-            if c.recipe in STUDENTS and c.backend == "torch" and c.depth in cuts and c.dev < cuts[c.depth].dev]
 
 
 def failed_lines(r: ModelResults, others: list[tuple[dict, list[Candidate]]]) -> list[str]:
