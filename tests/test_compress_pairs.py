@@ -124,3 +124,24 @@ def test_train_pairs_flag_reaches_the_students(tiny_bert, env, capsys, monkeypat
     with pytest.raises(SystemExit) as exc:  # refused by the parser, one usage line
         main(_args(tiny_bert, corpus, dev, env / "out2", "--train-pairs", str(sick), "--pairs-weight", "-1"))
     assert exc.value.code == 2 and "--pairs-weight" in capsys.readouterr().err
+
+
+def test_another_learning_rate_trains_new_students_and_reads_every_cut_back(teacher, env, monkeypatch):  # noqa: F811
+    """The distillation's settings (epochs, batch size, learning rate, seed) are in the students' keys only: a run
+    at another rate in the same folder measures its students and nothing else (the cuts and the original are read
+    back with the numbers they had)."""
+    dev, work = _dev(), str(env / "work")
+    first = _comp(teacher, depths=(1, 2), budget=100.0, output_dir=work).fit(CORPUS, dev)
+    real, measured = build_module.Compression._measure, []
+    monkeypatch.setattr(build_module.Compression, "_measure",
+                        lambda self, recipe, layers, backend: measured.append(recipe) or real(self, recipe, layers,
+                                                                                               backend))
+    other = replace(FAST, lr=FAST.lr / 10, epochs=FAST.epochs + 1, batch_size=FAST.batch_size // 2, seed=1)
+    second = _comp(teacher, depths=(1, 2), budget=100.0, output_dir=work, settings=other).fit(CORPUS, dev)
+    assert sorted(measured) == ["distilled", "distilled"]
+    before = {c.name: c for c in first.candidates_}
+    for c in second.candidates_:
+        if c.recipe == "distilled":
+            assert c.dev != before[c.name].dev
+        else:
+            assert c.to_dict() == before[c.name].to_dict()

@@ -237,15 +237,19 @@ def _adopt(ctx: PageContext, compressor, data, name: str, key: dict, missing: li
 
 def _save_choice(ctx: PageContext, compressor, data, model: str, key: dict, budget: float, root: Path) -> None:
     """The model's choice among every stored depth, saved as a sentence-transformers folder and stored as a part:
-    again whenever the choice changed (more depths) or its numbers did (timed again), as its card shows them."""
+    again whenever the choice read from the stored depth parts changed (more depths) or its numbers did (timed
+    again), as its card shows them. The part keeps that reading (``read``) beside the fitted choice (``chosen``, as
+    the work folder gave it): the two may differ in what the depth parts record (the original's ratio of another
+    depth's run, say), and only the reading is compared, so an unchanged store fits nothing again."""
     name, parts = Path(model).name, ctx.store.parts(NAME)
     _, _, chosen = model_candidates(parts, key, budget)
     saved_choice = ctx.store.load(NAME, name, key)
-    if saved_choice is None or Candidate.from_dict(saved_choice.payload["chosen"]).to_dict() != chosen.to_dict():
+    if saved_choice is None or saved_choice.payload.get("read") != chosen.to_dict():
         est = compressor(home_depth(parts, key, chosen)).fit(data.corpus, data.dev, **data.inputs())
         saved = est.save(root / "model")  # every candidate is read back from the work folder
         ctx.store.save(Part(NAME, name, key, {"model": model, "chosen": est.chosen_.to_dict(),
-                                              "saved_model": str(saved)}, True, [run_record(ctx.command)]))
+                                              "read": chosen.to_dict(), "saved_model": str(saved)}, True,
+                            [run_record(ctx.command)]))
 
 
 def _encoders(ctx: PageContext, config: CompressPageConfig) -> dict[str, LayerEncoder]:

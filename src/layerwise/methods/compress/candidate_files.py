@@ -25,19 +25,22 @@ from layerwise.methods.compress.frontier import Candidate
 from layerwise.methods.compress.students import STUDENTS
 from layerwise.reports import write_json
 
-__all__ = ["FLOAT32_GRAPHS", "CandidateFiles", "candidate_key"]
+__all__ = ["FLOAT32_GRAPHS", "STUDENT_SETTINGS", "CandidateFiles", "candidate_key"]
 
 FLOAT32_GRAPHS = ("onnx", "openvino")  # backends that run the torch model's float32 function as a graph
+STUDENT_SETTINGS = ("epochs", "batch_size", "lr", "seed")  # CompressConfig's distillation settings (and pairs_weight)
 Key = Callable[[str, tuple[int, ...], str], dict]  # (recipe, hidden states, backend) -> the candidate's key
 
 
 def candidate_key(config: CompressConfig, data, identity, recipe: str, layers: tuple[int, ...], backend: str) -> dict:
     """The key of one candidate of ``config`` on ``data`` (a ``CompressData``) for the model ``identity``."""
-    # labelled pairs change the students only: a cut is the same candidate with or without them
-    pairs = data.train_pairs is not None and recipe in STUDENTS
+    # the distillation's settings and labelled pairs change the students only: a cut (or the original) is the same
+    # candidate at any learning rate, with or without pairs, so another student's run reads it back
+    student = recipe in STUDENTS
+    pairs = data.train_pairs is not None and student
     settings = {k: v for k, v in config.to_dict().items()
                 if k not in ("depths", "backends", "every_depth", "graph_test_scores")
-                and (k != "pairs_weight" or pairs)}
+                and (k not in STUDENT_SETTINGS or student) and (k != "pairs_weight" or pairs)}
     checksums = {k: v for k, v in data.checksums().items() if k != "train_pairs" or pairs}
     key = {"model": model_key(identity), "data": checksums, "settings": settings,
            "recipe": recipe, "layers": list(layers), "backend": backend}
