@@ -40,11 +40,11 @@ def page_results(parts: list[Part]) -> list[ModelResults]:
     has since left, cover more depths is read under the page's settings once one depth of them is stored: the goals
     compare the models under one protocol, and the earlier runs stand with the earlier protocols
     (:func:`~.stored.other_protocols`). One exception, :data:`OWN_SETTING`: where a student of the model fails to
-    train under the page's protocol (:func:`~layerwise.methods.compress.diagnostics.failed_students`: below the untrained cut of its depth
-    on dev) and none fails under the page's protocol with another learning rate, on at least the backends of the
-    model's run under the page's, the model is read under that one (the most depths, the newest among equals), and
-    its section says so (:func:`own_setting_lines`). With no protocol
-    stored at every depth, every model is :func:`~.stored.by_model`'s."""
+    train under the page's protocol (:func:`~layerwise.methods.compress.diagnostics.failed_students`: below the
+    untrained cut of its depth on dev) and none fails under the page's protocol with another learning rate, on at
+    least the backends of the model's run under the page's, the model is read under that one (the most depths, the
+    newest among equals), and its section says so (:func:`own_setting_lines`). With no protocol stored at every
+    depth, every model is :func:`~.stored.by_model`'s."""
     results = by_model(parts)
     page = page_protocol(parts)
     return results if page is None else [_read_under(page, r, parts) for r in results]
