@@ -368,3 +368,55 @@ def test_an_encoder_run_searches_without_its_pooler_with_the_mean_and_cls_last(t
     labels = [row[2] for row in table_rows((tmp_path / "out" / "layer-attention.md").read_text())
               if row[:2] == ["unsup", "last_cls"] and len(row) > 9]
     assert labels == ["pooler", "last-layer mean", "[CLS]_Last"]
+
+
+def test_another_search_setting_evaluates_an_encoder_run_s_saved_model_again_without_training_it(
+        tiny_bert, tmp_path, monkeypatch):
+    """The model folder of an encoder-trained run is named by what trains it: a run whose search settings changed
+    (IVF cells, cells probed) is a new part, searched with the model already trained, not trained again."""
+    from layerwise.benchmarks.layer_attention import experiment
+    from layerwise.benchmarks.layer_attention.grid import RunResult
+
+    monkeypatch.setenv("LAYERWISE_HOME", str(tmp_path / "home"))
+    calls, real = [], experiment.train_contrastive
+
+    def spy(*args, resume=False, **kw):
+        calls.append(resume)
+        return real(*args, resume=resume, **kw)
+
+    monkeypatch.setattr(experiment, "train_contrastive", spy)
+    data, store = _data(tmp_path / "data"), ResultsStore(tmp_path / "state")
+    page, runs = get_page("layer-attention"), []
+    for nprobe in (10, 5):
+        options = _la_options(tiny_bert, tmp_path, regimes=["encoder"], retrieval_poolers=["last_cls"],
+                              retrieval={"indexes": ["exact"], "nprobe": nprobe})
+        page.run(PageContext(store=store, output=tmp_path / "out", data_dir=str(data), command=("test",),
+                             options=options))
+        part = next(p for p in store.parts("layer-attention") if p.name == "encoder-unsup-last_cls-seed0"
+                    and p.key["retrieval"]["nprobe"] == nprobe)
+        runs.append(RunResult.from_payload(part.payload))
+        if nprobe == 10:
+            weights = {f: f.read_bytes() for f in (Path(runs[0].checkpoint) / "best").rglob("*") if f.is_file()}
+    assert calls == [False, True]  # the second run found the finished training and resumed it: nothing to train
+    assert runs[0].checkpoint == runs[1].checkpoint and runs[1].history["steps_this_run"] == 0
+    assert {k: runs[0].history[k] for k in ("step", "loss", "dev", "best_dev")} == {
+        k: runs[1].history[k] for k in ("step", "loss", "dev", "best_dev")}
+    assert {f: f.read_bytes() for f in (Path(runs[1].checkpoint) / "best").rglob("*") if f.is_file()} == weights
+    assert runs[0].sts == runs[1].sts and runs[1].steps_per_second is None
+    page.render(PageContext(store=store, output=tmp_path / "out", data_dir=str(data), options=options))
+    row = next(r for r in table_rows((tmp_path / "out" / "layer-attention.md").read_text()) if r[0] == "last_cls")
+    assert row[-1].split()[0] == "–"  # the newest part (nprobe 5) shows: trained by the first run, not timed here
+
+
+def test_an_ivf_index_of_more_cells_than_quora_texts_is_refused_before_anything_is_encoded(
+        tiny_bert, tmp_path, monkeypatch):
+    from layerwise.benchmarks.layer_attention import experiment
+
+    monkeypatch.setenv("LAYERWISE_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(experiment, "compute_features", lambda *a, **k: pytest.fail("encoded before the check"))
+    data, store = _data(tmp_path / "data"), ResultsStore(tmp_path / "state")
+    options = _la_options(tiny_bert, tmp_path, regimes=["frozen"], retrieval={"indexes": ["exact", "ivf"]})
+    ctx = PageContext(store=store, output=tmp_path / "out", data_dir=str(data), command=("test",), options=options)
+    with pytest.raises(ValueError, match=r"nlist=1024 IVF cells for a corpus of 6 texts: the largest valid nlist is 6"):
+        get_page("layer-attention").run(ctx)
+    assert store.parts("layer-attention") == []

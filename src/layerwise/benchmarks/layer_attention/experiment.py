@@ -36,7 +36,7 @@ from layerwise.encoders.batching import token_lengths
 from layerwise.encoders.layer_encoder import LayerEncoder
 from layerwise.encoders.trainable import SentenceModel
 from layerwise.evaluation.metrics import cosine_rows
-from layerwise.evaluation.retrieval import FaissIndex, load_quora_retrieval, search
+from layerwise.evaluation.retrieval import FaissIndex, check_nlist, load_quora_retrieval, search
 from layerwise.evaluation.sts import sts_scores
 from layerwise.methods.layer_attention.frozen import (
     compute_features,
@@ -76,8 +76,10 @@ def load_grid_data(config: GridConfig, data_dir=None, *, quora: bool = True) -> 
         ex, source = load_training_examples(obj, data_dir=data_dir)
         examples[obj] = (ex[:config.train_limit] if config.train_limit else ex, source)
     search = quora and config.retrieval_poolers
-    return GridData(sts=sts, dev=load_sts("stsb", data_dir=data_dir, split="dev"), examples=examples,
-                    quora=load_quora_retrieval(data_dir, config.retrieval.split) if search else None)
+    corpus = load_quora_retrieval(data_dir, config.retrieval.split) if search else None
+    if corpus is not None:  # an IVF index of more cells than texts: refused before anything is encoded
+        check_nlist(config.retrieval.nlist, len(corpus.corpus), indexes=config.retrieval.indexes)
+    return GridData(sts=sts, dev=load_sts("stsb", data_dir=data_dir, split="dev"), examples=examples, quora=corpus)
 
 
 def data_checksums(data: GridData) -> dict:

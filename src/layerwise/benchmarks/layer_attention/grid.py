@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 
 from layerwise.benchmarks.layer_attention.attention_length import LENGTH_KEY, LENGTH_POOLERS
 from layerwise.benchmarks.significance_parts import OUTPUTS_KEY, without_outputs
+from layerwise.evaluation.retrieval import DEFAULT_NLIST
 from layerwise.evaluation.unit_outputs import pack_small
 from layerwise.methods.layer_attention.train import ContrastiveConfig
 
@@ -33,7 +34,7 @@ STS_SETS = ("stsb", "sickr", "sts12", "sts13", "sts14", "sts15", "sts16")
 class RetrievalSettings:
     split: str = "dev"  # Quora split searched (BiMPM dev/test partition)
     indexes: tuple[str, ...] = ("exact", "ivf")  # "exact" = numpy reference; others = FAISS index kinds
-    nlist: int = 100  # IVF cells
+    nlist: int = DEFAULT_NLIST  # IVF cells: the paper's 1024 (at most the corpus size: refused before encoding)
     nprobe: int = 10  # IVF cells visited per query
 
 
@@ -43,13 +44,16 @@ class GridConfig:
     objectives: tuple[str, ...] = ("unsup", "sup_hard_neg")
     poolers: tuple[str, ...] = GRID_POOLERS  # frozen-encoder grid
     frozen_seeds: tuple[int, ...] = (0, 1, 2)
-    encoder_poolers: tuple[str, ...] = ("layer_attention", "last_cls")  # encoder-trained runs (10-20 min each)
+    # encoder-trained runs (10-20 min each): the library's operator, the paper's, its Table 2 baselines
+    encoder_poolers: tuple[str, ...] = ("layer_attention", "last_cls", "layer_attention_ratio",
+                                        "concat_last_cls_mean", "concat_last_cls_layer_mean")
     encoder_seeds: tuple[int, ...] = (0,)
     regimes: tuple[str, ...] = REGIMES
     steps: int = 250  # optimisation steps of every run
     batch_size: int = 64
     sts_sets: tuple[str, ...] = STS_SETS  # evaluated when present in the data folder (test data only)
-    retrieval_poolers: tuple[str, ...] = ("layer_attention", "last_cls")  # searched at the first seed
+    # searched at the first seed: the library's operator, the paper's, the last-layer CLS baseline
+    retrieval_poolers: tuple[str, ...] = ("layer_attention", "last_cls", "layer_attention_ratio")
     retrieval: RetrievalSettings = RetrievalSettings()
     max_length: int = 32  # tokens per sentence (training and evaluation)
     dtype: str = "float32"
@@ -142,9 +146,11 @@ class RunResult:
     attention_by_length: dict = field(default_factory=dict)
 
     @property
-    def steps_per_second(self) -> float:
-        """Training speed with evaluation excluded (steps this run / training seconds)."""
-        return self.history["steps_this_run"] / self.history["train_seconds"]
+    def steps_per_second(self) -> float | None:
+        """Training speed with evaluation excluded (steps this run / training seconds); None where this run trained
+        nothing (an encoder-trained model an earlier run had trained, evaluated again)."""
+        steps = self.history["steps_this_run"]
+        return steps / self.history["train_seconds"] if steps else None
 
     def to_payload(self) -> dict:
         return asdict(self)
@@ -205,8 +211,13 @@ SEARCH_OUTPUTS = "per-query rank of the first relevant result"  # what a searchi
 LENGTH_ENTRY = "attention_by_length"  # the key entry of a run that records its attention weights by sentence length
 
 
+#: the entries of a run's key that say how its model is evaluated, not how it is trained
+EVALUATION_ENTRIES = (LENGTH_ENTRY, "retrieval", "without_pooler")
+
+
 def checkpoint_key(key: dict) -> dict:
-    """The key a run had before it kept outputs (per-pair predictions, weights by length), which names an
-    encoder-trained run's model folder: a model trained before the outputs were kept is evaluated again rather
-    than trained again."""
-    return {k: v for k, v in without_outputs(key).items() if k != LENGTH_ENTRY}
+    """What names an encoder-trained run's model folder: the run's key without what only its evaluation reads
+    (outputs kept, weights by length, the Quora search and its data), so that a model trained before an evaluation
+    setting changed (IVF cells, say) is evaluated again rather than trained again."""
+    out = {k: v for k, v in without_outputs(key).items() if k not in EVALUATION_ENTRIES}
+    return {**out, "data": {k: v for k, v in out["data"].items() if k != "quora"}} if "data" in out else out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -62,7 +63,13 @@ def pooler_means(runs: list[RunResult], sets, obj, pooler) -> dict | None:
     return {"seeds": len(rs), "sts": {d: (float(np.mean([r.sts[d] for r in rs])), sample_std([r.sts[d] for r in rs]))
                                       for d in sets},
             "avg": float(np.mean([np.mean([r.sts[d] for d in sets]) for r in rs])),
-            "steps_per_second": float(np.mean([r.steps_per_second for r in rs]))}
+            "steps_per_second": _mean_or_none([r.steps_per_second for r in rs])}
+
+
+def _mean_or_none(values: list) -> float | None:
+    """The mean of the values that are not None (None: none is)."""
+    known = [v for v in values if v is not None]
+    return float(np.mean(known)) if known else None
 
 
 def _sts_table(page: PageRuns, regime: str, poolers, obj) -> list[str]:
@@ -81,11 +88,14 @@ def _sts_table(page: PageRuns, regime: str, poolers, obj) -> list[str]:
             continue
         name = f"**{pooler}**" if pooler == REFERENCE else pooler
         p = ("reference" if pooler == REFERENCE else p_cell(page.tests.get((regime, obj, pooler))))
-        speed = f"{m['steps_per_second']:.2f}"
+        speed = "–" if m["steps_per_second"] is None else f"{m['steps_per_second']:.2f}"
         if mixed:
             speed += f" ({', '.join(sorted({where.get(id(r), '?') for r in _select(runs, obj, pooler)}))})"
         lines.append(f"| {name} | {m['seeds']} | " + " | ".join(fmt(*m["sts"][d]) for d in sets)
                      + f" | {m['avg']:.2f} | {speed} |" + (f" {p} |" if tested else ""))
+    if any(r.steps_per_second is None for r in runs if r.objective == obj):
+        lines += ["", "*–* (speed): the model was trained by an earlier run and only evaluated in this one (a search "
+                  "setting changed since): its training was not timed here."]
     if busy:
         lines += ["", f"*{BUSY}*: at least one of the row's runs started with the machine's 1-minute load average "
                   "above its CPU count (other work beside it): that speed is low and not comparable."]
@@ -206,11 +216,12 @@ def _untouched_section(page: PageRuns) -> list[str]:
     rows = page.untouched_search
     if not rows:
         return []
-    lines = [f"### Quora search without a pooler: last-layer mean vs [CLS]_Last, IVF nlist 100 vs 1024 "
-             f"({page.config.retrieval.split} split)", "",
+    nlists = sorted({int(m) for r in rows for m in re.findall(r"nlist=(\d+)", r["index"])})
+    lines = [f"### Quora search without a pooler: last-layer mean vs [CLS]_Last, IVF nlist "
+             f"{' vs '.join(map(str, nlists))} ({page.config.retrieval.split} split)", "",
              "The untouched encoder. The paper searches with the last layer's [CLS] once the pooler is removed "
              "([CLS]_Last) and an IVF index of nlist = 1024 cells; the rows above use the last-layer mean and "
-             "nlist 100. Speed: every query in one batch, and one query at a time (batch 1: the mean over the first "
+             f"nlist {page.config.retrieval.nlist}. Speed: every query in one batch, and one query at a time (batch 1: the mean over the first "
              "1,000 queries, each searched alone). Memory: the "
              "serialised index, and its resident size (the arrays it holds in memory: vectors or codes, ids, "
              "centroids; the normalised matrix for the exact search).", "",
