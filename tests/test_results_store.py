@@ -40,6 +40,17 @@ def test_any_changed_setting_invalidates_and_keeps_the_old_part(tmp_path, change
     assert len(store.parts("page")) == 2
 
 
+def test_the_log_names_only_the_settings_that_differ_not_a_tuple_stored_as_a_list(tmp_path, caplog):
+    # a key built with tuples is stored as JSON lists: the log once named ('exact', 'ivf') now against the stored
+    # ['exact', 'ivf'] as a difference beside the one that was
+    store = ResultsStore(tmp_path)
+    store.save(Part("page", "p", _key(protocol={"indexes": ("exact", "ivf"), "nlist": 100}), {"score": 1.0}))
+    with caplog.at_level("INFO", logger="layerwise.benchmarks.store"):
+        assert store.load("page", "p", _key(protocol={"indexes": ("exact", "ivf"), "nlist": 1024})) is None
+    assert "protocol.nlist 100 stored, 1024 now" in caplog.text
+    assert "indexes" not in caplog.text
+
+
 def test_a_file_whose_key_was_edited_is_refused(tmp_path):
     store = ResultsStore(tmp_path)
     path = store.save(Part("page", "p", _key(), {"score": 1.0}))

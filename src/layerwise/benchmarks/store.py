@@ -95,8 +95,9 @@ class ResultsStore:
         if not path.is_file():
             others = self.other_keys(page, name, key)
             if others:
+                stored_form = json.loads(json.dumps(key, default=str))  # as it would be stored: tuples as lists
                 logger.info("%s/%s: %d stored result(s) under other settings (%s), not reused",
-                            page, name, len(others), "; ".join(_differences(key, o) for o in others))
+                            page, name, len(others), "; ".join(_differences(stored_form, o) for o in others))
             return None
         doc = read_part_file(path)
         if doc.get("key") != json.loads(json.dumps(key, default=str)):
@@ -159,7 +160,8 @@ def read_part_file(path: Path) -> dict:
 
 
 def _differences(want: dict, have: dict, prefix: str = "") -> str:
-    """'max_length 256 vs 8, data.checksum ...' for the first few settings that differ."""
+    """'max_length 256 stored, 8 now, data.checksum ...' for the first few settings that differ (``want`` in its
+    stored JSON form, so that a tuple now and the list it was stored as are not a difference)."""
     diffs = []
     for k in sorted(set(want) | set(have)):
         a, b = want.get(k), have.get(k)
