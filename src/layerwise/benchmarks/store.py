@@ -89,18 +89,18 @@ class ResultsStore:
     def load(self, page: str, name: str, key: dict) -> Part | None:
         """The part stored under exactly this key, or ``None``; other keys for the same part are named in the log."""
         path = self.path(page, name, key)
+        stored_form = json.loads(json.dumps(key, default=str))  # the key as a file holds it: tuples as lists
         if path.is_file() and self._redoing(page, name, key):
             logger.info("%s/%s: stored, but --redo names it: computing it again", page, name)
             return None
         if not path.is_file():
             others = self.other_keys(page, name, key)
             if others:
-                stored_form = json.loads(json.dumps(key, default=str))  # as it would be stored: tuples as lists
                 logger.info("%s/%s: %d stored result(s) under other settings (%s), not reused",
                             page, name, len(others), "; ".join(_differences(stored_form, o) for o in others))
             return None
         doc = read_part_file(path)
-        if doc.get("key") != json.loads(json.dumps(key, default=str)):
+        if doc.get("key") != stored_form:
             raise ValueError(f"results store file {path} does not hold the part its name says (format or key "
                              "differs); move it away to recompute that part")
         return Part(page, name, doc["key"], doc["payload"], bool(doc.get("complete", True)), list(doc.get("runs", [])))
